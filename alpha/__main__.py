@@ -1,0 +1,7 @@
+"""``python -m alpha``: the same command line as the ``alpha`` entry point."""
+
+import sys
+
+from alpha.cli import main
+
+sys.exit(main())

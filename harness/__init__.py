@@ -1,0 +1,1 @@
+"""Spawning participants (native, QEMU AArch64) and fault-injecting relays for tests and gates."""

@@ -1,0 +1,100 @@
+"""The command line: describe commands, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from alpha.cli import EXIT_OK, EXIT_USAGE, main
+
+REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
+
+
+def test_describe_group_prints_size_index_nodes_and_digest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["describe", "group", REGULAR, "--json"]) == EXIT_OK
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["size"] == 200_000
+    assert facts["index_nodes"] == 4
+    assert facts["universe"] == 200_000
+    assert len(bytes.fromhex(facts["digest"])) == 32
+    assert facts["group"] == REGULAR
+
+
+def test_describe_group_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "group", "(group (stride 0 1 8))", "--universe", "10"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "size         8" in out
+    assert "index nodes  1" in out
+    assert "universe     10" in out
+
+
+def test_describe_tree_with_role(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "tree", "200000", "64", "--role", "0", "--json"]) == EXIT_OK
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["depth"] == 3
+    assert facts["level_sizes"][0] == 1
+    assert facts["level_sizes"][1] == 64
+    assert sum(facts["level_sizes"]) == 200_000
+    assert len(facts["role"]["children"]) == 64
+    assert facts["role"]["parent"] is None
+    assert facts["role"]["subtree"] == [0, 199_999]
+
+
+def test_describe_tree_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "tree", "13", "3", "--role", "6"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "depth        2" in out
+    assert "parent       5" in out
+    assert "path         0 -> 5 -> 6" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["describe", "group", "(group (stride 0 1 0))"], "stride"),
+        (["describe", "group", "(group (stride 0 1"], "expected"),
+        (["describe", "group", "(group (stride 0 1 8))", "--universe", "4"], "universe"),
+        (["describe", "group", "(group (stride 0 1 8))", "--universe", "x"], "--universe"),
+        (["describe", "tree", "0", "3"], "0"),
+        (["describe", "tree", "10", "0"], "fan"),
+        (["describe", "tree", "10", "3", "--role", "10"], "10"),
+        (["describe", "tree", "10"], "F"),
+        (["describe", "shape"], "shape"),
+        ([], "COMMAND"),
+    ],
+)
+def test_bad_arguments_print_one_line_and_exit_2(
+    argv: list[str], names: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("alpha")
+    assert names.lower() in lines[0].lower()
+
+
+def test_real_process_exit_code_and_no_traceback() -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "alpha", "describe", "tree", "-5", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == EXIT_USAGE
+    assert "Traceback" not in bad.stderr
+    assert len(bad.stderr.splitlines()) == 1
+    good = subprocess.run(
+        [sys.executable, "-m", "alpha", "describe", "tree", "9", "2", "--role", "3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert good.returncode == EXIT_OK, good.stderr
+    assert "depth" in good.stdout
