@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 # The pure layers: no I/O, checked with mypy --strict.
-PURE := alpha/errors.py alpha/membership.py alpha/topology.py
+PURE := alpha/errors.py alpha/membership.py alpha/topology.py alpha/identity.py alpha/frame.py
 
 .PHONY: all venv system run test lint typecheck unit bench clean
 

@@ -14,19 +14,36 @@ from __future__ import annotations
 __all__ = [
     "AdmissionError",
     "AlphaError",
+    "ContractInvalid",
+    "Corrupted",
     "CoverageBroken",
+    "DoubleRearm",
     "EmptySelection",
     "FanoutInvalid",
+    "FrameIncomplete",
+    "FrameRefused",
+    "FrameSpecInvalid",
     "GroupFieldInvalid",
     "GroupSyntaxError",
+    "IdentityError",
+    "IdentityMismatch",
+    "IdentityPartInvalid",
     "IndexBudgetExceeded",
+    "LearnerInputInvalid",
     "NotAMember",
     "OverlappingParts",
+    "Replayed",
     "RoleOutOfRange",
     "RoleOutsideUniverse",
+    "SkippedVersion",
     "TopologyError",
+    "TrailingBytes",
     "TreeSizeInvalid",
+    "Truncated",
     "UsageError",
+    "VersionOverflow",
+    "WrongEdge",
+    "WrongFrame",
 ]
 
 
@@ -103,3 +120,164 @@ class RoleOutOfRange(TopologyError, LookupError):
 
 class CoverageBroken(TopologyError):
     """A node's children do not exactly cover its subtree (``certify``)."""
+
+
+# --- frames -----------------------------------------------------------------
+
+
+class FrameSpecInvalid(AlphaError, ValueError):
+    """A frame slot or a payload to send does not fit the frame layout: a
+    field wider than its width, an extent past ``MAX_EXTENT``, or a payload
+    whose length differs from the slot's extent. A bug in the caller or the
+    plan, never in a peer."""
+
+
+class FrameIncomplete(AlphaError, RuntimeError):
+    """A reception was asked for its payload, or fed, in a state that does not
+    allow it (before its trailer checked, or after it finished). A bug in the
+    caller, never in a peer."""
+
+
+class FrameRefused(AlphaError):
+    """A frame, or the stream that carries it, is not what this receive slot
+    was built to accept. The subclass names the cause.
+
+    Every refusal carries what an operator needs: ``role`` (this participant),
+    ``peer`` (the sender the slot expects), ``edge`` (``(peer, role)``),
+    ``slot`` (the scheduled transfer), ``version`` (the version the slot
+    expected), ``field`` (the frame field at fault) and ``expected`` and
+    ``received`` values of that field. A refused slot stays refused. A
+    refusal raised on the sending side (``VersionOverflow``) has ``role`` the
+    sender and ``peer`` the receiver; ``edge`` is always (sender, receiver).
+    """
+
+    #: What an operator should do about this cause; subclasses override it.
+    advice = "check that both participants were compiled from the same plan"
+
+    #: For ``IdentityMismatch``: the identity parts that differ, in wire order
+    #: (``learner``, ``contract``, ``membership``); empty for every other cause.
+    parts: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        role: int,
+        peer: int,
+        slot: int,
+        version: int,
+        field: str,
+        expected: object = None,
+        received: object = None,
+        edge: tuple[int, int] | None = None,
+    ) -> None:
+        self.detail = detail
+        self.role = role
+        self.peer = peer
+        self.slot = slot
+        self.version = version
+        self.field = field
+        self.expected = expected
+        self.received = received
+        self._edge = (peer, role) if edge is None else edge
+        sender, receiver = self._edge
+        super().__init__(
+            f"role {role}: frame on edge {sender}->{receiver}, slot {slot}, version {version} "
+            f"refused: {detail}; {self.advice}"
+        )
+
+    @property
+    def edge(self) -> tuple[int, int]:
+        """The edge as ``(sender, receiver)``."""
+        return self._edge
+
+
+class WrongFrame(FrameRefused):
+    """The bytes are not an Alpha v1 frame of the expected kind: the magic,
+    the format version, the kind or the reserved bytes differ."""
+
+    advice = "the peer is not an Alpha participant of this format, or sent another kind of frame"
+
+
+class WrongEdge(FrameRefused):
+    """The frame names another sender, receiver or slot than this receive
+    expects: it was routed to the wrong edge or scheduled transfer."""
+
+    advice = "the peer's schedule differs from this one; recompile both from one plan"
+
+
+class IdentityMismatch(FrameRefused):
+    """The frame's run identity differs; ``parts`` names which of learner,
+    numerical contract and membership differ."""
+
+    advice = "the peer was built for another learner, contract or membership; recompile both"
+
+
+class Replayed(FrameRefused):
+    """The frame's version is below the one expected: an old frame again."""
+
+    advice = "a frame was replayed or duplicated; the round must be aborted"
+
+
+class SkippedVersion(FrameRefused):
+    """The frame's version is above the one expected: frames were lost or
+    the peer ran ahead."""
+
+    advice = "a frame was lost or the peer ran ahead; the round must be aborted"
+
+
+class DoubleRearm(FrameRefused):
+    """A receive slot was armed again for the version it already expects."""
+
+    advice = "the local schedule armed one receive twice; this is a bug in the schedule"
+
+
+class VersionOverflow(FrameRefused):
+    """The version counter would pass its maximum; it never wraps."""
+
+    advice = "the slot's version counter is spent; start a new run (a new epoch)"
+
+
+class Corrupted(FrameRefused):
+    """The SHA-256 trailer does not match the header and payload received."""
+
+    advice = "bytes were damaged in transit; the round must be aborted"
+
+
+class Truncated(FrameRefused):
+    """The stream ended inside a frame, or a frame declares fewer payload
+    bytes than the slot's extent."""
+
+    advice = "the peer stopped or the connection broke mid-frame; the round must be aborted"
+
+
+class TrailingBytes(FrameRefused):
+    """Bytes follow the last scheduled frame, or a frame declares more
+    payload bytes than the slot's extent."""
+
+    advice = "the peer sent more than the schedule allows; recompile both from one plan"
+
+
+# --- identity ---------------------------------------------------------------
+
+
+class IdentityError(AlphaError, ValueError):
+    """A run identity or one of its digests cannot be made from the values
+    given; the subclass names why."""
+
+
+class ContractInvalid(IdentityError):
+    """A numerical contract is outside its allowed values (dtype, operation,
+    topology, delivery, participants, fan-out, or a star or pair whose shape
+    does not fit); the message names the field and what is allowed."""
+
+
+class IdentityPartInvalid(IdentityError):
+    """A run identity part is not exactly 32 bytes, or an encoded identity is
+    not exactly 96 bytes; the message names the part."""
+
+
+class LearnerInputInvalid(IdentityError):
+    """A learner-digest input has no canonical encoding: a string with a lone
+    surrogate, a configuration that contains itself, or a rate beyond a
+    double's range."""

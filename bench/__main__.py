@@ -1,0 +1,50 @@
+"""Run the benchmarks; with no names, all of them, rewriting docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import platform
+import sys
+from pathlib import Path
+
+# Each module has NAME and run(repeat) -> markdown section.
+MODULES = ("bench.frames",)
+REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all, and write)")
+    parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")
+    args = parser.parse_args()
+    modules = [importlib.import_module(name) for name in MODULES]
+    known = {module.NAME: module for module in modules}
+    unknown = [name for name in args.names if name not in known]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; known: {', '.join(known)}")
+    chosen = [known[name] for name in args.names] if args.names else modules
+    sections = []
+    for module in chosen:
+        print(f"bench: running {module.NAME} ...", file=sys.stderr, flush=True)
+        section = f"## {module.NAME}\n\n{module.run(args.repeat)}\n"
+        print(section, flush=True)
+        sections.append(section)
+    if not args.names:
+        stamp = datetime.date.today().isoformat()
+        head = (
+            "# Benchmarks\n\n"
+            "Written by `make bench` (`python -m bench`). Medians of repeated runs, and ratios "
+            "against a reference measured in the same run, on a shared and noisy machine: "
+            "compare ratios, not absolute figures.\n\n"
+            f"Last run: {stamp}, {platform.machine()}, {platform.python_implementation()} "
+            f"{platform.python_version()}.\n\n"
+        )
+        REPORT.write_text(head + "\n".join(sections))
+        print(f"bench: wrote {REPORT.name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Shared timing helpers for the benchmarks: one way to take a median."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_seconds(work: Callable[[], object], *, repeat: int, warmup: int = 1) -> float:
+    """The median wall time of ``work()`` over ``repeat`` runs, after ``warmup`` unmeasured runs."""
+    for _ in range(warmup):
+        work()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def rate(nbytes: int, seconds: float) -> str:
+    """A throughput in MB/s (10^6 bytes per second), for tables."""
+    return f"{nbytes / seconds / 1e6:,.0f} MB/s"
