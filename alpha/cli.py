@@ -12,21 +12,30 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from alpha import __version__
-from alpha.errors import AdmissionError, AlphaError, GroupSyntaxError, TopologyError, UsageError
+from alpha.errors import (
+    AdmissionError,
+    AlphaError,
+    GroupSyntaxError,
+    RoleDescriptionInvalid,
+    TopologyError,
+    UsageError,
+)
+from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.membership import ParticipantGroup, parse_group
 from alpha.topology import ParticipantTree
 
-EXIT_OK = 0
-#: A run or check was carried out and failed (a refusal, an aborted round).
-EXIT_FAILURE = 1
-#: The command line, a plan or an input text is wrong; nothing was started.
-EXIT_USAGE = 2
-
 # Errors that mean "what you typed is wrong", as opposed to a run that failed.
-_INPUT_ERRORS = (UsageError, GroupSyntaxError, AdmissionError, TopologyError)
+_INPUT_ERRORS = (
+    UsageError,
+    GroupSyntaxError,
+    AdmissionError,
+    TopologyError,
+    RoleDescriptionInvalid,
+)
 
 # How many of a node's children `describe tree` lists before abbreviating:
 # a fan-out of 64 still fits on one terminal line or two.
@@ -124,6 +133,71 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
     return f"{shown} ({len(roles)})"
 
 
+def _launch_dir(directory: Path) -> int:
+    import trio
+
+    from alpha.launch import launch, specs_from_dir
+
+    specs, deadline = specs_from_dir(directory)
+    total = len(specs)
+    up = 0
+
+    async def progress(role: int, ports: tuple[int, ...]) -> None:
+        nonlocal up
+        up += 1
+        print(f"launch: role {role} announced {len(ports)} port(s) ({up}/{total})", file=sys.stderr)
+
+    result = trio.run(lambda: launch(specs, deadline=deadline, on_announce=progress))
+    failure = result.first_failure
+    if failure is not None:
+        print(f"launch: role {failure.role} failed first: {failure.cause}", file=sys.stderr)
+        print(f"launch: logs are in {directory / 'logs'}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"launch: {total} role(s) finished in {result.elapsed_s:.2f} s", file=sys.stderr)
+    return EXIT_OK
+
+
+def _launch(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise UsageError(f"alpha launch: {directory} is not a directory")
+    return _launch_dir(directory)
+
+
+def _exchange(args: argparse.Namespace) -> int:
+    from alpha.budgets import Budgets
+    from alpha.launch import write_roles
+    from alpha.role import exchange_roles
+
+    tree = ParticipantTree(args.n, args.fanout)
+    directory = Path(args.dir or f"runs/exchange-{args.n}-{args.fanout}")
+    reports = directory / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    for stale in reports.glob("*.json"):
+        stale.unlink()
+    budgets = Budgets(deadline=args.deadline)
+    write_roles(
+        directory,
+        exchange_roles(
+            tree, exchange=args.payload, budgets=budgets, report_dir=str(reports.resolve())
+        ),
+    )
+    edges = tree.n - 1
+    print(
+        f"exchange: {tree.n} roles, fan-out {tree.fanout}, depth {tree.depth}, {edges} edge(s), "
+        f"{args.payload} bytes each way per edge; descriptions in {directory}",
+        file=sys.stderr,
+    )
+    code = _launch_dir(directory)
+    if code == EXIT_OK:
+        found = [json.loads(path.read_text()) for path in sorted(reports.glob("*.json"))]
+        checked = sum(len(report["edges"]) for report in found) // 2
+        print(f"exchange: {checked} of {edges} edge(s) established once and checked both ways")
+        if checked != edges:
+            return EXIT_FAILURE
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; ``alpha --help`` and ``alpha CMD --help`` print it."""
     parser = _Parser(
@@ -164,6 +238,32 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--role", type=_nonnegative_int, default=None, help="describe this role")
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
     tree.set_defaults(handler=_describe_tree)
+
+    launch = commands.add_parser(
+        "launch",
+        help="start the participants in DIR on this host and relay their ports",
+        description="Start every role in DIR in role order, relay announced ports, and wait. "
+        "Exits 1 naming the role that failed first.",
+    )
+    launch.add_argument("dir", metavar="DIR", help="a folder of role descriptions")
+    launch.set_defaults(handler=_launch)
+
+    exchange = commands.add_parser(
+        "exchange",
+        help="establish every edge of a tree of processes and exchange checked payloads",
+        description="Write role descriptions for the edge exchange on the tree of N roles "
+        "and fan-out F, launch them on 127.0.0.1, and check every edge.",
+    )
+    exchange.add_argument("n", type=_nonnegative_int, metavar="N", help="number of roles")
+    exchange.add_argument("fanout", type=_nonnegative_int, metavar="F", help="fan-out")
+    exchange.add_argument(
+        "--payload", type=_nonnegative_int, default=4096, help="bytes each way per edge"
+    )
+    exchange.add_argument("--dir", default=None, help="where to write (runs/exchange-N-F)")
+    exchange.add_argument(
+        "--deadline", type=float, default=120.0, help="session deadline in seconds"
+    )
+    exchange.set_defaults(handler=_exchange)
     return parser
 
 

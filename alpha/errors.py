@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "AdmissionError",
     "AlphaError",
+    "BudgetExhausted",
     "ContractInvalid",
     "Corrupted",
     "CoverageBroken",
@@ -29,10 +30,15 @@ __all__ = [
     "IdentityMismatch",
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
+    "LaunchFailed",
     "LearnerInputInvalid",
     "NotAMember",
     "OverlappingParts",
+    "PayloadMismatch",
+    "PeerLost",
+    "PortMissing",
     "Replayed",
+    "RoleDescriptionInvalid",
     "RoleOutOfRange",
     "RoleOutsideUniverse",
     "SkippedVersion",
@@ -281,3 +287,73 @@ class LearnerInputInvalid(IdentityError):
     """A learner-digest input has no canonical encoding: a string with a lone
     surrogate, a configuration that contains itself, or a rate beyond a
     double's range."""
+
+
+# --- runtime ----------------------------------------------------------------
+
+
+class RoleDescriptionInvalid(AlphaError, ValueError):
+    """A role description (what one participant is built to do) is missing a
+    field or has a wrong value; the message names the field."""
+
+
+class BudgetExhausted(AlphaError):
+    """A bounded wait ran out: connecting, reading a peer's port, accepting,
+    receiving a frame, or the session-wide deadline.
+
+    Carries ``role`` (the participant that waited), ``peer`` (the role it
+    waited for, or None for a wait on no one peer), ``step`` (what it was
+    doing), ``budget`` (the budget's name) and ``seconds`` (its size).
+    """
+
+    def __init__(
+        self, *, role: int, peer: int | None, step: str, budget: str, seconds: float
+    ) -> None:
+        self.role = role
+        self.peer = peer
+        self.step = step
+        self.budget = budget
+        self.seconds = seconds
+        who = "" if peer is None else f" for role {peer}"
+        super().__init__(
+            f"role {role} waited{who} past its {budget} budget ({seconds:g} s) while it was "
+            f"{step}; check that role {peer if peer is not None else '?'} started and is "
+            f"reachable, or raise budgets.{budget} in the plan"
+        )
+
+
+class PeerLost(AlphaError):
+    """The connection to a peer broke (reset, refused after it was up, or
+    closed where the schedule expects more); the run aborts."""
+
+    def __init__(self, *, role: int, peer: int, step: str, cause: str) -> None:
+        self.role = role
+        self.peer = peer
+        self.step = step
+        super().__init__(
+            f"role {role} lost its connection to role {peer} while it was {step}: {cause}; "
+            f"see role {peer}'s log for why it stopped"
+        )
+
+
+class PayloadMismatch(AlphaError):
+    """A frame passed every check but its payload is not what the schedule
+    computes (the edge-exchange demonstration checks content)."""
+
+
+class LaunchFailed(AlphaError):
+    """A launched participant failed; ``role`` failed first, ``cause`` is its
+    one-line reason."""
+
+    def __init__(self, *, role: int, cause: str, others: int) -> None:
+        self.role = role
+        self.cause = cause
+        self.others = others
+        tail = f" ({others} other role(s) stopped after it)" if others else ""
+        super().__init__(f"role {role} failed first: {cause}{tail}")
+
+
+class PortMissing(AlphaError):
+    """A participant's stdin ended before the launcher gave it the port of a
+    lower peer: the launcher stopped, or the participant was started by hand
+    without its ports."""

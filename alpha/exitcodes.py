@@ -1,0 +1,12 @@
+"""Process exit codes of every Alpha program, documented in ``docs/exit-codes.md``."""
+
+from typing import Final
+
+EXIT_OK: Final = 0
+"""The command did what was asked."""
+
+EXIT_FAILURE: Final = 1
+"""A run or check was carried out and failed (a refusal, an exhausted budget, a lost peer)."""
+
+EXIT_USAGE: Final = 2
+"""The command line, a plan, a role description or an input text is wrong; nothing ran."""

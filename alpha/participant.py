@@ -1,0 +1,95 @@
+"""``python -m alpha.participant DESCRIPTION.json``: one participant, started from its role
+description.
+
+stdout carries the port announcement and nothing else; stdin carries the lower peers' ports.
+Logs and errors go to stderr. The last line on stderr of a failed participant is its one-line
+cause, which the launcher reports. Exit codes are in ``docs/exit-codes.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import trio
+
+from alpha.errors import AlphaError, RoleDescriptionInvalid
+from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from alpha.role import RoleDescription
+from alpha.runtime.endpoint import announce_on_stdout
+from alpha.runtime.session import run_role
+
+__all__ = ["FAILURE_CLOCK", "main", "run_description"]
+
+FAILURE_CLOCK = "failure-clock"
+"""The word before the monotonic time of a failure, on the line before the one-line cause."""
+
+
+def _log(role: int | str, text: str) -> None:
+    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+
+
+def run_description(description: RoleDescription) -> int:
+    """Run one participant in this process; return its exit code."""
+    role = description.role
+    reported: list[AlphaError] = []
+
+    def report_failure(error: AlphaError) -> None:
+        # Logged the moment the session fails, before its connections close: see run_role.
+        # The clock line lets the launcher tell which role failed first; CLOCK_MONOTONIC is
+        # one clock for every process of a host.
+        reported.append(error)
+        _log(role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+        _log(role, f"failed: {type(error).__name__}: {' '.join(str(error).split())}")
+
+    async def session() -> None:
+        # A private copy of stdin: trio sets it non-blocking, which must not leak to the
+        # shared file description beyond this process's life.
+        ports_in = trio.lowlevel.FdStream(os.dup(0))
+        async with ports_in:
+            report = await run_role(
+                description,
+                announce=announce_on_stdout,
+                ports_in=ports_in,
+                on_failure=report_failure,
+            )
+        moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
+        _log(
+            role,
+            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s, "
+            f"{moved} bytes framed, finished at {report.finished_s:.2f} s",
+        )
+
+    try:
+        trio.run(session)
+    except AlphaError as error:
+        if not reported:  # failed outside the session (e.g. opening stdin)
+            report_failure(error)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _log(role, "failed: interrupted")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m alpha.participant DESCRIPTION.json", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with open(args[0]) as handle:
+            description = RoleDescription.from_json(handle.read())
+    except OSError as error:
+        _log("?", f"failed: cannot read the role description: {error}")
+        return EXIT_USAGE
+    except RoleDescriptionInvalid as error:
+        _log("?", f"failed: RoleDescriptionInvalid: {args[0]}: {error}")
+        return EXIT_USAGE
+    return run_description(description)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Role descriptions: what one participant is built to do, as a documented JSON value.
+
+A role description holds a participant's role, its edges (peers ascending, each with the IPv4
+address compiled for it), the run identity, its budgets, and its work. Until per-role artifacts
+carry compiled schedules, the work is the edge exchange: one checked payload each way on every
+edge. The format is documented in ``docs/roles.md``. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Final, final
+
+from alpha.budgets import DEFAULT_BUDGETS, Budgets
+from alpha.errors import RoleDescriptionInvalid
+from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.membership import group, stride
+from alpha.topology import ParticipantTree
+
+__all__ = [
+    "FORMAT",
+    "Edge",
+    "RoleDescription",
+    "exchange_payload",
+    "exchange_roles",
+]
+
+FORMAT: Final = "alpha-role/1"
+"""The ``format`` field of every role description this module reads and writes."""
+
+DEFAULT_ADDRESS: Final = "127.0.0.1"
+
+# The largest payload the edge exchange will move per edge: enough to measure, small enough
+# that a mistaken plan does not allocate gigabytes in every participant.
+MAX_EXCHANGE: Final = 1 << 30
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One incident edge of a role: the peer and the IPv4 address the lower role listens on."""
+
+    peer: int
+    address: str = DEFAULT_ADDRESS
+
+    def __post_init__(self) -> None:
+        try:
+            ipaddress.IPv4Address(self.address)
+        except ValueError:
+            raise RoleDescriptionInvalid(
+                f"edges[peer={self.peer}].address must be an IPv4 address, got {self.address!r}"
+            ) from None
+
+
+def _int(data: Mapping[str, object], name: str, low: int = 0, label: str = "") -> int:
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise RoleDescriptionInvalid(f"{label or name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RoleDescription:
+    """Everything one participant needs, and nothing it should learn at run time.
+
+    Raises:
+        RoleDescriptionInvalid: the role is outside ``0..participants-1``, edges are not
+            ascending, repeat a peer, name the role itself or a role outside the run.
+    """
+
+    role: int
+    participants: int
+    identity: RunIdentity
+    edges: tuple[Edge, ...]
+    budgets: Budgets = DEFAULT_BUDGETS
+    exchange: int = 0
+    report: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.role < self.participants:
+            raise RoleDescriptionInvalid(
+                f"role must be in 0..{self.participants - 1}, got {self.role}"
+            )
+        peers = [edge.peer for edge in self.edges]
+        if peers != sorted(set(peers)):
+            raise RoleDescriptionInvalid(f"edges must name distinct peers ascending, got {peers}")
+        for peer in peers:
+            if peer == self.role or not 0 <= peer < self.participants:
+                raise RoleDescriptionInvalid(
+                    f"edges: peer {peer} is not another role of 0..{self.participants - 1}"
+                )
+        if not 0 <= self.exchange <= MAX_EXCHANGE:
+            raise RoleDescriptionInvalid(
+                f"exchange must be 0..{MAX_EXCHANGE} bytes, got {self.exchange}"
+            )
+
+    @property
+    def lower(self) -> tuple[Edge, ...]:
+        """Edges to lower roles: this role connects to them, in edge order."""
+        return tuple(edge for edge in self.edges if edge.peer < self.role)
+
+    @property
+    def higher(self) -> tuple[Edge, ...]:
+        """Edges to higher roles: this role listens for them, in edge order."""
+        return tuple(edge for edge in self.edges if edge.peer > self.role)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "role": self.role,
+                "participants": self.participants,
+                "identity": {
+                    "learner": self.identity.learner.hex(),
+                    "contract": self.identity.contract.hex(),
+                    "membership": self.identity.membership.hex(),
+                },
+                "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
+                "budgets": self.budgets.to_dict(),
+                "exchange": self.exchange,
+                "report": self.report,
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RoleDescription:
+        """
+        Raises:
+            RoleDescriptionInvalid: not JSON, another format, or a field missing or wrong;
+                the message names the field.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise RoleDescriptionInvalid(f"not JSON: {error}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else None
+            raise RoleDescriptionInvalid(f"format must be {FORMAT!r}, got {found!r}")
+        identity = data.get("identity")
+        if not isinstance(identity, dict):
+            raise RoleDescriptionInvalid("identity must be a table of three hex digests")
+        try:
+            parts = {k: bytes.fromhex(identity[k]) for k in ("learner", "contract", "membership")}
+            run = RunIdentity(**parts)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RoleDescriptionInvalid(f"identity: {error}") from None
+        edges = data.get("edges")
+        if not isinstance(edges, list):
+            raise RoleDescriptionInvalid("edges must be a list of {peer, address}")
+        try:
+            edge_values = tuple(
+                Edge(_int(e, "peer", label="edges[].peer"), e.get("address", DEFAULT_ADDRESS))
+                for e in edges
+            )
+        except AttributeError:
+            raise RoleDescriptionInvalid("edges must be a list of {peer, address}") from None
+        report = data.get("report")
+        if report is not None and not isinstance(report, str):
+            raise RoleDescriptionInvalid(f"report must be a path or null, got {report!r}")
+        return cls(
+            role=_int(data, "role"),
+            participants=_int(data, "participants", 1),
+            identity=run,
+            edges=edge_values,
+            budgets=Budgets.from_dict(data.get("budgets", {})),
+            exchange=_int(data, "exchange") if "exchange" in data else 0,
+            report=report,
+        )
+
+
+def exchange_payload(sender: int, receiver: int, size: int) -> bytes:
+    """The bytes ``sender`` sends ``receiver`` in the edge exchange: SHA-256 in counter mode
+    over the edge, so both ends compute them and a payload from another edge differs."""
+    seed = f"alpha/exchange/{sender}->{receiver}/".encode()
+    blocks = (size + 31) // 32
+    out = bytearray()
+    for counter in range(blocks):
+        out += hashlib.sha256(seed + counter.to_bytes(8, "big")).digest()
+    return bytes(out[:size])
+
+
+def exchange_roles(
+    tree: ParticipantTree,
+    *,
+    exchange: int,
+    budgets: Budgets = DEFAULT_BUDGETS,
+    address: str = DEFAULT_ADDRESS,
+    report_dir: str | None = None,
+) -> Iterator[RoleDescription]:
+    """Role descriptions of the edge exchange on ``tree``, role 0 first.
+
+    The identity binds the demonstration's program and payload size (learner), the tree
+    (contract) and the membership ``(group (stride 0 1 n))``.
+    """
+    n = tree.n
+    identity = RunIdentity(
+        learner=learner_digest(
+            program="alpha.edge-exchange/1",
+            config={"exchange": exchange},
+            initial_state=(),
+            rate=0.0,
+            samples=(),
+        ),
+        contract=contract_digest(
+            dtype="float32",
+            operation="sum",
+            topology="tree",
+            participants=n,
+            fanout=tree.fanout,
+            delivery="all",
+        ),
+        membership=membership_digest(group(stride(0, 1, n), universe=n)),
+    )
+    for role in range(n):
+        yield RoleDescription(
+            role=role,
+            participants=n,
+            identity=identity,
+            edges=tuple(Edge(peer, address) for peer in tree.edges(role)),
+            budgets=budgets,
+            exchange=exchange,
+            report=None if report_dir is None else f"{report_dir}/role-{role:06d}.json",
+        )

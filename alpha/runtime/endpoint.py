@@ -1,0 +1,246 @@
+"""Establishing a role's edges, in the one order every participant follows.
+
+A role's sessions are its incident edges in ascending peer order. The lower role of an edge
+listens and the higher connects, and every participant:
+
+1. binds and listens on every edge to a higher peer;
+2. announces those ports on stdout, two bytes each, big-endian, in edge order;
+3. connects to each lower peer, whose ports it reads from stdin in the same encoding;
+4. accepts each higher peer, then closes that listener.
+
+Launching participants in role order, each after the one before has announced, therefore never
+connects to an absent listener. The first frame each way on a new connection is a hello bound
+to the run identity and the edge; a wrong hello (a stranger, another run, another edge) is
+refused with the frame codec's class and the run aborts. Every wait is bounded by a named
+budget (``alpha.budgets``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Final
+
+import trio
+
+from alpha.budgets import Budgets
+from alpha.errors import BudgetExhausted, PeerLost, PortMissing
+from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.identity import RunIdentity
+from alpha.role import Edge, RoleDescription
+from alpha.runtime.channel import FrameChannel
+
+__all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
+
+PORT_BYTES: Final = 2
+"""Each announced port is two bytes, big-endian: a TCP port number."""
+
+HELLO_SLOT: Final = 0
+"""The slot of the hello frame on every edge (the kind, HELLO, keeps it apart from data)."""
+
+# A pending connection waits in the kernel until its accept; one is all an edge ever needs,
+# and a stranger taking that place is refused on its hello.
+_BACKLOG = 1
+
+# connect() failures worth another attempt: the listener is not up yet or is momentarily full.
+_RETRY_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EAGAIN})
+
+
+def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
+    """The hello frame from ``sender`` to ``receiver``: no payload, everything in the header."""
+    return FrameSpec(identity, FrameKind.HELLO, sender, receiver, HELLO_SLOT, 0)
+
+
+class Establishment:
+    """The live state of steps 1-4 for one role: listeners, then channels.
+
+    ``step`` always says what the role is doing, so a deadline that strikes names it.
+    """
+
+    def __init__(self, description: RoleDescription) -> None:
+        self.description = description
+        self.listeners: dict[int, trio.socket.SocketType] = {}
+        self.channels: dict[int, FrameChannel] = {}
+        self.step = "starting"
+        self.waiting_for: int | None = None
+
+    @property
+    def role(self) -> int:
+        return self.description.role
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.description.budgets
+
+    async def listen(self) -> list[int]:
+        """Step 1: bind and listen on every edge to a higher peer; return the ports."""
+        ports = []
+        for edge in self.description.higher:
+            self.step = f"binding the listener for role {edge.peer}"
+            sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+            self.listeners[edge.peer] = sock
+            await sock.bind((edge.address, 0))
+            sock.listen(_BACKLOG)
+            ports.append(int(sock.getsockname()[1]))
+        return ports
+
+    async def connect(self, edge: Edge, port: int) -> FrameChannel:
+        """Step 3 for one lower peer: connect (bounded attempts), then exchange hellos."""
+        budgets = self.budgets
+        self.step = f"connecting to role {edge.peer} at {edge.address}:{port}"
+        self.waiting_for = edge.peer
+        stream: trio.SocketStream | None = None
+        for attempt in range(budgets.connect_attempts):
+            sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+            try:
+                await sock.connect((edge.address, port))
+            except OSError as error:
+                sock.close()
+                if error.errno not in _RETRY_ERRNOS:
+                    raise PeerLost(
+                        role=self.role, peer=edge.peer, step=self.step, cause=str(error)
+                    ) from None
+                if attempt + 1 < budgets.connect_attempts:
+                    await trio.sleep(budgets.connect_interval)
+                continue
+            stream = trio.SocketStream(sock)
+            break
+        if stream is None:
+            raise BudgetExhausted(
+                role=self.role,
+                peer=edge.peer,
+                step=self.step,
+                budget="connect",
+                seconds=budgets.connect,
+            )
+        channel = FrameChannel(stream, role=self.role, peer=edge.peer, budgets=budgets)
+        self.channels[edge.peer] = channel
+        identity = self.description.identity
+        self.step = f"greeting role {edge.peer}"
+        await channel.send(
+            SendSlot(hello_spec(identity, self.role, edge.peer)), b"", step=self.step
+        )
+        await channel.receive(
+            ReceiveSlot(hello_spec(identity, edge.peer, self.role)), step=self.step
+        )
+        self.waiting_for = None
+        return channel
+
+    async def accept(self, edge: Edge) -> FrameChannel:
+        """Step 4 for one higher peer: accept within the budget, close the listener, greet."""
+        listener = self.listeners[edge.peer]
+        self.step = f"accepting role {edge.peer}"
+        self.waiting_for = edge.peer
+        sock: trio.socket.SocketType | None = None
+        with trio.move_on_after(self.budgets.accept):
+            sock, _ = await listener.accept()
+        if sock is None:
+            raise BudgetExhausted(
+                role=self.role,
+                peer=edge.peer,
+                step=self.step,
+                budget="accept",
+                seconds=self.budgets.accept,
+            )
+        listener.close()
+        del self.listeners[edge.peer]
+        channel = FrameChannel(
+            trio.SocketStream(sock), role=self.role, peer=edge.peer, budgets=self.budgets
+        )
+        self.channels[edge.peer] = channel
+        identity = self.description.identity
+        self.step = f"checking the hello of role {edge.peer}"
+        await channel.receive(
+            ReceiveSlot(hello_spec(identity, edge.peer, self.role)), step=self.step
+        )
+        await channel.send(
+            SendSlot(hello_spec(identity, self.role, edge.peer)), b"", step=self.step
+        )
+        self.waiting_for = None
+        return channel
+
+    def close(self) -> None:
+        for sock in self.listeners.values():
+            sock.close()
+        self.listeners.clear()
+
+
+async def read_ports(
+    stream: trio.abc.ReceiveStream, count: int, *, role: int, peers: list[int], budgets: Budgets
+) -> list[int]:
+    """Read ``count`` announced ports (two bytes each) for ``peers`` from the launcher.
+
+    Raises:
+        BudgetExhausted: a port did not arrive within the connect budget (it names the peer).
+        PortMissing: the stream ended first.
+    """
+    data = bytearray()
+    ports: list[int] = []
+    for peer in peers[:count]:
+        step = f"waiting for the port of role {peer} on stdin"
+        with trio.move_on_after(budgets.connect) as scope:
+            while len(data) < PORT_BYTES:
+                chunk = await stream.receive_some(PORT_BYTES - len(data))
+                if not chunk:
+                    raise PortMissing(
+                        f"role {role}: stdin ended before the port of role {peer}; start "
+                        "participants with `alpha launch`, which relays announced ports"
+                    )
+                data += chunk
+        if scope.cancelled_caught:
+            raise BudgetExhausted(
+                role=role, peer=peer, step=step, budget="connect", seconds=budgets.connect
+            )
+        ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
+        del data[:PORT_BYTES]
+    return ports
+
+
+async def establish(
+    description: RoleDescription,
+    stack: AsyncExitStack,
+    *,
+    announce: Callable[[bytes], Awaitable[None]],
+    ports_in: trio.abc.ReceiveStream,
+    state: Establishment | None = None,
+) -> dict[int, FrameChannel]:
+    """Run steps 1-4 for ``description``; return its channels by peer.
+
+    Channels are registered on ``stack`` so they close when the session ends, cleanly or not.
+
+    Raises:
+        BudgetExhausted: a connect, port, accept or receive budget ran out.
+        FrameRefused: a hello was wrong (a stranger, another run, another edge).
+        PeerLost: a connection broke.
+        PortMissing: the launcher closed stdin before giving a lower peer's port.
+    """
+    state = state or Establishment(description)
+    stack.callback(state.close)
+    ports = await state.listen()
+    state.step = "announcing ports"
+    await announce(b"".join(port.to_bytes(PORT_BYTES, "big") for port in ports))
+    lower = description.lower
+    peers = [edge.peer for edge in lower]
+    for index, edge in enumerate(lower):
+        state.step = f"waiting for the port of role {edge.peer} on stdin"
+        state.waiting_for = edge.peer
+        (port,) = await read_ports(
+            ports_in, 1, role=description.role, peers=peers[index:], budgets=description.budgets
+        )
+        channel = await state.connect(edge, port)
+        stack.push_async_callback(channel.aclose)
+    for edge in description.higher:
+        channel = await state.accept(edge)
+        stack.push_async_callback(channel.aclose)
+    state.step = "established"
+    return state.channels
+
+
+async def announce_on_stdout(data: bytes) -> None:
+    """Write the announcement to file descriptor 1, all of it, and nothing else ever."""
+    view = memoryview(data)
+    while view:
+        written = os.write(1, view)
+        view = view[written:]
