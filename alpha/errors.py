@@ -14,10 +14,15 @@ from __future__ import annotations
 __all__ = [
     "AdmissionError",
     "AlphaError",
+    "ArtifactInvalid",
     "BudgetExhausted",
+    "CheckFailed",
+    "ChoiceAuthorityInvalid",
+    "ChoiceUninformed",
     "ContractInvalid",
     "Corrupted",
     "CoverageBroken",
+    "DisseminationInvalid",
     "DoubleRearm",
     "EmptySelection",
     "FanoutInvalid",
@@ -32,16 +37,27 @@ __all__ = [
     "IndexBudgetExceeded",
     "LaunchFailed",
     "LearnerInputInvalid",
+    "NoRealization",
+    "NoncanonicalWord",
     "NotAMember",
     "OverlappingParts",
+    "ParticipantOutOfRange",
     "PayloadMismatch",
     "PeerLost",
+    "PlanInvalid",
     "PortMissing",
+    "ProtocolFailure",
+    "ProtocolRejected",
+    "RepeatBoundExceeded",
     "Replayed",
     "RoleDescriptionInvalid",
     "RoleOutOfRange",
     "RoleOutsideUniverse",
+    "SelectorNotAtAuthority",
+    "SelectorOutOfRange",
+    "SelfTransfer",
     "SkippedVersion",
+    "TargetMismatch",
     "TopologyError",
     "TrailingBytes",
     "TreeSizeInvalid",
@@ -357,3 +373,105 @@ class PortMissing(AlphaError):
     """A participant's stdin ended before the launcher gave it the port of a
     lower peer: the launcher stopped, or the participant was started by hand
     without its ports."""
+
+
+# --- the global protocol ----------------------------------------------------
+
+
+class ProtocolFailure(AlphaError):
+    """One reason a global protocol cannot be projected; the subclass names it
+    and the message names the roles and the form. ``form`` is the path of the
+    offending form in the protocol (e.g. ``body.1.repeat.choice.arm0``)."""
+
+    def __init__(self, message: str, *, form: str = "") -> None:
+        self.form = form
+        super().__init__(f"{form}: {message}" if form else message)
+
+
+class ParticipantOutOfRange(ProtocolFailure):
+    """A participant, sender or receiver is not a role of the run."""
+
+
+class SelfTransfer(ProtocolFailure):
+    """A transfer sends from a role to itself."""
+
+
+class RepeatBoundExceeded(ProtocolFailure):
+    """A repeat's count passes its declared bound, or nested repeats together
+    pass the plan's bound on total iterations (overflow included)."""
+
+
+class NoRealization(ProtocolFailure):
+    """A local operation or transfer cannot be realized: the operation is not
+    provided for a role's target, a region is unknown, or a transfer runs over
+    a pair of roles that is not an edge of the run."""
+
+
+class ChoiceAuthorityInvalid(ProtocolFailure):
+    """A choice's authority is out of range or not a member of the run."""
+
+
+class SelectorNotAtAuthority(ProtocolFailure):
+    """A choice's selector is not an operation computed at the authority (it is
+    unknown, not a selector, or not provided for the authority's target)."""
+
+
+class DisseminationInvalid(ProtocolFailure):
+    """A choice's dissemination tree introduces a receiver twice, leaves a
+    receiver unreachable from the authority, or routes over a pair that is not
+    an edge."""
+
+
+class ChoiceUninformed(ProtocolFailure):
+    """A participant that acts differently in the two arms of a choice is not
+    informed of the arm taken (neither the authority nor a receiver)."""
+
+
+class ProtocolRejected(AlphaError, ValueError):
+    """A protocol failed its checks; ``failures`` holds every refusal found,
+    not only the first."""
+
+    def __init__(self, failures: tuple[ProtocolFailure, ...]) -> None:
+        self.failures = failures
+        lines = "; ".join(f"{type(f).__name__}: {f}" for f in failures)
+        super().__init__(f"the protocol has {len(failures)} problem(s): {lines}")
+
+
+# --- agreed choices and rounds ----------------------------------------------
+
+
+class SelectorOutOfRange(AlphaError):
+    """A choice's selector evaluated to something other than 0 or 1 at its
+    authority; the round is aborted."""
+
+
+class NoncanonicalWord(AlphaError):
+    """A choice word that passed the frame checks is not the canonical
+    encoding of 0 or 1; the round is aborted."""
+
+
+class CheckFailed(AlphaError):
+    """A value computed by the run differs from the one the plan says it must
+    be (the demonstration's sum check); the round is aborted."""
+
+
+# --- plans and artifacts ----------------------------------------------------
+
+
+class PlanInvalid(AlphaError, ValueError):
+    """A plan is not valid TOML or a field is missing or wrong; ``field`` names
+    it (e.g. ``topology.fanout``)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class ArtifactInvalid(AlphaError, ValueError):
+    """A role artifact (role-NNNNNN.pyz) or its run.json is unreadable or not
+    one Alpha built."""
+
+
+class TargetMismatch(AlphaError):
+    """A role artifact was started on a machine of another target than the one
+    it was built for (x86_64 or aarch64)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import trio
 
@@ -21,7 +21,7 @@ from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.session import run_role
 
-__all__ = ["FAILURE_CLOCK", "main", "run_description"]
+__all__ = ["FAILURE_CLOCK", "main", "run_description", "run_payload"]
 
 FAILURE_CLOCK = "failure-clock"
 """The word before the monotonic time of a failure, on the line before the one-line cause."""
@@ -72,6 +72,20 @@ def run_description(description: RoleDescription) -> int:
         _log(role, "failed: interrupted")
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def run_payload(payload: Mapping[str, object]) -> int:
+    """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
+
+    ``payload["description"]`` is the role description (``docs/roles.md``); a ``schedule``,
+    when present, is the role's projected local schedule.
+    """
+    try:
+        description = RoleDescription.from_dict(payload.get("description"))
+    except RoleDescriptionInvalid as error:
+        _log("?", f"failed: RoleDescriptionInvalid: the artifact's description: {error}")
+        return EXIT_USAGE
+    return run_description(description)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -110,23 +110,23 @@ class RoleDescription:
         return tuple(edge for edge in self.edges if edge.peer > self.role)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": FORMAT,
-                "role": self.role,
-                "participants": self.participants,
-                "identity": {
-                    "learner": self.identity.learner.hex(),
-                    "contract": self.identity.contract.hex(),
-                    "membership": self.identity.membership.hex(),
-                },
-                "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
-                "budgets": self.budgets.to_dict(),
-                "exchange": self.exchange,
-                "report": self.report,
+        return json.dumps(self.to_dict(), indent=1)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "role": self.role,
+            "participants": self.participants,
+            "identity": {
+                "learner": self.identity.learner.hex(),
+                "contract": self.identity.contract.hex(),
+                "membership": self.identity.membership.hex(),
             },
-            indent=1,
-        )
+            "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
+            "budgets": self.budgets.to_dict(),
+            "exchange": self.exchange,
+            "report": self.report,
+        }
 
     @classmethod
     def from_json(cls, text: str) -> RoleDescription:
@@ -139,6 +139,14 @@ class RoleDescription:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise RoleDescriptionInvalid(f"not JSON: {error}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> RoleDescription:
+        """
+        Raises:
+            RoleDescriptionInvalid: another format, or a field missing or wrong.
+        """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             found = data.get("format") if isinstance(data, dict) else None
             raise RoleDescriptionInvalid(f"format must be {FORMAT!r}, got {found!r}")
