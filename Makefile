@@ -22,10 +22,11 @@ $(STAMP): pyproject.toml | system
 
 venv: $(STAMP)
 
-# Until the learner lands: a real run of 13 participant processes on a tree of fan-out 3,
-# every edge established in the one order and a checked 64 KiB payload each way on each.
+# Until the learner lands: the shipped tree plan compiled to 13 artifacts and launched as 13
+# processes: six rounds of an ordered combine with an agreed choice each round, checked.
 run: $(STAMP)
-	$(BIN)/alpha exchange 13 3 --payload 65536
+	$(BIN)/alpha compile fixtures/plans/tree.toml -o runs/tree
+	$(BIN)/alpha launch runs/tree
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -19,7 +19,10 @@ from alpha import __version__
 from alpha.errors import (
     AdmissionError,
     AlphaError,
+    ArtifactInvalid,
     GroupSyntaxError,
+    PlanInvalid,
+    ProtocolRejected,
     RoleDescriptionInvalid,
     TopologyError,
     UsageError,
@@ -31,6 +34,9 @@ from alpha.topology import ParticipantTree
 # Errors that mean "what you typed is wrong", as opposed to a run that failed.
 _INPUT_ERRORS = (
     UsageError,
+    PlanInvalid,
+    ProtocolRejected,
+    ArtifactInvalid,
     GroupSyntaxError,
     AdmissionError,
     TopologyError,
@@ -136,9 +142,13 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
 def _launch_dir(directory: Path) -> int:
     import trio
 
+    from alpha.artifact import RUN_JSON, launch_specs
     from alpha.launch import launch, specs_from_dir
 
-    specs, deadline = specs_from_dir(directory)
+    if (directory / RUN_JSON).exists():
+        specs, deadline = launch_specs(directory)
+    else:
+        specs, deadline = specs_from_dir(directory)
     total = len(specs)
     up = 0
 
@@ -162,6 +172,21 @@ def _launch(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         raise UsageError(f"alpha launch: {directory} is not a directory")
     return _launch_dir(directory)
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from alpha.compile import compile_plan, parse_roles, print_progress
+    from alpha.plan import load_plan
+
+    plan = load_plan(args.plan)
+    roles = parse_roles(args.roles, plan.participants)
+    result = compile_plan(plan, Path(args.output), roles, progress=print_progress)
+    total = sum(result.artifact_bytes)
+    print(
+        f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
+        f"{total} bytes of artifacts in {result.directory}"
+    )
+    return EXIT_OK
 
 
 def _exchange(args: argparse.Namespace) -> int:
@@ -239,11 +264,25 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
     tree.set_defaults(handler=_describe_tree)
 
+    compile_ = commands.add_parser(
+        "compile",
+        help="check a plan's protocol and write one executable artifact per role",
+        description="Check the plan's global protocol, project it to every role, and write "
+        "role-NNNNNN.pyz artifacts and run.json into DIR.",
+    )
+    compile_.add_argument("plan", metavar="PLAN", help="a plan (TOML); see docs/plans.md")
+    compile_.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
+    compile_.add_argument(
+        "--roles", default=None, metavar="SPEC", help="roles to build: all, or e.g. 0,3,5-7"
+    )
+    compile_.set_defaults(handler=_compile)
+
     launch = commands.add_parser(
         "launch",
         help="start the participants in DIR on this host and relay their ports",
-        description="Start every role in DIR in role order, relay announced ports, and wait. "
-        "Exits 1 naming the role that failed first.",
+        description="Start every role in DIR (artifacts from `alpha compile`, or role "
+        "descriptions) in role order, relay announced ports, and wait. Exits 1 naming the "
+        "role that failed first.",
     )
     launch.add_argument("dir", metavar="DIR", help="a folder of role descriptions")
     launch.set_defaults(handler=_launch)

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
-from alpha.errors import AlphaError, RoleDescriptionInvalid
+from alpha.errors import AlphaError, ArtifactInvalid, RoleDescriptionInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.session import run_role
@@ -31,8 +32,13 @@ def _log(role: int | str, text: str) -> None:
     print(f"role {role}: {text}", file=sys.stderr, flush=True)
 
 
-def run_description(description: RoleDescription) -> int:
-    """Run one participant in this process; return its exit code."""
+def run_description(
+    description: RoleDescription,
+    schedule: LocalSchedule | None = None,
+    report_path: str | None = None,
+) -> int:
+    """Run one participant in this process (its schedule, or the edge exchange); return its
+    exit code."""
     role = description.role
     reported: list[AlphaError] = []
 
@@ -54,11 +60,14 @@ def run_description(description: RoleDescription) -> int:
                 announce=announce_on_stdout,
                 ports_in=ports_in,
                 on_failure=report_failure,
+                schedule=schedule,
+                report_path=report_path,
             )
         moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
+        rounds = f", {report.rounds} round(s)" if schedule is not None else ""
         _log(
             role,
-            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s, "
+            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s{rounds}, "
             f"{moved} bytes framed, finished at {report.finished_s:.2f} s",
         )
 
@@ -74,18 +83,20 @@ def run_description(description: RoleDescription) -> int:
     return EXIT_OK
 
 
-def run_payload(payload: Mapping[str, object]) -> int:
+def run_payload(payload: Mapping[str, object], report_path: str | None = None) -> int:
     """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
 
     ``payload["description"]`` is the role description (``docs/roles.md``); a ``schedule``,
-    when present, is the role's projected local schedule.
+    when present, is the role's projected local schedule (``docs/protocol.md``).
     """
     try:
         description = RoleDescription.from_dict(payload.get("description"))
-    except RoleDescriptionInvalid as error:
-        _log("?", f"failed: RoleDescriptionInvalid: the artifact's description: {error}")
+        raw = payload.get("schedule")
+        schedule = None if raw is None else decode(raw)
+    except (RoleDescriptionInvalid, ArtifactInvalid) as error:
+        _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
-    return run_description(description)
+    return run_description(description, schedule, report_path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

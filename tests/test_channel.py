@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import numpy as np
 import pytest
 import trio
 import trio.testing
+from conftest import connected
 
 from alpha.budgets import Budgets
 from alpha.errors import BudgetExhausted, PeerLost, PortMissing, TrailingBytes, Truncated
@@ -22,25 +21,6 @@ from alpha.runtime.session import run_role
 
 IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
 BUDGETS = Budgets(receive=0.5, accept=0.5, connect_attempts=3, connect_interval=0.05)
-
-
-@asynccontextmanager
-async def connected(
-    low: int = 0, high: int = 1, budgets: Budgets = BUDGETS
-) -> AsyncIterator[tuple[FrameChannel, FrameChannel]]:
-    """Two channels, one per end of a real loopback connection."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
-    client = await trio.open_tcp_stream("127.0.0.1", port)
-    server = await listeners[0].accept()
-    await listeners[0].aclose()
-    a = FrameChannel(server, role=low, peer=high, budgets=budgets)
-    b = FrameChannel(client, role=high, peer=low, budgets=budgets)
-    try:
-        yield a, b
-    finally:
-        await a.aclose()
-        await b.aclose()
 
 
 def spec(sender: int, receiver: int, extent: int, slot: int = 1) -> FrameSpec:

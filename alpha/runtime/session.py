@@ -21,9 +21,11 @@ import trio
 
 from alpha.errors import AlphaError, BudgetExhausted, PayloadMismatch
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.protocol.local import LocalSchedule
 from alpha.role import RoleDescription, exchange_payload
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import Establishment, establish
+from alpha.runtime.interpreter import Interpreter
 
 __all__ = ["EXCHANGE_SLOT", "EdgeReport", "RoleReport", "first_alpha_error", "run_role"]
 
@@ -51,6 +53,9 @@ class RoleReport:
     edges: list[EdgeReport] = field(default_factory=list)
     established_s: float = 0.0
     finished_s: float = 0.0
+    rounds: int = 0
+    arms: list[int] = field(default_factory=lambda: [0, 0])
+    digests: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -59,6 +64,9 @@ class RoleReport:
                 "pid": self.pid,
                 "established_s": self.established_s,
                 "finished_s": self.finished_s,
+                "rounds": self.rounds,
+                "arms": self.arms,
+                "digests": self.digests,
                 "edges": [vars(edge) for edge in self.edges],
             },
             indent=1,
@@ -110,13 +118,17 @@ async def run_role(
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
     on_failure: Callable[[AlphaError], None] | None = None,
+    schedule: LocalSchedule | None = None,
+    report_path: str | None = None,
 ) -> RoleReport:
     """Run one participant's whole session; return its report (also written to
     ``description.report`` when set).
 
-    ``on_failure`` is called with the cause the moment the session fails, before any
-    connection is torn down: a peer that sees this role's connections close must not be able
-    to report its own failure first.
+    The work is ``schedule``, the role's projected local schedule, or without one the edge
+    exchange (``docs/roles.md``). ``on_failure`` is called with the cause the moment the
+    session fails, before any connection is torn down: a peer that sees this role's
+    connections close must not be able to report its own failure first. The report goes to
+    ``description.report`` when set, else to ``report_path``.
 
     Raises:
         BudgetExhausted: a budget ran out; the deadline names the step it struck.
@@ -134,7 +146,9 @@ async def run_role(
         with trio.move_on_after(budgets.deadline) as deadline:
             async with AsyncExitStack() as stack:
                 try:
-                    await _session(description, stack, state, report, announce, ports_in, started)
+                    await _session(
+                        description, stack, state, report, announce, ports_in, started, schedule
+                    )
                 except BaseException as error:
                     if deadline.cancel_called:
                         failure = BudgetExhausted(
@@ -157,8 +171,9 @@ async def run_role(
     if failure is not None:  # the deadline struck and move_on_after absorbed it
         raise failure
     report.finished_s = time.monotonic() - started
-    if description.report is not None:
-        _write_report(description.report, report.to_json())
+    path = description.report or report_path
+    if path is not None:
+        _write_report(path, report.to_json())
     return report
 
 
@@ -170,6 +185,7 @@ async def _session(
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
     started: float,
+    schedule: LocalSchedule | None,
 ) -> None:
     channels = await establish(
         description, stack, announce=announce, ports_in=ports_in, state=state
@@ -185,6 +201,23 @@ async def _session(
         for peer, channel in sorted(channels.items())
     ]
     report.edges = edges
+    if schedule is not None:
+        state.step = "running its schedule"
+        interpreter = Interpreter(
+            schedule, description.identity, description.participants, channels
+        )
+        try:
+            await interpreter.run()
+            state.step = "closing its edges"
+            await interpreter.close()
+        finally:
+            report.rounds = interpreter.rounds
+        report.digests = interpreter.digests()
+        report.arms = list(interpreter.arms)
+        for edge in edges:
+            channel = channels[edge.peer]
+            edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes
+        return
     state.step = "exchanging payloads"
     async with trio.open_nursery() as nursery:
         for edge in edges:

@@ -1,0 +1,830 @@
+"""Plans: the TOML a user writes, read into one frozen :class:`Plan` value.
+
+A plan names the run, its membership (a textual participant group), the participant tree, the
+numerical contract, the budgets, the addresses of edges, the target of each role, the work each
+round does (a sum check or a learner) and optional GPU bindings. ``parse_plan(text)`` reads one;
+``load_plan(path)`` reads a file and is the only function here that does I/O.
+
+Reading is strict: every table and key is known, every value is checked against its documented
+type and range, and each refusal is a :class:`alpha.errors.PlanInvalid` whose ``field`` names the
+dotted field at fault (``topology.fanout``, ``budgets.receive``, ``addresses.edges.0-1``) and
+whose message says what was found and what is allowed. A misspelt key is refused, never ignored.
+
+Reading costs O(size of the plan text), never O(number of roles): the group and the tree are
+compact, and per-role facts (an edge's address, a role's target) are looked up in the entries the
+plan lists, so a plan of two million roles reads at once. Every field is documented in
+``docs/plans.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, final
+
+from alpha.budgets import DEFAULT_BUDGETS, Budgets
+from alpha.errors import (
+    AdmissionError,
+    GroupSyntaxError,
+    PlanInvalid,
+    RoleDescriptionInvalid,
+    RoleOutOfRange,
+    TopologyError,
+)
+from alpha.identity import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
+from alpha.membership import MAX_EPOCH, MAX_ROLES, ParticipantGroup, group, parse_group
+from alpha.role import DEFAULT_ADDRESS
+from alpha.topology import ParticipantTree, pair, star
+
+if TYPE_CHECKING:  # the type only: this module does no I/O beyond load_plan's one open()
+    from os import PathLike
+
+__all__ = [
+    "CHOICES",
+    "DATASETS",
+    "DEFAULT_ADDRESS",
+    "LEARNER_KINDS",
+    "MAX_BATCH",
+    "MAX_GPU_UUID_CHARS",
+    "MAX_HIDDEN",
+    "MAX_HOLDOUT",
+    "MAX_NAME_CHARS",
+    "MAX_ROUNDS",
+    "MAX_SEED",
+    "MAX_WORK_SIZE",
+    "SHAPES",
+    "TARGETS",
+    "WORK_KINDS",
+    "LearnerSpec",
+    "Plan",
+    "load_plan",
+    "parse_plan",
+]
+
+# --- bounds and allowed values ------------------------------------------------------------
+
+#: Rounds are the count of the protocol's outer repeat, which travels as a u64, but every
+#: round spends one version of each slot's per-slot counter; 2**32 - 1 keeps a run's versions far
+#: inside the u64 version space even with several transfers per slot and round, and is more
+#: rounds than any run needs.
+MAX_ROUNDS: Final = 2**32 - 1
+
+#: A run's name names directories, artifacts and log lines; 64 characters of [a-z0-9._-] are
+#: enough to be descriptive and keep every path and line short and shell-safe.
+MAX_NAME_CHARS: Final = 64
+_NAME: Final = re.compile(r"[a-z0-9._-]+")
+
+#: The topology shapes: star and pair are trees of a fixed fan-out, named for the reader.
+SHAPES: Final = TOPOLOGIES
+
+#: The machine targets a role's artifact can be built for (see DESIGN, "AArch64 is real
+#: emulation"); the first is the default.
+TARGETS: Final = ("x86_64", "aarch64")
+
+#: The work of a round: the demonstration's checked sum, or a learner's update.
+WORK_KINDS: Final = ("sum-check", "learn")
+
+#: Elements per region of the sum check. 2**28 float64 elements are 2 GiB per region per role;
+#: past that a plan is a mistake, and the bound keeps it from asking every participant for an
+#: absurd buffer.
+MAX_WORK_SIZE: Final = 2**28
+_DEFAULT_WORK_SIZE: Final = 1024
+
+#: The per-round agreed choice's selector. ``const-2`` evaluates to 2, which is not an arm: it
+#: exists to show that a selector out of range is refused at run time, so a plan may name it.
+CHOICES: Final = ("none", "parity", "const-0", "const-1", "const-2")
+
+#: Learner models, and the data sets a learner can read (bundled in fixtures/).
+LEARNER_KINDS: Final = ("mlp", "linear")
+DATASETS: Final = ("digits",)
+
+#: An MLP's hidden width. 4096 units over the digits' 64 features are far more than the data can
+#: use; the bound keeps a typo from allocating a huge state in every role.
+MAX_HIDDEN: Final = 4096
+_DEFAULT_HIDDEN: Final = 32
+
+#: Samples per role per round. A batch is an array in every role every round; 2**20 samples of
+#: 64 float64 features are 512 MiB, past which a plan is wrong rather than ambitious.
+MAX_BATCH: Final = 2**20
+_DEFAULT_BATCH: Final = 32
+
+#: The held-out share of the data set. More than half held out leaves the learner less to learn
+#: from than it is judged on.
+MAX_HOLDOUT: Final = 0.5
+_DEFAULT_HOLDOUT: Final = 0.2
+
+#: A learner's seed goes into the learner digest as an unsigned 64-bit value.
+MAX_SEED: Final = 2**64 - 1
+
+#: A GPU UUID as nvidia-smi prints it is 40 characters (``GPU-`` and 36 of hex and dashes); 64
+#: leaves room for other vendors' forms and keeps a pasted log line from passing as one.
+MAX_GPU_UUID_CHARS: Final = 64
+_GPU_UUID: Final = re.compile(r"GPU-[0-9a-fA-F][0-9a-fA-F-]*")
+
+#: A role in a key (``"0-1"``, ``"3"``) is canonical decimal: no sign, no leading zero, and at
+#: most 10 digits, the width of the largest role (2**32 - 1), so one role has one spelling and
+#: int() never meets a huge string.
+_ROLE_TEXT: Final = r"(?:0|[1-9][0-9]{0,9})"
+_ROLE_KEY: Final = re.compile(_ROLE_TEXT)
+_EDGE_KEY: Final = re.compile(f"({_ROLE_TEXT})-({_ROLE_TEXT})")
+
+# The keys each table knows, in documentation order; messages list them in this order.
+_TABLES: Final = (
+    "run",
+    "membership",
+    "topology",
+    "contract",
+    "budgets",
+    "addresses",
+    "targets",
+    "work",
+    "learner",
+    "gpu",
+)
+_RUN_KEYS: Final = ("name", "rounds", "epoch")
+_MEMBERSHIP_KEYS: Final = ("group", "universe")
+_TOPOLOGY_KEYS: Final = ("shape", "fanout")
+_CONTRACT_KEYS: Final = ("dtype", "delivery", "operation")
+_BUDGET_KEYS: Final = tuple(Budgets.__dataclass_fields__)
+_ADDRESSES_KEYS: Final = ("default", "edges")
+_TARGETS_KEYS: Final = ("default", *TARGETS)
+_WORK_KEYS: Final = ("kind", "size", "choice")
+_SUM_CHECK_KEYS: Final = ("size", "choice")
+_LEARNER_KEYS: Final = ("kind", "hidden", "rate", "seed", "dataset", "batch", "holdout")
+_GPU_KEYS: Final = ("roles",)
+
+
+# --- the values ---------------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LearnerSpec:
+    """The ``[learner]`` table of a plan whose work is ``learn``.
+
+    Attributes:
+        kind: ``"mlp"`` or ``"linear"``.
+        hidden: the MLP's hidden width (1..MAX_HIDDEN); None for a linear model.
+        rate: the learning rate, a finite float above 0.
+        seed: the seed of initial state and sampling, 0..MAX_SEED.
+        dataset: the data set's name (``"digits"``).
+        batch: samples each role contributes per round, 1..MAX_BATCH.
+        holdout: the share of the data set held out for evaluation, in (0, MAX_HOLDOUT].
+
+    Raises:
+        Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
+    """
+
+    kind: str
+    hidden: int | None
+    rate: float
+    seed: int
+    dataset: str
+    batch: int
+    holdout: float
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One plan, read and checked: everything the compiler needs, nothing per role listed.
+
+    Attributes:
+        name: the run's name.
+        rounds: rounds to run, 1..MAX_ROUNDS.
+        epoch: the run's epoch, 0..MAX_EPOCH; it is also the group's epoch.
+        group: the admitted membership; its members are the roles ``0..participants-1``.
+        group_text: the group's text as the plan wrote it (``str(group)`` is canonical).
+        participants: the number of roles, ``len(group)``.
+        tree: the participant tree (a star and a pair are trees).
+        shape: ``"tree"``, ``"star"`` or ``"pair"``, as the plan named it.
+        dtype, delivery, operation: the numerical contract.
+        budgets: every wait's bound.
+        default_address: the IPv4 address of every edge not listed in ``edge_addresses``.
+        edge_addresses: ``((low, high), address)`` per listed edge, ascending by edge.
+        default_target: the target of every role not listed in ``target_roles``.
+        target_roles: ``(target, roles)`` per listed target, in TARGETS order, roles ascending.
+        work_kind: ``"sum-check"`` or ``"learn"``.
+        work_size: elements per region of the sum check; None for ``learn``.
+        choice: the sum check's choice selector; None for ``learn``.
+        learner: the learner, for ``learn``; None for ``sum-check``.
+        gpus: ``(role, GPU UUID)`` per bound role, ascending by role.
+        source: where the text came from (a path, or ``"<plan>"``).
+        text_sha256: the hex SHA-256 of the plan's text in UTF-8.
+
+    Equality compares every attribute above; the lookup tables behind :meth:`address` and
+    :meth:`target` are derived from them and take no part.
+
+    Raises:
+        Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
+    """
+
+    name: str
+    rounds: int
+    epoch: int
+    group: ParticipantGroup
+    group_text: str
+    participants: int
+    tree: ParticipantTree
+    shape: str
+    dtype: str
+    delivery: str
+    operation: str
+    budgets: Budgets
+    default_address: str
+    edge_addresses: tuple[tuple[tuple[int, int], str], ...]
+    default_target: str
+    target_roles: tuple[tuple[str, tuple[int, ...]], ...]
+    work_kind: str
+    work_size: int | None
+    choice: str | None
+    learner: LearnerSpec | None
+    gpus: tuple[tuple[int, str], ...]
+    source: str
+    text_sha256: str
+    # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
+    _address_of: Mapping[tuple[int, int], str] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    _target_of: Mapping[int, str] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_address_of", dict(self.edge_addresses))
+        object.__setattr__(
+            self,
+            "_target_of",
+            {role: target for target, roles in self.target_roles for role in roles},
+        )
+
+    def address(self, low: int, high: int) -> str:
+        """The IPv4 address of the edge ``low``-``high`` (``low`` is ``high``'s parent).
+
+        The address ``low`` listens on and ``high`` connects to: the one listed in
+        ``[addresses.edges]``, else the default. O(tree depth).
+
+        Raises:
+            RoleOutOfRange: ``high`` is not a role ``0..participants-1``.
+            TopologyError: ``low`` is not ``high``'s parent, so the pair is not an edge.
+        """
+        parent = self.tree.parent(high)
+        if isinstance(low, bool) or parent is None or low != parent:
+            raise TopologyError(
+                f"roles {low!r} and {high!r} are not an edge of this plan's tree: an edge is "
+                f"(parent, child), and the parent of {high} is {parent}"
+            )
+        return self._address_of.get((low, high), self.default_address)
+
+    def target(self, role: int) -> str:
+        """The target (``"x86_64"`` or ``"aarch64"``) ``role``'s artifact is built for. O(1).
+
+        Raises:
+            RoleOutOfRange: ``role`` is not an int in ``0..participants-1`` (bools refused).
+        """
+        if isinstance(role, bool) or not isinstance(role, int) or not 0 <= role < self.participants:
+            raise RoleOutOfRange(
+                f"a role of this {self.participants}-role plan is an int in "
+                f"0..{self.participants - 1}, got {role!r}"
+            )
+        return self._target_of.get(role, self.default_target)
+
+    def targets_present(self) -> frozenset[str]:
+        """The targets at least one role is built for. O(number of listed roles).
+
+        Raises:
+            Nothing.
+        """
+        listed = sum(len(roles) for _, roles in self.target_roles)
+        present = {target for target, roles in self.target_roles if roles}
+        if listed < self.participants:
+            present.add(self.default_target)
+        return frozenset(present)
+
+
+# --- reading values -----------------------------------------------------------------------
+
+_Table = dict[str, object]
+_EdgeAddress = tuple[tuple[int, int], str]
+
+
+def _kind_of(value: object) -> str:
+    """The TOML name of a value's type, for messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
+
+
+def _shown(value: object) -> str:
+    """A value quoted in a message, with its TOML type."""
+    text = repr(value)
+    if len(text) > 80:  # a log line stays readable; the head identifies the value
+        text = text[:77] + "..."
+    return f"{_kind_of(value)} ({text})"
+
+
+def _key(dotted: str) -> str:
+    return dotted.rsplit(".", 1)[-1]
+
+
+def _refuse_unknown(table: _Table, where: str, known: tuple[str, ...]) -> None:
+    """Refuse the first key of ``table`` that is not in ``known``.
+
+    Raises:
+        PlanInvalid: a key is unknown; ``field`` is ``where.key``.
+    """
+    for key in table:
+        if key in known:
+            continue
+        if not where:
+            what = (
+                f"table [{key}]" if isinstance(table[key], dict) else f"key {key!r} outside a table"
+            )
+            raise PlanInvalid(f"unknown {what}; a plan's tables are {', '.join(known)}", field=key)
+        raise PlanInvalid(
+            f"unknown key {key!r} in [{where}]; its keys are {', '.join(known)}",
+            field=f"{where}.{key}",
+        )
+
+
+def _table(parent: _Table, dotted: str, *, required: bool = False) -> _Table | None:
+    """The sub-table at ``dotted`` (its last part is the key in ``parent``), or None when it
+    is absent and not required.
+
+    Raises:
+        PlanInvalid: it is absent but required, or not a table.
+    """
+    key = _key(dotted)
+    if key not in parent:
+        if required:
+            raise PlanInvalid(f"the plan needs a [{dotted}] table", field=dotted)
+        return None
+    value = parent[key]
+    if not isinstance(value, dict):
+        raise PlanInvalid(f"must be a table, got {_shown(value)}", field=dotted)
+    return value
+
+
+def _required_table(parent: _Table, dotted: str) -> _Table:
+    """The sub-table at ``dotted``, which must be there.
+
+    Raises:
+        PlanInvalid: it is absent, or not a table.
+    """
+    table = _table(parent, dotted, required=True)
+    assert table is not None  # required=True raises rather than return None
+    return table
+
+
+def _int(table: _Table, dotted: str, *, low: int, high: int, default: int | None = None) -> int:
+    """The integer at ``dotted`` in ``low..high``; ``default`` when absent (None: required).
+
+    Raises:
+        PlanInvalid: absent and required, not an integer (booleans refused), or out of range.
+    """
+    value = _optional_int(table, dotted, low=low, high=high)
+    if value is not None:
+        return value
+    if default is None:
+        raise PlanInvalid(f"is required: an integer in {low}..{high}", field=dotted)
+    return default
+
+
+def _optional_int(table: _Table, dotted: str, *, low: int, high: int) -> int | None:
+    """The integer at ``dotted`` in ``low..high``, or None when absent.
+
+    Raises:
+        PlanInvalid: not an integer (booleans refused), or out of range.
+    """
+    key = _key(dotted)
+    if key not in table:
+        return None
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanInvalid(f"must be an integer in {low}..{high}, got {_shown(value)}", field=dotted)
+    if not low <= value <= high:
+        raise PlanInvalid(f"must be in {low}..{high}, got {value}", field=dotted)
+    return value
+
+
+def _float(
+    table: _Table, dotted: str, *, high: float | None = None, default: float | None = None
+) -> float:
+    """The finite number at ``dotted``, above 0 and (when ``high`` is given) at most ``high``;
+    an integer is read as a float. ``default`` when absent (None: required).
+
+    Raises:
+        PlanInvalid: absent and required, not a number (booleans refused), not finite, or out
+            of range.
+    """
+    allowed = "a finite number above 0" if high is None else f"a number in (0, {high:g}]"
+    key = _key(dotted)
+    if key not in table:
+        if default is None:
+            raise PlanInvalid(f"is required: {allowed}", field=dotted)
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanInvalid(f"must be {allowed}, got {_shown(value)}", field=dotted)
+    number = float(value)
+    if not (math.isfinite(number) and number > 0 and (high is None or number <= high)):
+        raise PlanInvalid(f"must be {allowed}, got {value!r}", field=dotted)
+    return number
+
+
+def _str(table: _Table, dotted: str, *, default: str | None = None) -> str:
+    """The string at ``dotted``; ``default`` when absent (None: required).
+
+    Raises:
+        PlanInvalid: absent and required, or not a string.
+    """
+    key = _key(dotted)
+    if key not in table:
+        if default is None:
+            raise PlanInvalid("is required: a string", field=dotted)
+        return default
+    value = table[key]
+    if not isinstance(value, str):
+        raise PlanInvalid(f"must be a string, got {_shown(value)}", field=dotted)
+    return value
+
+
+def _one_of(table: _Table, dotted: str, allowed: tuple[str, ...], *, default: str) -> str:
+    """The string at ``dotted``, one of ``allowed``; ``default`` when absent.
+
+    Raises:
+        PlanInvalid: not a string, or not one of ``allowed`` (the message lists them).
+    """
+    key = _key(dotted)
+    value = table.get(key, default)
+    if not isinstance(value, str) or value not in allowed:
+        choices = ", ".join(repr(a) for a in allowed)
+        raise PlanInvalid(f"must be one of {choices}, got {_shown(value)}", field=dotted)
+    return value
+
+
+def _ipv4(value: object, dotted: str) -> str:
+    """``value`` as a canonical IPv4 address string.
+
+    Raises:
+        PlanInvalid: not a string, or not a dotted-quad IPv4 address.
+    """
+    if not isinstance(value, str):
+        raise PlanInvalid(f"must be an IPv4 address string, got {_shown(value)}", field=dotted)
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError as error:
+        raise PlanInvalid(
+            f"must be an IPv4 address such as '127.0.0.1', got {value!r} ({error})", field=dotted
+        ) from None
+
+
+# --- reading tables -----------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Membership:
+    group: ParticipantGroup
+    text: str
+
+
+def _read_run(root: _Table) -> tuple[str, int, int]:
+    run = _required_table(root, "run")
+    _refuse_unknown(run, "run", _RUN_KEYS)
+    name = _str(run, "run.name")
+    if len(name) > MAX_NAME_CHARS or not _NAME.fullmatch(name):
+        raise PlanInvalid(
+            f"must be 1..{MAX_NAME_CHARS} characters of a-z, 0-9, '.', '_' and '-', got {name!r}",
+            field="run.name",
+        )
+    rounds = _int(run, "run.rounds", low=1, high=MAX_ROUNDS)
+    epoch = _int(run, "run.epoch", low=0, high=MAX_EPOCH, default=0)
+    return name, rounds, epoch
+
+
+def _read_membership(root: _Table, epoch: int) -> _Membership:
+    table = _required_table(root, "membership")
+    _refuse_unknown(table, "membership", _MEMBERSHIP_KEYS)
+    text = _str(table, "membership.group")
+    try:
+        admitted = parse_group(text, epoch=epoch)
+    except (GroupSyntaxError, AdmissionError) as error:
+        raise PlanInvalid(str(error), field="membership.group") from None
+    n = len(admitted)
+    if admitted.first != 0 or admitted.last != n - 1:
+        raise PlanInvalid(
+            f"the run's roles are the group's members and must be exactly 0..n-1; this group "
+            f"selects {n} role(s) from {admitted.first} to {admitted.last}, not 0..{n - 1}",
+            field="membership.group",
+        )
+    universe = _optional_int(table, "membership.universe", low=n, high=MAX_ROLES)
+    if universe is not None and universe != admitted.universe:
+        # In range by the check above, so admission cannot refuse it.
+        admitted = group(admitted.selection, universe=universe, epoch=epoch)
+    return _Membership(admitted, text)
+
+
+def _read_topology(root: _Table, n: int) -> tuple[str, ParticipantTree]:
+    table = _table(root, "topology") or {}
+    _refuse_unknown(table, "topology", _TOPOLOGY_KEYS)
+    shape = _one_of(table, "topology.shape", SHAPES, default="tree")
+    fanout = _optional_int(table, "topology.fanout", low=1, high=MAX_ROLES)
+    try:
+        if shape == "tree":
+            if fanout is None:
+                raise PlanInvalid(
+                    "is required for shape 'tree': an integer of at least 1",
+                    field="topology.fanout",
+                )
+            return shape, ParticipantTree(n, fanout)
+        if shape == "star":
+            spokes = max(1, n - 1)  # star(1) is the lone root, fan-out 1
+            if fanout is not None and fanout != spokes:
+                raise PlanInvalid(
+                    f"a star of {n} role(s) has fan-out {spokes} (n - 1); leave it out or set "
+                    f"it to {spokes}, got {fanout}",
+                    field="topology.fanout",
+                )
+            return shape, star(n)
+        if n != 2:
+            raise PlanInvalid(
+                f"shape 'pair' needs exactly 2 roles; membership.group selects {n}",
+                field="topology.shape",
+            )
+        if fanout is not None and fanout != 1:
+            raise PlanInvalid(
+                f"a pair has fan-out 1; leave it out or set it to 1, got {fanout}",
+                field="topology.fanout",
+            )
+        return shape, pair()
+    except TopologyError as error:
+        raise PlanInvalid(str(error), field="topology.fanout") from None
+
+
+def _read_contract(root: _Table) -> tuple[str, str, str]:
+    table = _table(root, "contract") or {}
+    _refuse_unknown(table, "contract", _CONTRACT_KEYS)
+    return (
+        _one_of(table, "contract.dtype", DTYPES, default="float32"),
+        _one_of(table, "contract.delivery", DELIVERIES, default="all"),
+        _one_of(table, "contract.operation", OPERATIONS, default="sum"),
+    )
+
+
+def _read_budgets(root: _Table) -> Budgets:
+    table = _table(root, "budgets")
+    if table is None:
+        return DEFAULT_BUDGETS
+    if "connect" in table:  # the whole connect wait is derived; say how to set it
+        raise PlanInvalid(
+            "the connect wait is connect_attempts x connect_interval; set those two instead",
+            field="budgets.connect",
+        )
+    _refuse_unknown(table, "budgets", _BUDGET_KEYS)
+    values: dict[str, object] = {}
+    for key, value in table.items():
+        default = getattr(DEFAULT_BUDGETS, key)
+        if type(default) is float and type(value) is int:
+            value = float(value)  # TOML `accept = 10` means 10 seconds, like 10.0
+        try:
+            Budgets(**{key: value})  # type: ignore[arg-type]  # Budgets checks the type
+        except RoleDescriptionInvalid as error:
+            dotted = f"budgets.{key}"
+            message = str(error).removeprefix(f"{dotted} ")
+            raise PlanInvalid(message, field=dotted) from None
+        values[key] = value
+    return Budgets(**values)  # type: ignore[arg-type]  # every value checked above
+
+
+def _read_addresses(root: _Table, tree: ParticipantTree) -> tuple[str, tuple[_EdgeAddress, ...]]:
+    table = _table(root, "addresses") or {}
+    _refuse_unknown(table, "addresses", _ADDRESSES_KEYS)
+    default = _ipv4(table.get("default", DEFAULT_ADDRESS), "addresses.default")
+    edges = _table(table, "addresses.edges") or {}
+    listed: list[_EdgeAddress] = []
+    for key, value in edges.items():
+        dotted = f"addresses.edges.{key}"
+        match = _EDGE_KEY.fullmatch(key)
+        if match is None:
+            raise PlanInvalid(
+                'an edge key is LOW-HIGH in canonical decimal, e.g. "0-1"', field=dotted
+            )
+        low, high = int(match[1]), int(match[2])
+        if not low < high < tree.n or tree.parent(high) != low:
+            raise PlanInvalid(
+                f"{key} is not an edge of the {tree.n}-role tree: an edge is LOW-HIGH where LOW "
+                f"is HIGH's parent and HIGH is a role 1..{tree.n - 1}",
+                field=dotted,
+            )
+        listed.append(((low, high), _ipv4(value, dotted)))
+    return default, tuple(sorted(listed))
+
+
+def _read_targets(root: _Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    table = _table(root, "targets") or {}
+    _refuse_unknown(table, "targets", _TARGETS_KEYS)
+    default = _one_of(table, "targets.default", TARGETS, default=TARGETS[0])
+    seen: dict[int, str] = {}
+    lists: list[tuple[str, tuple[int, ...]]] = []
+    for target in TARGETS:
+        if target not in table:
+            continue
+        dotted = f"targets.{target}"
+        roles = table[target]
+        if not isinstance(roles, list):
+            raise PlanInvalid(
+                f"must be an array of roles in 0..{n - 1}, got {_shown(roles)}", field=dotted
+            )
+        for role in roles:
+            if isinstance(role, bool) or not isinstance(role, int) or not 0 <= role < n:
+                raise PlanInvalid(
+                    f"lists roles, each an integer in 0..{n - 1}; got {_shown(role)}",
+                    field=dotted,
+                )
+            if role in seen:
+                where = "twice" if seen[role] == target else f"here and in targets.{seen[role]}"
+                raise PlanInvalid(
+                    f"role {role} is listed {where}; a role has one target", field=dotted
+                )
+            seen[role] = target
+        lists.append((target, tuple(sorted(roles))))
+    return default, tuple(lists)
+
+
+def _read_work(root: _Table) -> tuple[str, int | None, str | None]:
+    table = _table(root, "work") or {}
+    _refuse_unknown(table, "work", _WORK_KEYS)
+    kind = _one_of(table, "work.kind", WORK_KINDS, default="sum-check")
+    if kind != "sum-check":
+        for key in _SUM_CHECK_KEYS:
+            if key in table:
+                raise PlanInvalid(
+                    f"is a field of work.kind = 'sum-check' only; this plan's work is {kind!r}",
+                    field=f"work.{key}",
+                )
+        return kind, None, None
+    size = _int(table, "work.size", low=1, high=MAX_WORK_SIZE, default=_DEFAULT_WORK_SIZE)
+    choice = _one_of(table, "work.choice", CHOICES, default="none")
+    return kind, size, choice
+
+
+def _read_learner(root: _Table, work_kind: str) -> LearnerSpec | None:
+    table = _table(root, "learner")
+    if work_kind != "learn":
+        if table is not None:
+            raise PlanInvalid(
+                f"a [learner] table needs work.kind = 'learn'; this plan's work is {work_kind!r}",
+                field="learner",
+            )
+        return None
+    if table is None:
+        raise PlanInvalid("work.kind = 'learn' needs a [learner] table", field="learner")
+    _refuse_unknown(table, "learner", _LEARNER_KEYS)
+    kind = _one_of(table, "learner.kind", LEARNER_KINDS, default="mlp")
+    hidden: int | None = None
+    if kind == "mlp":
+        hidden = _int(table, "learner.hidden", low=1, high=MAX_HIDDEN, default=_DEFAULT_HIDDEN)
+    elif "hidden" in table:
+        raise PlanInvalid(
+            f"is a field of learner.kind = 'mlp' only; this learner is {kind!r}",
+            field="learner.hidden",
+        )
+    return LearnerSpec(
+        kind=kind,
+        hidden=hidden,
+        rate=_float(table, "learner.rate"),
+        seed=_int(table, "learner.seed", low=0, high=MAX_SEED, default=0),
+        dataset=_one_of(table, "learner.dataset", DATASETS, default=DATASETS[0]),
+        batch=_int(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
+        holdout=_float(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
+    )
+
+
+def _read_gpu(root: _Table, n: int) -> tuple[tuple[int, str], ...]:
+    table = _table(root, "gpu")
+    if table is None:
+        return ()
+    _refuse_unknown(table, "gpu", _GPU_KEYS)
+    roles = _table(table, "gpu.roles") or {}
+    bound: list[tuple[int, str]] = []
+    for key, value in roles.items():
+        dotted = f"gpu.roles.{key}"
+        if _ROLE_KEY.fullmatch(key) is None or not int(key) < n:
+            raise PlanInvalid(
+                f'a key of [gpu.roles] is a role in 0..{n - 1} in canonical decimal, e.g. "3"',
+                field=dotted,
+            )
+        if (
+            not isinstance(value, str)
+            or len(value) > MAX_GPU_UUID_CHARS
+            or _GPU_UUID.fullmatch(value) is None
+        ):
+            raise PlanInvalid(
+                f"must be a GPU UUID: 'GPU-' then hex digits and dashes, at most "
+                f"{MAX_GPU_UUID_CHARS} characters, got {_shown(value)}",
+                field=dotted,
+            )
+        bound.append((int(key), value))
+    return tuple(sorted(bound))
+
+
+# --- the public readers -------------------------------------------------------------------
+
+
+def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
+    """Read and check a plan from its TOML text.
+
+    Tables are read in documentation order (run, membership, topology, contract, budgets,
+    addresses, targets, work, learner, gpu), each first for unknown keys and then field by
+    field in documentation order; the first refusal met is raised. O(size of ``text``).
+
+    Raises:
+        TypeError: ``text`` or ``source`` is not a str.
+        PlanInvalid: the text is not valid TOML or not valid Unicode (``field`` is ``""``; a
+            TOML message gives the line and column), or a table or key is unknown, a required
+            one missing, or a value of the wrong type or out of its allowed range (``field``
+            names it, e.g. ``topology.fanout``).
+    """
+    if not isinstance(text, str) or not isinstance(source, str):
+        raise TypeError("a plan's text and source must be str")
+    try:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError as error:
+        raise PlanInvalid(f"{source} is not valid Unicode text: {error}") from None
+    try:
+        root = tomllib.loads(text)
+    except ValueError as error:  # TOMLDecodeError, or an integer too long to convert
+        raise PlanInvalid(f"{source} is not valid TOML: {error}") from None
+    _refuse_unknown(root, "", _TABLES)
+    for name in _TABLES:
+        _table(root, name)  # every table present is a table, before any is read
+    name, rounds, epoch = _read_run(root)
+    membership = _read_membership(root, epoch)
+    n = len(membership.group)
+    shape, tree = _read_topology(root, n)
+    dtype, delivery, operation = _read_contract(root)
+    budgets = _read_budgets(root)
+    default_address, edge_addresses = _read_addresses(root, tree)
+    default_target, target_roles = _read_targets(root, n)
+    work_kind, work_size, choice = _read_work(root)
+    learner = _read_learner(root, work_kind)
+    gpus = _read_gpu(root, n)
+    return Plan(
+        name=name,
+        rounds=rounds,
+        epoch=epoch,
+        group=membership.group,
+        group_text=membership.text,
+        participants=n,
+        tree=tree,
+        shape=shape,
+        dtype=dtype,
+        delivery=delivery,
+        operation=operation,
+        budgets=budgets,
+        default_address=default_address,
+        edge_addresses=edge_addresses,
+        default_target=default_target,
+        target_roles=target_roles,
+        work_kind=work_kind,
+        work_size=work_size,
+        choice=choice,
+        learner=learner,
+        gpus=gpus,
+        source=source,
+        text_sha256=digest,
+    )
+
+
+def load_plan(path: str | PathLike[str]) -> Plan:
+    """Read the plan file at ``path`` (UTF-8 TOML); its ``source`` is the path.
+
+    Raises:
+        PlanInvalid: the file cannot be read (``field`` is ``""``, the message names the path
+            and the cause), is not UTF-8, or :func:`parse_plan` refuses its text.
+    """
+    source = path if isinstance(path, str) else path.__fspath__()
+    try:
+        with open(source, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise PlanInvalid(f"cannot read the plan {source}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PlanInvalid(f"{source} is not UTF-8 text: {error}") from None
+    return parse_plan(text, source=source)

@@ -1,0 +1,129 @@
+"""From a plan to its global protocol and run identity (pure).
+
+The sum check, the work of a ``sum-check`` plan: every round, every role fills region ``x``
+with ``(role + 1) * (round + 1)``, the tree combines it in contract order, and every owner
+checks the total against the closed form. With a choice, role 0 (the authority) evaluates the
+plan's selector each round and sends the word down the tree; arm 1 runs the same round on
+negated values. The learner's protocol (``work.kind = "learn"``) is added by the learner.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from alpha.errors import PlanInvalid
+from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.plan import TARGETS, Plan
+from alpha.protocol.forms import (
+    Choice,
+    Combine,
+    Dissemination,
+    Everyone,
+    Form,
+    Local,
+    Operation,
+    Protocol,
+    Region,
+    Repeat,
+    Roles,
+    Seq,
+    Targets,
+)
+
+__all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "protocol_for", "run_identity"]
+
+SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
+"""The learner digest's program name for the sum check: a change of its meaning changes this."""
+
+_HOSTS: Final = frozenset(TARGETS)
+
+OPERATIONS: Final = {
+    op.name: op
+    for op in (
+        Operation("fill", "local", _HOSTS),
+        Operation("fill_neg", "local", _HOSTS),
+        Operation("check_sum", "local", _HOSTS),
+        Operation("check_neg_sum", "local", _HOSTS),
+        Operation("parity", "selector", _HOSTS),
+        Operation("const-0", "selector", _HOSTS),
+        Operation("const-1", "selector", _HOSTS),
+        Operation("const-2", "selector", _HOSTS),
+    )
+}
+"""Every operation a plan may name, with the targets that realize it (``alpha.runtime.ops``)."""
+
+# Whole numbers add exactly in a float up to its significand's width.
+_EXACT: Final = {"float32": 2**24, "float64": 2**53}
+
+
+def run_identity(plan: Plan) -> RunIdentity:
+    """The identity every frame of ``plan``'s run carries."""
+    return RunIdentity(
+        learner=learner_digest(
+            program=SUM_CHECK_PROGRAM,
+            config={"size": plan.work_size, "choice": plan.choice, "rounds": plan.rounds},
+            initial_state=(),
+            rate=0.0,
+            samples=(),
+        ),
+        contract=contract_digest(
+            dtype=plan.dtype,
+            operation=plan.operation,
+            topology=plan.shape,
+            participants=plan.participants,
+            fanout=plan.tree.fanout,
+            delivery=plan.delivery,
+        ),
+        membership=membership_digest(plan.group),
+    )
+
+
+def _round(plan: Plan, sign: str) -> Form:
+    owners = Everyone() if plan.delivery == "all" else Roles((0,))
+    return Seq(
+        (
+            Local(Everyone(), f"fill{sign}", "x"),
+            Combine("x", "all" if plan.delivery == "all" else "one"),
+            Local(owners, f"check{sign}_sum", "x"),
+        )
+    )
+
+
+def protocol_for(plan: Plan) -> Protocol:
+    """The global protocol of a ``sum-check`` plan.
+
+    Raises:
+        PlanInvalid: the plan's work is not the sum check, or its sums would not be exact in
+            its dtype (``work.size`` is fine; ``run.rounds`` or the role count is too large).
+    """
+    if plan.work_kind != "sum-check" or plan.work_size is None:
+        raise PlanInvalid(
+            f"the sum check's protocol was asked for a plan whose work is {plan.work_kind!r}",
+            field="work.kind",
+        )
+    n = plan.participants
+    largest = plan.rounds * n * (n + 1) // 2
+    if largest >= _EXACT[plan.dtype]:
+        raise PlanInvalid(
+            f"the sum check's totals reach {largest}, past what {plan.dtype} holds exactly "
+            f"({_EXACT[plan.dtype]}); use fewer rounds or float64",
+            field="run.rounds",
+        )
+    if plan.choice in (None, "none"):
+        round_form = _round(plan, "")
+    else:
+        round_form = Choice(
+            authority=0,
+            selector=plan.choice,
+            dissemination=Dissemination.tree(),
+            arm0=_round(plan, ""),
+            arm1=_round(plan, "_neg"),
+        )
+    return Protocol(
+        participants=n,
+        tree=plan.tree,
+        regions={"x": Region("x", plan.dtype, plan.work_size)},
+        operations=OPERATIONS,
+        body=Repeat(plan.rounds, plan.rounds, round_form),
+        targets=Targets(plan.default_target, plan.target_roles),
+    )
