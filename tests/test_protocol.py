@@ -69,7 +69,9 @@ def failures(body: Form, **extra: object) -> list[type[ProtocolFailure]]:
 
 
 def test_a_valid_protocol_has_no_refusal() -> None:
-    body = Repeat(3, 3, Seq((Local(Everyone(), "fill", "x"), Combine("x"))))
+    body = Repeat(
+        3, 3, Seq((Local(Everyone(), "fill", "x"), Combine("x", "all", ParticipantTree(7, 2))))
+    )
     assert check(protocol(body)) == []
     require_valid(protocol(body))
 
@@ -91,6 +93,7 @@ def test_a_valid_protocol_has_no_refusal() -> None:
         (Local(Everyone(), "fill", "y"), NoRealization),  # unknown region
         (Transfer(1, 4, "x"), NoRealization),  # 1 and 4 are not an edge of tree(7, 2)
         (Transfer(0, 1, "y"), NoRealization),
+        (Combine("x", "all", ParticipantTree(7, 3)), NoRealization),  # not the contract's tree
     ],
 )
 def test_each_refusal(body: Form, cls: type[ProtocolFailure]) -> None:

@@ -160,6 +160,14 @@ class _Checker:
             self.form(form.body, f"{path}.repeat", max(iterations, total))
         elif isinstance(form, Combine):
             self.region(form.region, path)
+            if form.tree is not None and form.tree != protocol.tree:
+                self.fail(
+                    NoRealization(
+                        f"a combine over {form.tree!r} runs over pairs that are not edges of the "
+                        f"run's {protocol.tree!r}; the contract's tree fixes the order",
+                        form=path,
+                    )
+                )
         else:
             self.choice(form, path, iterations)
 

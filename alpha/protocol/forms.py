@@ -175,11 +175,13 @@ class Choice:
 @final
 @dataclass(frozen=True, slots=True)
 class Combine:
-    """Sum ``region`` over every role along the run's tree in contract order, and deliver
-    the result to every role (``all``) or to the root only (``one``)."""
+    """Sum ``region`` over every role along ``tree`` in contract order, and deliver the
+    result to every role (``all``) or to the root only (``one``). ``tree`` defaults to the
+    run's tree; the contract fixes it, so any other tree is refused by the checks."""
 
     region: str
     delivery: Literal["all", "one"] = "all"
+    tree: ParticipantTree | None = None
 
 
 Form = Transfer | Local | Seq | Repeat | Choice | Combine
