@@ -22,11 +22,10 @@ $(STAMP): pyproject.toml | system
 
 venv: $(STAMP)
 
-# Until the learner lands: the shipped tree plan compiled to 13 artifacts and launched as 13
-# processes: six rounds of an ordered combine with an agreed choice each round, checked.
+# The main job on the shipped default plan: 8 participant processes train the digits learner
+# and must equal the replicated learner bit for bit.
 run: $(STAMP)
-	$(BIN)/alpha compile fixtures/plans/tree.toml -o runs/tree
-	$(BIN)/alpha launch runs/tree
+	$(BIN)/alpha run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -189,6 +189,18 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    from alpha.run import main_run
+
+    return main_run(args.plan, args.dir)
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    from alpha.run import main_replicate
+
+    return main_replicate(args.plan)
+
+
 def _exchange(args: argparse.Namespace) -> int:
     from alpha.budgets import Budgets
     from alpha.launch import write_roles
@@ -263,6 +275,24 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--role", type=_nonnegative_int, default=None, help="describe this role")
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
     tree.set_defaults(handler=_describe_tree)
+
+    run = commands.add_parser(
+        "run",
+        help="the main job: compile, launch, and compare with the replicated learner",
+        description="Compile PLAN (default: the shipped digits plan), launch its participants "
+        "on this host with live progress, and compare the final parameters with the "
+        "replicated learner's, bit for bit. Exits 1 when they differ or a role fails.",
+    )
+    run.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="a learn plan")
+    run.add_argument("--dir", default=None, help="the run folder (default runs/NAME)")
+    run.set_defaults(handler=_run)
+
+    replicate = commands.add_parser(
+        "replicate",
+        help="train a learn plan in one process; print the final parameter digest",
+    )
+    replicate.add_argument("plan", metavar="PLAN")
+    replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(
         "compile",

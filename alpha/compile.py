@@ -17,6 +17,7 @@ from typing import Final
 from alpha import __version__
 from alpha.artifact import ARTIFACT_FORMAT, RUN_FORMAT, build_artifact, file_sha256, write_run_json
 from alpha.errors import UsageError
+from alpha.identity import RunIdentity
 from alpha.plan import Plan
 from alpha.program import protocol_for, run_identity
 from alpha.protocol import encode, project, require_valid
@@ -65,7 +66,7 @@ class CompileResult:
     run_json: Path
 
 
-def describe_role(plan: Plan, role: int) -> RoleDescription:
+def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) -> RoleDescription:
     """The role description a role's artifact carries: edges with their compiled addresses."""
     tree = plan.tree
     edges = tuple(
@@ -74,7 +75,7 @@ def describe_role(plan: Plan, role: int) -> RoleDescription:
     return RoleDescription(
         role=role,
         participants=plan.participants,
-        identity=run_identity(plan),
+        identity=identity or run_identity(plan),
         edges=edges,
         budgets=plan.budgets,
     )
@@ -97,6 +98,11 @@ def compile_plan(
     protocol = protocol_for(plan)
     require_valid(protocol)
     identity = run_identity(plan)
+    digits = None
+    if plan.work_kind == "learn":
+        from alpha.learner.data import load_digits
+
+        digits = load_digits()
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("role-*.pyz"):
         stale.unlink()
@@ -104,7 +110,7 @@ def compile_plan(
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
     for index, role in enumerate(chosen):
-        description = describe_role(plan, role)
+        description = describe_role(plan, role, identity)
         payload: dict[str, object] = {
             "format": ARTIFACT_FORMAT,
             "role": role,
@@ -113,6 +119,11 @@ def compile_plan(
             "description": description.to_dict(),
             "schedule": encode(project(protocol, role)),
         }
+        if digits is not None:
+            from alpha.learner.payload import learner_payload
+            from alpha.learner.program import LearnerState
+
+            payload["learner"] = learner_payload(LearnerState.for_role(plan, digits, role))
         path = directory / f"role-{role:06d}.pyz"
         size = build_artifact(path, payload)
         sizes.append(size)

@@ -17,6 +17,8 @@ import trio
 
 from alpha.errors import AlphaError, ArtifactInvalid, RoleDescriptionInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from alpha.learner.payload import learner_from_payload
+from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
@@ -36,6 +38,7 @@ def run_description(
     description: RoleDescription,
     schedule: LocalSchedule | None = None,
     report_path: str | None = None,
+    learner: LearnerState | None = None,
 ) -> int:
     """Run one participant in this process (its schedule, or the edge exchange); return its
     exit code."""
@@ -62,6 +65,7 @@ def run_description(
                 on_failure=report_failure,
                 schedule=schedule,
                 report_path=report_path,
+                learner=learner,
             )
         moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
         rounds = f", {report.rounds} round(s)" if schedule is not None else ""
@@ -93,10 +97,12 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
         description = RoleDescription.from_dict(payload.get("description"))
         raw = payload.get("schedule")
         schedule = None if raw is None else decode(raw)
+        data = payload.get("learner")
+        learner = None if data is None else learner_from_payload(data)
     except (RoleDescriptionInvalid, ArtifactInvalid) as error:
         _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
-    return run_description(description, schedule, report_path)
+    return run_description(description, schedule, report_path, learner)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

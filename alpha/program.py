@@ -57,7 +57,13 @@ _EXACT: Final = {"float32": 2**24, "float64": 2**53}
 
 
 def run_identity(plan: Plan) -> RunIdentity:
-    """The identity every frame of ``plan``'s run carries."""
+    """The identity every frame of ``plan``'s run carries (a learner's includes its data, read
+    from the shipped data set)."""
+    if plan.work_kind == "learn":
+        from alpha.learner.data import load_digits
+        from alpha.learner.replicate import learner_identity
+
+        return learner_identity(plan, load_digits())
     return RunIdentity(
         learner=learner_digest(
             program=SUM_CHECK_PROGRAM,
@@ -90,12 +96,16 @@ def _round(plan: Plan, sign: str) -> Form:
 
 
 def protocol_for(plan: Plan) -> Protocol:
-    """The global protocol of a ``sum-check`` plan.
+    """The global protocol of a plan: the sum check, or the learner's (``work.kind``).
 
     Raises:
         PlanInvalid: the plan's work is not the sum check, or its sums would not be exact in
             its dtype (``work.size`` is fine; ``run.rounds`` or the role count is too large).
     """
+    if plan.work_kind == "learn":
+        from alpha.learner.program import learner_protocol
+
+        return learner_protocol(plan)
     if plan.work_kind != "sum-check" or plan.work_size is None:
         raise PlanInvalid(
             f"the sum check's protocol was asked for a plan whose work is {plan.work_kind!r}",

@@ -19,6 +19,7 @@ import trio
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
+from alpha.learner.program import LearnerState
 from alpha.protocol.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import hello_spec
@@ -58,13 +59,16 @@ class Interpreter:
         channels: dict[int, FrameChannel],
         *,
         on_round: Callable[[int], None] | None = None,
+        learner: LearnerState | None = None,
     ) -> None:
         self.schedule = schedule
         self.role = schedule.role
         self.identity = identity
         self.channels = channels
-        self.context = Context(role=self.role, participants=participants)
         self.buffers: dict[str, np.ndarray] = {}
+        self.context = Context(
+            role=self.role, participants=participants, buffers=self.buffers, learner=learner
+        )
         for region in schedule.regions:
             self.buffers[region.name] = np.zeros(region.count, dtype=region.dtype)
         for name, like in schedule.scratch:

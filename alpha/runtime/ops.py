@@ -9,27 +9,39 @@ bits. The declarations (name, kind, targets) that compile-time checks use are in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.errors import CheckFailed
+from alpha.errors import ArtifactInvalid, CheckFailed
+from alpha.learner.program import LearnerState
 
 __all__ = ["LOCAL_OPS", "SELECTORS", "Context"]
 
 
 @dataclass
 class Context:
-    """What an operation may know: who runs it, in which round, in which run."""
+    """What an operation may know: who runs it, in which round, in which run, the role's
+    buffers, and (for the learner) its model and data."""
 
     role: int
     participants: int
     round: int = 0
+    buffers: dict[str, Any] = field(default_factory=dict)
+    learner: LearnerState | None = None
+
+    def need_learner(self) -> LearnerState:
+        if self.learner is None:
+            raise ArtifactInvalid(
+                f"role {self.role}: its schedule runs a learner operation, but its artifact "
+                "carries no learner data; recompile it"
+            )
+        return self.learner
 
 
-Array = npt.NDArray[np.generic]
+Array = npt.NDArray[Any]
 
 
 def _fill(ctx: Context, region: Array, sign: int) -> None:
@@ -55,6 +67,10 @@ LOCAL_OPS: Final[dict[str, Callable[[Context, Array], None]]] = {
     "fill_neg": lambda ctx, region: _fill(ctx, region, -1),
     "check_sum": lambda ctx, region: _check(ctx, region, 1),
     "check_neg_sum": lambda ctx, region: _check(ctx, region, -1),
+    "init": lambda ctx, w: ctx.need_learner().init(w),
+    "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
+    "update": lambda ctx, g: ctx.need_learner().update(ctx.buffers["w"], g),
+    "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
 }
 
 SELECTORS: Final[dict[str, Callable[[Context], int]]] = {

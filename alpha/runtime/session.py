@@ -21,6 +21,7 @@ import trio
 
 from alpha.errors import AlphaError, BudgetExhausted, PayloadMismatch
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule
 from alpha.role import RoleDescription, exchange_payload
 from alpha.runtime.channel import FrameChannel
@@ -55,6 +56,7 @@ class RoleReport:
     finished_s: float = 0.0
     rounds: int = 0
     arms: list[int] = field(default_factory=lambda: [0, 0])
+    history: list[list[float]] = field(default_factory=list)
     digests: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -66,6 +68,7 @@ class RoleReport:
                 "finished_s": self.finished_s,
                 "rounds": self.rounds,
                 "arms": self.arms,
+                "history": self.history,
                 "digests": self.digests,
                 "edges": [vars(edge) for edge in self.edges],
             },
@@ -120,6 +123,7 @@ async def run_role(
     on_failure: Callable[[AlphaError], None] | None = None,
     schedule: LocalSchedule | None = None,
     report_path: str | None = None,
+    learner: LearnerState | None = None,
 ) -> RoleReport:
     """Run one participant's whole session; return its report (also written to
     ``description.report`` when set).
@@ -147,7 +151,15 @@ async def run_role(
             async with AsyncExitStack() as stack:
                 try:
                     await _session(
-                        description, stack, state, report, announce, ports_in, started, schedule
+                        description,
+                        stack,
+                        state,
+                        report,
+                        announce,
+                        ports_in,
+                        started,
+                        schedule,
+                        learner,
                     )
                 except BaseException as error:
                     if deadline.cancel_called:
@@ -186,6 +198,7 @@ async def _session(
     ports_in: trio.abc.ReceiveStream,
     started: float,
     schedule: LocalSchedule | None,
+    learner: LearnerState | None,
 ) -> None:
     channels = await establish(
         description, stack, announce=announce, ports_in=ports_in, state=state
@@ -204,7 +217,7 @@ async def _session(
     if schedule is not None:
         state.step = "running its schedule"
         interpreter = Interpreter(
-            schedule, description.identity, description.participants, channels
+            schedule, description.identity, description.participants, channels, learner=learner
         )
         try:
             await interpreter.run()
@@ -214,6 +227,8 @@ async def _session(
             report.rounds = interpreter.rounds
         report.digests = interpreter.digests()
         report.arms = list(interpreter.arms)
+        if learner is not None:
+            report.history = [list(entry) for entry in learner.history]
         for edge in edges:
             channel = channels[edge.peer]
             edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes

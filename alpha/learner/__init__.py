@@ -1,0 +1,41 @@
+"""The learner's data: the digits data set, its split among roles, and a shard's embedded form."""
+
+from alpha.learner.data import (
+    DIGITS_CLASSES,
+    DIGITS_FEATURES,
+    DIGITS_MAX_PIXEL,
+    DIGITS_PATH,
+    DIGITS_SAMPLES,
+    DIGITS_SHA256,
+    FEATURE_DTYPES,
+    MAX_SEED,
+    Digits,
+    Split,
+    batch_indices,
+    decode_shard,
+    encode_shard,
+    features,
+    holdout_count,
+    load_digits,
+    split,
+)
+
+__all__ = [
+    "DIGITS_CLASSES",
+    "DIGITS_FEATURES",
+    "DIGITS_MAX_PIXEL",
+    "DIGITS_PATH",
+    "DIGITS_SAMPLES",
+    "DIGITS_SHA256",
+    "FEATURE_DTYPES",
+    "MAX_SEED",
+    "Digits",
+    "Split",
+    "batch_indices",
+    "decode_shard",
+    "encode_shard",
+    "features",
+    "holdout_count",
+    "load_digits",
+    "split",
+]

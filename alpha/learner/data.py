@@ -1,0 +1,538 @@
+"""The digits data set, its split among roles, and the compact form a role's shard travels in.
+
+The data set is the UCI "Optical Recognition of Handwritten Digits" 8x8 set as scikit-learn
+ships it (``fixtures/data/digits.csv.gz``: 1797 samples, 64 pixels of 0..16, a label 0..9).
+:func:`load_digits` is the one function here that reads anything: it checks the file's SHA-256
+against :data:`DIGITS_SHA256` before it parses a byte. Everything else is pure and
+deterministic, because the replicated learner and the distributed one must agree bit for bit
+on which sample every role sees in every round:
+
+* :func:`split` holds out the last ``ceil(holdout * N)`` samples of a seeded PCG64 permutation
+  and deals the rest to roles round-robin (training position ``i`` goes to role
+  ``i % participants``);
+* :func:`batch_indices` names the positions of a role's shard used in one round, wrapping
+  around the shard;
+* :func:`encode_shard` / :func:`decode_shard` turn a role's shard into a JSON-able object
+  (base64 and a SHA-256) for embedding in its artifact, and back;
+* :func:`features` turns pixels into the learner's inputs, ``pixels / 16``, which is exact.
+
+Every rule is documented byte by byte in ``docs/data.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import hashlib
+import io
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypeVar, final
+
+import numpy as np
+import numpy.typing as npt
+
+from alpha.errors import ArtifactInvalid, PlanInvalid, RoleOutOfRange
+
+__all__ = [
+    "DIGITS_CLASSES",
+    "DIGITS_FEATURES",
+    "DIGITS_MAX_PIXEL",
+    "DIGITS_PATH",
+    "DIGITS_SAMPLES",
+    "DIGITS_SHA256",
+    "FEATURE_DTYPES",
+    "MAX_SEED",
+    "Digits",
+    "Split",
+    "batch_indices",
+    "decode_shard",
+    "encode_shard",
+    "features",
+    "holdout_count",
+    "load_digits",
+    "split",
+]
+
+#: SHA-256 of ``fixtures/data/digits.csv.gz``, byte for byte the file scikit-learn 1.9.1 ships as
+#: ``sklearn/datasets/data/digits.csv.gz``. Pinned so that every role and the replicated learner
+#: provably read the same samples; a file that differs by one byte is refused, not parsed.
+DIGITS_SHA256: Final = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+
+#: Samples in the data set (the UCI set's test part, which is what scikit-learn ships).
+DIGITS_SAMPLES: Final = 1797
+
+#: Pixels per sample: an 8x8 image, flattened row by row.
+DIGITS_FEATURES: Final = 64
+
+#: Labels are the digits 0..9.
+DIGITS_CLASSES: Final = 10
+
+#: A pixel counts the "on" bits of a 4x4 block of a 32x32 bitmap, so it is 0..16.
+DIGITS_MAX_PIXEL: Final = 16
+
+#: Where the data set lives in a checkout: ``fixtures/data/`` beside the ``alpha`` package. An
+#: artifact does not bundle it; a role gets its shard embedded instead (:func:`encode_shard`).
+DIGITS_PATH: Final = Path(__file__).resolve().parents[2] / "fixtures" / "data" / "digits.csv.gz"
+
+#: The element types features can have: those of the numerical contract that a learner computes
+#: in (``alpha.identity.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
+FEATURE_DTYPES: Final = ("float32", "float64")
+
+#: A split's seed is the learner's seed, an unsigned 64-bit value (as in the learner digest).
+MAX_SEED: Final = 2**64 - 1
+
+# The keys of an encoded shard, exactly; anything else is not a shard this module wrote.
+_SHARD_KEYS: Final = frozenset({"samples", "pixels", "labels", "sha256"})
+
+# A SHA-256 as this module writes it: 64 lowercase hex digits.
+_SHA256_HEX_CHARS: Final = 64
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+# The data set's own field name in a plan, used by every refusal about the data itself.
+_DATASET_FIELD: Final = "learner.dataset"
+
+U8Array = npt.NDArray[np.uint8]
+I64Array = npt.NDArray[np.int64]
+_Scalar = TypeVar("_Scalar", bound=np.generic)
+
+
+def _frozen(array: npt.NDArray[_Scalar]) -> npt.NDArray[_Scalar]:
+    """A read-only contiguous copy of ``array``, so a frozen value cannot be changed through it."""
+    out = np.array(array, order="C", copy=True)
+    out.flags.writeable = False
+    return out
+
+
+def _check_samples(pixels: object, labels: object, where: str) -> tuple[U8Array, U8Array]:
+    """``pixels`` and ``labels`` if they are a digits sample set; otherwise the reason why not.
+
+    Returns:
+        The two arrays, unchanged.
+
+    Raises:
+        ValueError: with the reason, for the caller to wrap in its own error class.
+    """
+    if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:
+        raise ValueError(f"{where}: pixels must be a uint8 array, got {_shown(pixels)}")
+    if not isinstance(labels, np.ndarray) or labels.dtype != np.uint8:
+        raise ValueError(f"{where}: labels must be a uint8 array, got {_shown(labels)}")
+    if pixels.ndim != 2 or pixels.shape[1] != DIGITS_FEATURES:
+        raise ValueError(
+            f"{where}: pixels must have shape [N, {DIGITS_FEATURES}], got {list(pixels.shape)}"
+        )
+    if labels.shape != (pixels.shape[0],):
+        raise ValueError(
+            f"{where}: labels must have shape [{pixels.shape[0]}] (one per sample), "
+            f"got {list(labels.shape)}"
+        )
+    if pixels.shape[0] == 0:
+        raise ValueError(f"{where}: there must be at least one sample")
+    if pixels.size and int(pixels.max()) > DIGITS_MAX_PIXEL:
+        raise ValueError(f"{where}: a pixel is {int(pixels.max())}, past {DIGITS_MAX_PIXEL}")
+    if int(labels.max()) >= DIGITS_CLASSES:
+        raise ValueError(f"{where}: a label is {int(labels.max())}, past {DIGITS_CLASSES - 1}")
+    return pixels, labels
+
+
+def _shown(value: object) -> str:
+    """A short description of a value for a message: its dtype and shape, or its type."""
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} array of shape {list(value.shape)}"
+    return type(value).__name__
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Digits:
+    """The digits data set (or any set of digits samples), read-only.
+
+    Attributes:
+        pixels: uint8 ``[N, 64]``, each 0..16, an 8x8 image row by row.
+        labels: uint8 ``[N]``, each 0..9.
+
+    Both are read-only contiguous copies of what was passed in.
+
+    Raises:
+        PlanInvalid: (``field="learner.dataset"``) the arrays are not uint8, their shapes do
+            not agree, there are no samples, or a pixel or label is out of range.
+    """
+
+    pixels: U8Array
+    labels: U8Array
+
+    def __post_init__(self) -> None:
+        try:
+            _check_samples(self.pixels, self.labels, "digits")
+        except ValueError as why:
+            raise PlanInvalid(str(why), field=_DATASET_FIELD) from None
+        object.__setattr__(self, "pixels", _frozen(self.pixels))
+        object.__setattr__(self, "labels", _frozen(self.labels))
+
+    @property
+    def samples(self) -> int:
+        """The number of samples, ``N``."""
+        return int(self.pixels.shape[0])
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A data set split into a training part, dealt to roles, and a held-out part.
+
+    Build it with :func:`split`; every array is read-only.
+
+    Attributes:
+        participants: the number of roles the training part is dealt to.
+        train_indices: int64, the data set's sample indices of the training part, in order.
+        holdout_indices: int64, those of the held-out part, in order.
+        train_pixels, train_labels: the training part (uint8), in ``train_indices`` order.
+        holdout_pixels, holdout_labels: the held-out part (uint8), in ``holdout_indices`` order.
+
+    Raises:
+        Nothing: construct through :func:`split`.
+    """
+
+    participants: int
+    train_indices: I64Array
+    holdout_indices: I64Array
+    train_pixels: U8Array
+    train_labels: U8Array
+    holdout_pixels: U8Array
+    holdout_labels: U8Array
+
+    def shard(self, role: int) -> tuple[U8Array, U8Array]:
+        """Role ``role``'s training samples: training positions ``role, role + n, role + 2n, ...``.
+
+        Args:
+            role: 0..participants-1.
+
+        Returns:
+            ``(pixels [M, 64], labels [M])``, uint8, in training order; fresh contiguous
+            (writable) copies, ``M = ceil((T - role) / participants)`` for ``T`` training samples.
+
+        Raises:
+            RoleOutOfRange: ``role`` is not an int in ``0..participants-1``.
+        """
+        if isinstance(role, bool) or not isinstance(role, int):
+            raise RoleOutOfRange(f"a shard's role must be an int, got {type(role).__name__}")
+        if not 0 <= role < self.participants:
+            raise RoleOutOfRange(
+                f"role {role} has no shard: the split is among roles 0..{self.participants - 1}"
+            )
+        step = self.participants
+        return (
+            np.ascontiguousarray(self.train_pixels[role::step]).copy(),
+            np.ascontiguousarray(self.train_labels[role::step]).copy(),
+        )
+
+
+def load_digits(path: Path | None = None) -> Digits:
+    """Read the digits data set, refusing any file but the one pinned by :data:`DIGITS_SHA256`.
+
+    Args:
+        path: the gzip CSV to read; by default :data:`DIGITS_PATH` (the checkout's
+            ``fixtures/data/digits.csv.gz``).
+
+    Returns:
+        The 1797 samples, in file order.
+
+    Raises:
+        PlanInvalid: (``field="learner.dataset"``) the file is missing or unreadable, or its
+            SHA-256 is not :data:`DIGITS_SHA256`; the message says how to restore it.
+    """
+    where = DIGITS_PATH if path is None else Path(path)
+    restore = (
+        "restore it from the repository (git checkout -- fixtures/data/digits.csv.gz); "
+        "fixtures/data/LICENSE-digits.txt says where it comes from"
+    )
+    try:
+        raw = where.read_bytes()
+    except FileNotFoundError:
+        raise PlanInvalid(
+            f"the digits data set {str(where)!r} is missing; {restore}", field=_DATASET_FIELD
+        ) from None
+    except OSError as why:
+        raise PlanInvalid(
+            f"cannot read the digits data set {str(where)!r} ({why.strerror or why}); {restore}",
+            field=_DATASET_FIELD,
+        ) from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != DIGITS_SHA256:
+        raise PlanInvalid(
+            f"{str(where)!r} is not the digits data set this Alpha pins: its SHA-256 is "
+            f"{digest}, expected {DIGITS_SHA256}; {restore}",
+            field=_DATASET_FIELD,
+        )
+    return _parse_digits(raw, where)
+
+
+def _parse_digits(raw: bytes, where: Path) -> Digits:
+    """The samples of the pinned gzip CSV (its hash already checked).
+
+    Raises:
+        PlanInvalid: (``field="learner.dataset"``) the file does not parse as 1797 rows of 65
+            small integers; unreachable for the pinned file, kept so a wrong pin cannot pass.
+    """
+    try:
+        text = gzip.decompress(raw).decode("ascii")
+        table = np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.int64, ndmin=2)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as why:
+        raise PlanInvalid(f"{str(where)!r} does not parse: {why}", field=_DATASET_FIELD) from None
+    expected = (DIGITS_SAMPLES, DIGITS_FEATURES + 1)
+    if table.shape != expected:
+        raise PlanInvalid(
+            f"{str(where)!r} has shape {list(table.shape)}, expected {list(expected)}",
+            field=_DATASET_FIELD,
+        )
+    if int(table.min()) < 0 or int(table.max()) > DIGITS_MAX_PIXEL:
+        raise PlanInvalid(f"{str(where)!r} has a value outside 0..16", field=_DATASET_FIELD)
+    return Digits(
+        pixels=table[:, :DIGITS_FEATURES].astype(np.uint8),
+        labels=table[:, DIGITS_FEATURES].astype(np.uint8),
+    )
+
+
+def holdout_count(samples: int, holdout: float) -> int:
+    """``ceil(holdout * samples)``, the product taken as one IEEE-754 double multiplication.
+
+    Raises:
+        Nothing: the caller has checked both arguments.
+    """
+    return math.ceil(float(holdout) * float(samples))
+
+
+def split(digits: Digits, *, participants: int, holdout: float, seed: int) -> Split:
+    """Split ``digits`` into a held-out part and a training part dealt round-robin to roles.
+
+    ``order = Generator(PCG64(seed)).permutation(N)``; the held-out part is the last
+    ``ceil(holdout * N)`` entries of ``order``, the training part the others in ``order``
+    order, and training position ``i`` belongs to role ``i % participants``. ``docs/data.md``
+    gives the rule in full, down to the permutation's algorithm.
+
+    Args:
+        digits: the samples to split (``N`` of them).
+        participants: the number of roles, 1..(training samples).
+        holdout: the held-out share, a finite float with ``0 < holdout < 1``.
+        seed: the learner's seed, 0..MAX_SEED.
+
+    Returns:
+        The split, every array read-only.
+
+    Raises:
+        PlanInvalid: ``field="learner.seed"`` for a seed that is not an int in 0..MAX_SEED;
+            ``field="learner.holdout"`` for a share that is not a finite float in (0, 1);
+            ``field="membership.group"`` for fewer than one role, or more roles than training
+            samples (each role needs at least one).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise PlanInvalid(f"must be an int in 0..{MAX_SEED}, got {seed!r}", field="learner.seed")
+    if (
+        isinstance(holdout, bool)
+        or not isinstance(holdout, (int, float))
+        or not math.isfinite(holdout)
+        or not 0 < holdout < 1
+    ):
+        raise PlanInvalid(
+            f"must be a finite float with 0 < holdout < 1, got {holdout!r}",
+            field="learner.holdout",
+        )
+    if isinstance(participants, bool) or not isinstance(participants, int) or participants < 1:
+        raise PlanInvalid(
+            f"a split needs at least one role, got {participants!r}", field="membership.group"
+        )
+    total = digits.samples
+    held = holdout_count(total, holdout)
+    trained = total - held
+    if participants > trained:
+        raise PlanInvalid(
+            f"{participants} roles cannot each get a training sample: holdout {holdout!r} of "
+            f"{total} samples leaves {trained} to train on; use at most {trained} roles or hold "
+            "out less",
+            field="membership.group",
+        )
+    order = np.random.Generator(np.random.PCG64(seed)).permutation(total).astype(np.int64)
+    train_indices = order[:trained]
+    holdout_indices = order[trained:]
+    return Split(
+        participants=participants,
+        train_indices=_frozen(train_indices),
+        holdout_indices=_frozen(holdout_indices),
+        train_pixels=_frozen(digits.pixels[train_indices]),
+        train_labels=_frozen(digits.labels[train_indices]),
+        holdout_pixels=_frozen(digits.pixels[holdout_indices]),
+        holdout_labels=_frozen(digits.labels[holdout_indices]),
+    )
+
+
+def batch_indices(shard_size: int, batch: int, round: int) -> I64Array:
+    """The positions in a role's shard that a round uses: ``(round*batch + j) % shard_size``.
+
+    For ``j`` in ``0..batch-1``, in that order: round ``r`` continues where round ``r-1`` stopped
+    and wraps around the shard, so a batch larger than the shard repeats samples.
+
+    Args:
+        shard_size: samples in the role's shard, at least 1.
+        batch: samples per round, at least 1.
+        round: the round, at least 0.
+
+    Returns:
+        int64 ``[batch]``, each in ``0..shard_size-1``.
+
+    Raises:
+        PlanInvalid: ``field="membership.group"`` for an empty shard, ``field="learner.batch"``
+            for a batch below 1, ``field="run.rounds"`` for a negative round (or any of them
+            not an int).
+    """
+    for name, value, low, field in (
+        ("shard_size", shard_size, 1, "membership.group"),
+        ("batch", batch, 1, "learner.batch"),
+        ("round", round, 0, "run.rounds"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise PlanInvalid(
+                f"{name} must be an int of at least {low}, got {value!r}", field=field
+            )
+    # The start is reduced in Python's exact integers, so a huge round times a huge batch cannot
+    # overflow int64; (start + j) % size is then (round*batch + j) % size exactly.
+    start = (round * batch) % shard_size
+    return (np.arange(batch, dtype=np.int64) + np.int64(start)) % np.int64(shard_size)
+
+
+def _shard_digest(pixels: bytes, labels: bytes) -> str:
+    """The hex SHA-256 of a shard: its pixel bytes, then its label bytes."""
+    return hashlib.sha256(pixels + labels).hexdigest()
+
+
+def encode_shard(pixels: U8Array, labels: U8Array) -> dict[str, object]:
+    """A role's shard as a JSON-able object, for embedding in its artifact.
+
+    Args:
+        pixels: uint8 ``[N, 64]``, each 0..16 (N at least 1).
+        labels: uint8 ``[N]``, each 0..9.
+
+    Returns:
+        ``{"samples": N, "pixels": base64 of the N*64 pixel bytes in C order, "labels": base64 of
+        the N label bytes, "sha256": hex SHA-256 of the pixel bytes followed by the label bytes}``
+        (standard base64 alphabet, with padding).
+
+    Raises:
+        ArtifactInvalid: the arrays are not a digits shard (dtype, shapes, ranges, no samples).
+    """
+    try:
+        _check_samples(pixels, labels, "shard to embed")
+    except ValueError as why:
+        raise ArtifactInvalid(str(why)) from None
+    pixel_bytes = np.ascontiguousarray(pixels).tobytes()
+    label_bytes = np.ascontiguousarray(labels).tobytes()
+    return {
+        "samples": int(pixels.shape[0]),
+        "pixels": base64.b64encode(pixel_bytes).decode("ascii"),
+        "labels": base64.b64encode(label_bytes).decode("ascii"),
+        "sha256": _shard_digest(pixel_bytes, label_bytes),
+    }
+
+
+def _b64(value: object, name: str, length: int) -> bytes:
+    """The bytes a canonical base64 string of ``length`` bytes holds.
+
+    Raises:
+        ArtifactInvalid: not a string, not canonical base64, or not ``length`` bytes long.
+    """
+    if not isinstance(value, str):
+        raise ArtifactInvalid(f"shard: {name} must be a base64 string, got {type(value).__name__}")
+    try:
+        data = base64.b64decode(value.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error) as why:
+        raise ArtifactInvalid(f"shard: {name} is not base64 ({why})") from None
+    # One byte string has one spelling: refuse non-zero padding bits and the like.
+    if base64.b64encode(data).decode("ascii") != value:
+        raise ArtifactInvalid(f"shard: {name} is not canonical base64")
+    if len(data) != length:
+        raise ArtifactInvalid(f"shard: {name} holds {len(data)} bytes, expected {length}")
+    return data
+
+
+def decode_shard(encoded: Mapping[str, object]) -> tuple[U8Array, U8Array]:
+    """The shard :func:`encode_shard` encoded, after checking its shape, values and hash.
+
+    Args:
+        encoded: the object :func:`encode_shard` returned, e.g. read back from JSON.
+
+    Returns:
+        ``(pixels [N, 64], labels [N])``, uint8, fresh writable arrays.
+
+    Raises:
+        ArtifactInvalid: not a mapping of exactly ``samples``, ``pixels``, ``labels`` and
+            ``sha256``; ``samples`` not an int in ``1..DIGITS_SAMPLES``; a field not canonical
+            base64 of the right length; the SHA-256 not 64 lowercase hex digits or not the
+            bytes' hash; a pixel or label out of range.
+    """
+    if not isinstance(encoded, Mapping):
+        raise ArtifactInvalid(f"shard must be an object, got {type(encoded).__name__}")
+    keys = set(encoded)
+    if keys != _SHARD_KEYS:
+        raise ArtifactInvalid(
+            f"shard must have exactly the keys {sorted(_SHARD_KEYS)}, got {sorted(map(str, keys))}"
+        )
+    samples = encoded["samples"]
+    if isinstance(samples, bool) or not isinstance(samples, int):
+        raise ArtifactInvalid(f"shard: samples must be an int, got {type(samples).__name__}")
+    if not 1 <= samples <= DIGITS_SAMPLES:
+        raise ArtifactInvalid(f"shard: samples must be in 1..{DIGITS_SAMPLES}, got {samples}")
+    digest = encoded["sha256"]
+    if (
+        not isinstance(digest, str)
+        or len(digest) != _SHA256_HEX_CHARS
+        or not set(digest) <= _HEX_DIGITS
+    ):
+        raise ArtifactInvalid("shard: sha256 must be 64 lowercase hex digits")
+    pixel_bytes = _b64(encoded["pixels"], "pixels", samples * DIGITS_FEATURES)
+    label_bytes = _b64(encoded["labels"], "labels", samples)
+    actual = _shard_digest(pixel_bytes, label_bytes)
+    if actual != digest:
+        raise ArtifactInvalid(f"shard: its bytes hash to {actual}, but it records {digest}")
+    pixels = np.frombuffer(pixel_bytes, dtype=np.uint8).reshape(samples, DIGITS_FEATURES).copy()
+    labels = np.frombuffer(label_bytes, dtype=np.uint8).copy()
+    try:
+        _check_samples(pixels, labels, "shard")
+    except ValueError as why:
+        raise ArtifactInvalid(str(why)) from None
+    return pixels, labels
+
+
+def features(pixels: U8Array, dtype: str) -> npt.NDArray[np.floating]:
+    """The learner's inputs: ``pixels.astype(dtype) / dtype(16)``, elementwise.
+
+    Exact, not merely correctly rounded: every uint8 ``k`` is exact in float32 and float64, and
+    ``k / 16`` divides by a power of two, so the quotient is representable (at most 8 significant
+    bits, no subnormal) and IEEE-754 division returns it with no rounding at all. Any conforming
+    implementation (numpy, a GPU kernel, another platform, ``* 0.0625``) gives the same bits.
+
+    Args:
+        pixels: uint8, any shape.
+        dtype: ``"float32"`` or ``"float64"``, the contract's element type.
+
+    Returns:
+        A new array of ``pixels``' shape in ``dtype``.
+
+    Raises:
+        PlanInvalid: ``field="contract.dtype"`` for another dtype; ``field="learner.dataset"``
+            for pixels that are not a uint8 array.
+    """
+    if dtype not in FEATURE_DTYPES:
+        raise PlanInvalid(
+            f"features are computed in one of {', '.join(FEATURE_DTYPES)}, got {dtype!r}",
+            field="contract.dtype",
+        )
+    if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:
+        raise PlanInvalid(
+            f"pixels must be a uint8 array, got {_shown(pixels)}", field=_DATASET_FIELD
+        )
+    kind = np.dtype(dtype)
+    divided: npt.NDArray[np.floating] = pixels.astype(kind) / kind.type(DIGITS_MAX_PIXEL)
+    return divided

@@ -1,0 +1,172 @@
+"""The data-parallel learner as a global protocol, its run identity, and its local state.
+
+Every round: every role computes its contribution (the gradient summed over its batch, with
+its summed loss and correct count) into ``g``; the tree combines ``g`` in contract order and
+delivers the total to every role; every role takes the same SGD step on its own copy of the
+parameters ``w``; role 0 records the round's loss and accuracy. Before the first round every
+role initializes ``w`` from the plan's seed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from alpha.errors import PlanInvalid
+from alpha.learner.data import Digits, batch_indices, features, split
+from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
+from alpha.plan import Plan
+from alpha.protocol.forms import (
+    Combine,
+    Everyone,
+    Local,
+    Operation,
+    Protocol,
+    Region,
+    Repeat,
+    Roles,
+    Seq,
+    Targets,
+)
+
+__all__ = [
+    "LEARNER_OPERATIONS",
+    "LEARNER_PROGRAM",
+    "LearnerState",
+    "learner_protocol",
+    "model_of",
+]
+
+LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
+"""The learner digest's program name: a change of the learner's meaning changes this."""
+
+_HOSTS: Final = frozenset({"x86_64", "aarch64"})
+
+LEARNER_OPERATIONS: Final = {
+    op.name: op
+    for op in (
+        Operation("init", "local", _HOSTS),
+        Operation("contribute", "local", _HOSTS),
+        Operation("update", "local", _HOSTS),
+        Operation("observe", "local", _HOSTS),
+    )
+}
+
+
+def model_of(plan: Plan) -> Model:
+    """
+    Raises:
+        PlanInvalid: the plan has no learner.
+    """
+    if plan.learner is None:
+        raise PlanInvalid("the plan's work is not learning", field="work.kind")
+    return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+
+
+def learner_protocol(plan: Plan) -> Protocol:
+    """The global protocol of a ``learn`` plan.
+
+    Raises:
+        PlanInvalid: the plan has no learner, or asks for delivery to one owner (every role
+            steps its own copy of the parameters, so every role needs the total).
+    """
+    model = model_of(plan)
+    if plan.delivery != "all":
+        raise PlanInvalid(
+            "the learner steps every role's own parameters, so every role needs the combined "
+            'gradient: use delivery = "all"',
+            field="contract.delivery",
+        )
+    round_form = Seq(
+        (
+            Local(Everyone(), "contribute", "g"),
+            Combine("g", "all"),
+            Local(Everyone(), "update", "g"),
+            Local(Roles((0,)), "observe", "g"),
+        )
+    )
+    return Protocol(
+        participants=plan.participants,
+        tree=plan.tree,
+        regions={
+            "w": Region("w", plan.dtype, model.size),
+            "g": Region("g", plan.dtype, model.contribution_size),
+        },
+        operations=LEARNER_OPERATIONS,
+        body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
+        targets=Targets(plan.default_target, plan.target_roles),
+    )
+
+
+@dataclass
+class LearnerState:
+    """What one role's learner operations need: the model, its data and the plan's numbers."""
+
+    model: Model
+    seed: int
+    rate: float
+    batch: int
+    participants: int
+    pixels: npt.NDArray[np.uint8]
+    labels: npt.NDArray[np.uint8]
+    holdout_pixels: npt.NDArray[np.uint8] | None = None
+    holdout_labels: npt.NDArray[np.uint8] | None = None
+    history: list[tuple[int, float, float, float]] = field(default_factory=list)
+
+    @classmethod
+    def for_role(cls, plan: Plan, digits: Digits, role: int) -> LearnerState:
+        learner = plan.learner
+        assert learner is not None
+        parts = split(
+            digits, participants=plan.participants, holdout=learner.holdout, seed=learner.seed
+        )
+        pixels, labels = parts.shard(role)
+        state = cls(
+            model=model_of(plan),
+            seed=learner.seed,
+            rate=learner.rate,
+            batch=learner.batch,
+            participants=plan.participants,
+            pixels=pixels,
+            labels=labels,
+        )
+        if role == 0:
+            state.holdout_pixels = parts.holdout_pixels
+            state.holdout_labels = parts.holdout_labels
+        return state
+
+    def init(self, w: npt.NDArray[np.floating]) -> None:
+        w[...] = initial_parameters(self.model, self.seed)
+
+    def contribute(
+        self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int
+    ) -> None:
+        chosen = batch_indices(len(self.labels), self.batch, round)
+        x = features(self.pixels[chosen], self.model.dtype)
+        g[...] = contribute(self.model, w, x, self.labels[chosen])
+
+    def update(self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating]) -> None:
+        update(self.model, w, g, rate=self.rate, batch=self.batch * self.participants)
+
+    def observe(
+        self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int, role: int
+    ) -> None:
+        size = self.model.size
+        samples = self.batch * self.participants
+        loss = float(g[size]) / samples
+        train = float(g[size + 1]) / samples
+        held = float("nan")
+        if self.holdout_pixels is not None and self.holdout_labels is not None:
+            x = features(self.holdout_pixels, self.model.dtype)
+            held = evaluate(self.model, w, x, self.holdout_labels)
+        self.history.append((round, loss, train, held))
+        print(
+            f"role {role}: round {round + 1} loss {loss:.6f} train-accuracy {train:.4f} "
+            f"holdout-accuracy {held:.4f}",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -1,0 +1,97 @@
+"""The replicated learner: one process computes every role's contribution and folds them in
+the same tree order as the distributed combine, so the two runs agree bit for bit."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from alpha.combine import ordered_sum
+from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.learner.data import Digits, features, split
+from alpha.learner.model import evaluate, initial_parameters, update
+from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of
+from alpha.plan import Plan
+
+__all__ = ["Replica", "learner_identity", "replicate"]
+
+
+@dataclass
+class Replica:
+    parameters: npt.NDArray[np.floating]
+    history: list[tuple[int, float, float, float]] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.parameters.tobytes()).hexdigest()
+
+
+def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
+    """The run identity of a ``learn`` plan: the learner's program, configuration, initial
+    parameters, rate and data; the contract; the membership."""
+    learner = plan.learner
+    assert learner is not None
+    model = model_of(plan)
+    return RunIdentity(
+        learner=learner_digest(
+            program=LEARNER_PROGRAM,
+            config={
+                "kind": learner.kind,
+                "hidden": learner.hidden,
+                "batch": learner.batch,
+                "rounds": plan.rounds,
+                "holdout": learner.holdout,
+                "seed": learner.seed,
+                "dataset": learner.dataset,
+                "participants": plan.participants,
+            },
+            initial_state=[initial_parameters(model, learner.seed)],
+            rate=learner.rate,
+            samples=[digits.pixels, digits.labels],
+        ),
+        contract=contract_digest(
+            dtype=plan.dtype,
+            operation=plan.operation,
+            topology=plan.shape,
+            participants=plan.participants,
+            fanout=plan.tree.fanout,
+            delivery=plan.delivery,
+        ),
+        membership=membership_digest(plan.group),
+    )
+
+
+def replicate(plan: Plan, digits: Digits) -> Replica:
+    """Train the plan's learner in this process, folding contributions in contract order."""
+    learner = plan.learner
+    assert learner is not None
+    model = model_of(plan)
+    n = plan.participants
+    states = [LearnerState.for_role(plan, digits, role) for role in range(n)]
+    parameters = initial_parameters(model, learner.seed)
+    scratch = np.zeros(model.contribution_size, dtype=model.dtype)
+    parts = split(digits, participants=n, holdout=learner.holdout, seed=learner.seed)
+    held = features(parts.holdout_pixels, model.dtype)
+    replica = Replica(parameters)
+    samples = learner.batch * n
+    for round in range(plan.rounds):
+
+        def contribution(role: int, round: int = round) -> npt.NDArray[np.floating]:
+            states[role].contribute(parameters, scratch, round)
+            return scratch.copy()
+
+        total = ordered_sum(plan.tree, contribution)
+        update(model, parameters, total, rate=learner.rate, batch=samples)
+        accuracy = evaluate(model, parameters, held, parts.holdout_labels)
+        replica.history.append(
+            (
+                round,
+                float(total[model.size]) / samples,
+                float(total[model.size + 1]) / samples,
+                accuracy,
+            )
+        )
+    return replica

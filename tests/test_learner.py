@@ -1,0 +1,180 @@
+"""The ordered combine and the data-parallel learner: distributed equals replicated, bit for
+bit, on real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from alpha.artifact import launch_specs
+from alpha.combine import Contract, fold_order, ordered_sum
+from alpha.compile import compile_plan
+from alpha.launch import launch
+from alpha.learner.data import load_digits
+from alpha.learner.model import Model, contribute, initial_parameters
+from alpha.learner.replicate import replicate
+from alpha.plan import Plan, parse_plan
+from alpha.topology import ParticipantTree, pair, star
+
+DIGITS = load_digits()
+
+
+def learn_plan(
+    *,
+    n: int,
+    shape: str = "tree",
+    fanout: int | None = None,
+    dtype: str = "float32",
+    rounds: int = 5,
+    hidden: int = 16,
+) -> Plan:
+    topology = f'shape = "{shape}"' + (f"\nfanout = {fanout}" if fanout is not None else "")
+    return parse_plan(f"""
+[run]
+name = "learn-{shape}-{n}-{fanout or 0}-{dtype}"
+rounds = {rounds}
+[membership]
+group = "(group (stride 0 1 {n}))"
+[topology]
+{topology}
+[contract]
+dtype = "{dtype}"
+[budgets]
+accept = 60.0
+deadline = 120.0
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = {hidden}
+rate = 0.15
+seed = 3
+batch = 8
+""")
+
+
+# --- the ordered combine --------------------------------------------------------------------
+
+
+def _recursive(tree: ParticipantTree, role: int, values: dict[int, np.ndarray]) -> np.ndarray:
+    total = values[role].copy()
+    for child in tree.children(role):
+        total = total + _recursive(tree, child, values)
+    return total
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_ordered_sum_folds_each_node_then_its_children_ascending(
+    n: int, fanout: int, seed: int
+) -> None:
+    tree = ParticipantTree(n, fanout)
+    rng = np.random.default_rng(seed)
+    values = {r: rng.standard_normal(7).astype(np.float32) for r in range(n)}
+    assert np.array_equal(ordered_sum(tree, values.__getitem__), _recursive(tree, 0, values))
+    for role in range(n):
+        assert fold_order(tree, role) == (role, *tree.children(role))
+
+
+def test_the_order_is_part_of_the_result() -> None:
+    # Three float32 values whose sum depends on the grouping: the contract fixes it.
+    values = {
+        0: np.float32([1e8]),
+        1: np.float32([1.0]),
+        2: np.float32([-1e8]),
+        3: np.float32([1.0]),
+    }
+    chain = ordered_sum(ParticipantTree(4, 1), values.__getitem__)
+    flat = ordered_sum(star(4), values.__getitem__)
+    assert chain[0] != flat[0]
+    assert (
+        Contract("float32", ParticipantTree(4, 1)).digest() != Contract("float32", star(4)).digest()
+    )
+
+
+# --- the learner's arithmetic ---------------------------------------------------------------
+
+
+def test_the_gradient_is_the_derivative_of_the_loss() -> None:
+    model = Model(12, "float64")
+    w = initial_parameters(model, 5)
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 64))
+    y = rng.integers(0, 10, 6).astype(np.uint8)
+    g = contribute(model, w, x, y)
+    for index in (0, 40, model.size // 2, model.size - 1):
+        step = np.zeros_like(w)
+        step[index] = 1e-6
+        up = contribute(model, w + step, x, y)[model.size]
+        down = contribute(model, w - step, x, y)[model.size]
+        assert (up - down) / 2e-6 == pytest.approx(g[index], rel=1e-5, abs=1e-8)
+
+
+def test_initial_parameters_do_not_depend_on_the_platform_generator_paths() -> None:
+    first = initial_parameters(Model(32, "float32"), 7)
+    assert np.array_equal(first, initial_parameters(Model(32, "float32"), 7))
+    assert not np.array_equal(first, initial_parameters(Model(32, "float32"), 8))
+
+
+def test_accuracy_is_clearly_above_chance() -> None:
+    from alpha.plan import load_plan
+    from alpha.run import DEFAULT_PLAN
+
+    replica = replicate(load_plan(DEFAULT_PLAN), DIGITS)
+    final_accuracy = replica.history[-1][3]
+    assert final_accuracy > 0.6, f"held-out accuracy {final_accuracy:.3f}; chance is 0.1"
+
+
+# --- distributed equals replicated ----------------------------------------------------------
+
+
+async def _distributed(plan: Plan, directory: Path) -> set[str]:
+    compile_plan(plan, directory, range(plan.participants))
+    specs, deadline = launch_specs(directory)
+    result = await launch(specs, deadline=deadline)
+    assert result.ok, result.first_failure
+    return {
+        json.loads(path.read_text())["digests"]["w"]
+        for path in (directory / "reports").glob("role-*.json")
+    }
+
+
+CASES = [
+    {"n": 2, "shape": "pair"},
+    {"n": 5, "shape": "star"},
+    {"n": 9, "fanout": 2},
+    {"n": 13, "fanout": 3},
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=["pair", "star-5", "tree-9-2", "tree-13-3"])
+async def test_distributed_equals_replicated_bit_for_bit(
+    case: dict[str, object], dtype: str, tmp_path: Path
+) -> None:
+    plan = learn_plan(dtype=dtype, **case)  # type: ignore[arg-type]
+    digests = await _distributed(plan, tmp_path)
+    assert digests == {replicate(plan, DIGITS).digest}, "every role holds the replicated result"
+
+
+@pytest.mark.slow
+async def test_the_fan_out_changes_the_result_only_through_the_order(tmp_path: Path) -> None:
+    two = learn_plan(n=9, fanout=2, rounds=3)
+    three = learn_plan(n=9, fanout=3, rounds=3)
+    replica_two, replica_three = replicate(two, DIGITS), replicate(three, DIGITS)
+    assert replica_two.digest != replica_three.digest
+    # Same data, same arithmetic, only the fold order differs: the results are close.
+    assert np.allclose(replica_two.parameters, replica_three.parameters, rtol=1e-4, atol=1e-5)
+    assert await _distributed(two, tmp_path / "two") == {replica_two.digest}
+    assert await _distributed(three, tmp_path / "three") == {replica_three.digest}
+
+
+def test_pair_and_star_are_trees() -> None:
+    assert learn_plan(n=2, shape="pair").tree == pair()
+    assert learn_plan(n=5, shape="star").tree == star(5)
