@@ -178,3 +178,32 @@ async def test_the_fan_out_changes_the_result_only_through_the_order(tmp_path: P
 def test_pair_and_star_are_trees() -> None:
     assert learn_plan(n=2, shape="pair").tree == pair()
     assert learn_plan(n=5, shape="star").tree == star(5)
+
+
+def test_a_gpu_bound_role_without_gpu_kernels_is_a_compile_error(tmp_path: Path) -> None:
+    from alpha.errors import NoRealization, ProtocolRejected
+
+    plan = parse_plan(
+        """
+[run]
+name = "gpu-bound"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+fanout = 2
+[work]
+kind = "learn"
+[learner]
+rate = 0.1
+[gpu]
+roles = { "1" = "GPU-5d6c1a2b-0000-1111-2222-333344445555" }
+"""
+    )
+    with pytest.raises(ProtocolRejected) as caught:
+        compile_plan(plan, tmp_path, range(3))
+    failures = caught.value.failures
+    assert failures and all(type(f) is NoRealization for f in failures)
+    named = " ".join(str(f) for f in failures)
+    assert "'contribute'" in named and "cuda" in named
+    assert not list(tmp_path.glob("*.pyz")), "nothing is built for a plan that cannot run"

@@ -34,6 +34,7 @@ from alpha.protocol.forms import (
 )
 
 __all__ = [
+    "GPU_TARGET",
     "LEARNER_OPERATIONS",
     "LEARNER_PROGRAM",
     "LearnerState",
@@ -45,6 +46,11 @@ LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
 """The learner digest's program name: a change of the learner's meaning changes this."""
 
 _HOSTS: Final = frozenset({"x86_64", "aarch64"})
+
+GPU_TARGET: Final = "cuda"
+"""The target a role's operations must be realized for when the plan binds it a GPU. No
+learner operation has a GPU kernel yet, so such a plan is a compile error naming the
+operation: never a silent fallback to the host."""
 
 LEARNER_OPERATIONS: Final = {
     op.name: op
@@ -98,8 +104,19 @@ def learner_protocol(plan: Plan) -> Protocol:
         },
         operations=LEARNER_OPERATIONS,
         body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
-        targets=Targets(plan.default_target, plan.target_roles),
+        targets=Targets(plan.default_target, _with_gpus(plan)),
     )
+
+
+def _with_gpus(plan: Plan) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The plan's listed targets, with every GPU-bound role moved to ``GPU_TARGET``."""
+    bound = tuple(role for role, _ in plan.gpus)
+    if not bound:
+        return plan.target_roles
+    others = tuple(
+        (target, tuple(r for r in roles if r not in bound)) for target, roles in plan.target_roles
+    )
+    return (*others, (GPU_TARGET, bound))
 
 
 @dataclass

@@ -98,12 +98,12 @@ class _Checker:
             self.fail(cls(f"no {kind} operation {name!r} is provided", form=path))
             return
         missing = protocol.targets.present(roles, protocol.participants) - operation.targets
-        if missing:
+        for target in sorted(missing):
             cls = NoRealization if kind == "local" else SelectorNotAtAuthority
             self.fail(
                 cls(
-                    f"operation {name!r} has no realization for target(s) "
-                    f"{', '.join(sorted(missing))} ({roles.describe()} run there)",
+                    f"operation {name!r} has no realization for target {target}, where "
+                    f"{_roles_on(protocol, roles, target)} run it",
                     form=path,
                 )
             )
@@ -268,6 +268,16 @@ class _Checker:
                     form=path,
                 )
             )
+
+
+def _roles_on(protocol: Protocol, roles: RoleSet, target: str) -> str:
+    """Which of ``roles`` run on ``target``, in words, without listing a structural set."""
+    for listed, members in protocol.targets.listed:
+        if listed == target:
+            inside = [r for r in members if roles.contains(r)]
+            shown = ", ".join(str(r) for r in inside[:8])
+            return f"role(s) {shown}" + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
+    return f"{roles.describe()} not listed under another target"
 
 
 def _involved(form: Form) -> set[int | None]:
