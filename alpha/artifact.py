@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import re
 import stat
 import sys
-import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
 import alpha
+from alpha._files import write_atomically
 from alpha.errors import AlphaError, ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_USAGE
 from alpha.topology import MAX_ROLES
@@ -228,29 +227,6 @@ def _canonical(value: object, where: str) -> bytes:
 # --- writing ----------------------------------------------------------------
 
 
-def _write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int) -> None:
-    """Write ``path`` through a temporary file in its folder, fsync it, give it ``mode``, and
-    rename it into place, so that a reader sees the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w+b") as out:
-            write(out)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    # Make the rename itself durable.
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 def _package_sources() -> list[tuple[str, Path]]:
     """``(archive name, file)`` of every ``.py`` file of the ``alpha`` package, sorted."""
     root = Path(alpha.__file__).resolve().parent
@@ -313,7 +289,7 @@ def build_artifact(path: Path, payload: Mapping[str, object]) -> int:
             # size is the sources' part plus exactly the payload's canonical JSON.
             archive.writestr(_member(PAYLOAD_NAME, zipfile.ZIP_STORED), role_json)
 
-    _write_atomically(path, write, ARTIFACT_MODE)
+    write_atomically(path, write, ARTIFACT_MODE)
     return path.stat().st_size
 
 
@@ -549,7 +525,7 @@ def write_run_json(directory: Path, run: Mapping[str, object]) -> Path:
     def write(out: IO[bytes]) -> None:
         out.write(text.encode("ascii"))
 
-    _write_atomically(path, write, FILE_MODE)
+    write_atomically(path, write, FILE_MODE)
     return path
 
 

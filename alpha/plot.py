@@ -14,9 +14,7 @@ the letters A-Z, with lower-case letters drawn as capitals); any other character
 
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +22,8 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
+from alpha._files import write_bytes_atomically
 
 __all__ = ["encode_png", "render_curves", "write_loss_curve", "write_png"]
 
@@ -420,25 +420,7 @@ def write_png(path: Path, image: Image) -> None:
         OSError: if the file cannot be written.
     """
     data = encode_png(image)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), 0o644)
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    # Make the rename itself durable.
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    write_bytes_atomically(Path(path), data)
 
 
 def write_loss_curve(

@@ -56,6 +56,18 @@ OPERATIONS: Final = {
 _EXACT: Final = {"float32": 2**24, "float64": 2**53}
 
 
+def plan_contract(plan: Plan) -> bytes:
+    """The numerical contract's digest of ``plan``: dtype, operation, topology and order."""
+    return contract_digest(
+        dtype=plan.dtype,
+        operation=plan.operation,
+        topology=plan.shape,
+        participants=plan.participants,
+        fanout=plan.tree.fanout,
+        delivery=plan.delivery,
+    )
+
+
 def run_identity(plan: Plan) -> RunIdentity:
     """The identity every frame of ``plan``'s run carries (a learner's includes its data, read
     from the shipped data set)."""
@@ -72,14 +84,7 @@ def run_identity(plan: Plan) -> RunIdentity:
             rate=0.0,
             samples=(),
         ),
-        contract=contract_digest(
-            dtype=plan.dtype,
-            operation=plan.operation,
-            topology=plan.shape,
-            participants=plan.participants,
-            fanout=plan.tree.fanout,
-            delivery=plan.delivery,
-        ),
+        contract=plan_contract(plan),
         membership=membership_digest(plan.group),
     )
 

@@ -10,11 +10,12 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.combine import ordered_sum
-from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.identity import RunIdentity, learner_digest, membership_digest
 from alpha.learner.data import Digits, features, split
 from alpha.learner.model import evaluate, initial_parameters, update
 from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of
 from alpha.plan import Plan
+from alpha.program import plan_contract
 
 __all__ = ["Replica", "learner_identity", "replicate"]
 
@@ -52,14 +53,7 @@ def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
             rate=learner.rate,
             samples=[digits.pixels, digits.labels],
         ),
-        contract=contract_digest(
-            dtype=plan.dtype,
-            operation=plan.operation,
-            topology=plan.shape,
-            participants=plan.participants,
-            fanout=plan.tree.fanout,
-            delivery=plan.delivery,
-        ),
+        contract=plan_contract(plan),
         membership=membership_digest(plan.group),
     )
 

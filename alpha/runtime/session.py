@@ -15,10 +15,12 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import trio
 
+from alpha._files import write_bytes_atomically
 from alpha.errors import AlphaError, BudgetExhausted, PayloadMismatch
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.learner.program import LearnerState
@@ -240,10 +242,4 @@ async def _session(
 
 
 def _write_report(path: str, text: str) -> None:
-    # Write then rename, so a reader never sees half a report.
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_bytes_atomically(Path(path), text.encode())
