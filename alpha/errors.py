@@ -29,6 +29,7 @@ __all__ = [
     "FrameIncomplete",
     "FrameRefused",
     "FrameSpecInvalid",
+    "GpuUnavailable",
     "GroupFieldInvalid",
     "GroupSyntaxError",
     "IdentityError",
@@ -475,3 +476,8 @@ class ArtifactInvalid(AlphaError, ValueError):
 class TargetMismatch(AlphaError):
     """A role artifact was started on a machine of another target than the one
     it was built for (x86_64 or aarch64)."""
+
+
+class GpuUnavailable(AlphaError):
+    """A role bound to a GPU cannot use it: PyCUDA is not installed, there is no CUDA driver,
+    or no device has the bound UUID. The role fails; it never falls back to the host."""

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
-from alpha.errors import AlphaError, ArtifactInvalid, RoleDescriptionInvalid
+from alpha.errors import AlphaError, ArtifactInvalid, GpuUnavailable, RoleDescriptionInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from alpha.learner.payload import learner_from_payload
+from alpha.learner.payload import attach_gpu, learner_from_payload
 from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
@@ -102,6 +102,13 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
     except (RoleDescriptionInvalid, ArtifactInvalid) as error:
         _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
+    if learner is not None:
+        try:
+            attach_gpu(learner)
+        except GpuUnavailable as error:
+            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+            _log(description.role, f"failed: GpuUnavailable: {error}")
+            return EXIT_FAILURE
     return run_description(description, schedule, report_path, learner)
 
 

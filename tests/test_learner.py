@@ -180,11 +180,7 @@ def test_pair_and_star_are_trees() -> None:
     assert learn_plan(n=5, shape="star").tree == star(5)
 
 
-def test_a_gpu_bound_role_without_gpu_kernels_is_a_compile_error(tmp_path: Path) -> None:
-    from alpha.errors import NoRealization, ProtocolRejected
-
-    plan = parse_plan(
-        """
+GPU_PLAN = """
 [run]
 name = "gpu-bound"
 rounds = 2
@@ -195,15 +191,39 @@ fanout = 2
 [work]
 kind = "learn"
 [learner]
+kind = "KIND"
 rate = 0.1
 [gpu]
 roles = { "1" = "GPU-5d6c1a2b-0000-1111-2222-333344445555" }
 """
-    )
+
+
+def test_a_gpu_operation_without_a_kernel_is_a_compile_error(tmp_path: Path) -> None:
+    from alpha.errors import NoRealization, ProtocolRejected
+
+    # The linear model has no GPU kernel: binding it a GPU names the operation.
+    plan = parse_plan(GPU_PLAN.replace("KIND", "linear"))
     with pytest.raises(ProtocolRejected) as caught:
         compile_plan(plan, tmp_path, range(3))
     failures = caught.value.failures
-    assert failures and all(type(f) is NoRealization for f in failures)
-    named = " ".join(str(f) for f in failures)
-    assert "'contribute'" in named and "cuda" in named
+    assert [type(f) for f in failures] == [NoRealization]
+    assert "'contribute'" in str(failures[0]) and "cuda" in str(failures[0])
+    assert "role(s) 1" in str(failures[0])
     assert not list(tmp_path.glob("*.pyz")), "nothing is built for a plan that cannot run"
+
+
+async def test_a_gpu_role_without_a_gpu_fails_and_never_falls_back(tmp_path: Path) -> None:
+    from alpha.learner.gpu import gpu_status
+
+    available, why = gpu_status()
+    if available:
+        pytest.skip("this machine has a GPU; scripts/gpu_check.py covers the GPU run")
+    plan = parse_plan(GPU_PLAN.replace("KIND", "mlp"))
+    compile_plan(plan, tmp_path, range(3))
+    specs, deadline = launch_specs(tmp_path)
+    result = await launch(specs, deadline=deadline)
+    assert result.first_failure is not None
+    assert result.first_failure.role == 1
+    assert "GpuUnavailable" in result.first_failure.cause
+    assert not list((tmp_path / "reports").glob("*.json")), "no role commits anything"
+    del why

@@ -7,11 +7,11 @@ whose order depends on the CPU (``np.sum``'s pairwise SIMD sums), no ``exp``, ``
 ``tanh``. So a contribution is the same bits on x86-64 and AArch64, and a distributed run equals
 the replicated learner bit for bit.
 
-Model: ``z1 = x W1 + b1``, ``h = max(z1, 0)``, ``z2 = h W2 + b2`` (linear: ``z2 = x W + b``);
-loss: squared error against one-hot labels, summed over classes and samples. Parameters live in
-one flat vector (``layout``), and a contribution is one flat vector too: the gradient summed
-over the role's batch, then the batch's summed loss and its count of correct predictions, so
-one combine carries all three.
+Model: ``z1 = x W1 + b1``, ``h = z1 if z1 > 0 else +0``, ``z2 = h W2 + b2`` (linear: ``z2 = x W
++ b``); loss: squared error against one-hot labels, summed over classes and samples. Parameters
+live in one flat vector (``layout``), and a contribution is one flat vector too: the gradient
+summed over the role's batch, then the batch's summed loss and its count of correct
+predictions, so one combine carries all three.
 """
 
 from __future__ import annotations
@@ -104,11 +104,18 @@ def _affine(x: Array, weights: Array, bias: Array) -> Array:
     return out
 
 
+def _relu(z: Array) -> Array:
+    """``z`` where it is above 0, else +0: a selection, so it is the same bits on every CPU and
+    GPU (``np.maximum`` leaves the sign of a zero and NaN handling to the CPU's max
+    instruction)."""
+    return np.where(z > 0, z, z.dtype.type(0))
+
+
 def _forward(model: Model, parts: dict[str, Array], x: Array) -> tuple[Array, Array | None]:
     if model.hidden is None:
         return _affine(x, parts["W"], parts["b"]), None
     z1 = _affine(x, parts["W1"], parts["b1"])
-    h = np.maximum(z1, x.dtype.type(0))
+    h = _relu(z1)
     return _affine(h, parts["W2"], parts["b2"]), z1
 
 
@@ -159,7 +166,7 @@ def contribute(model: Model, parameters: Array, x: Array, labels: npt.NDArray[np
         grads["b"][...] = _sum_rows(dz2)
     else:
         assert z1 is not None
-        h = np.maximum(z1, dtype.type(0))
+        h = _relu(z1)
         grads["W2"][...] = _outer_sum(h, dz2)
         grads["b2"][...] = _sum_rows(dz2)
         dh = np.zeros_like(z1)

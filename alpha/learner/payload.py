@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from alpha.errors import ArtifactInvalid
 from alpha.learner.data import decode_shard, encode_shard
+from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model
 from alpha.learner.program import LearnerState
 
-__all__ = ["learner_from_payload", "learner_payload"]
+__all__ = ["attach_gpu", "learner_from_payload", "learner_payload"]
 
 
 def learner_payload(state: LearnerState) -> dict[str, object]:
@@ -24,6 +25,8 @@ def learner_payload(state: LearnerState) -> dict[str, object]:
     }
     if state.holdout_pixels is not None and state.holdout_labels is not None:
         data["holdout"] = encode_shard(state.holdout_pixels, state.holdout_labels)
+    if state.gpu_uuid is not None:
+        data["gpu"] = state.gpu_uuid
     return data
 
 
@@ -61,6 +64,21 @@ def learner_from_payload(data: object) -> LearnerState:
         )
         if "holdout" in data:
             state.holdout_pixels, state.holdout_labels = decode_shard(data["holdout"])
+        uuid = data.get("gpu")
+        if uuid is not None:
+            if not isinstance(uuid, str):
+                raise ArtifactInvalid(f"learner: gpu must be a GPU UUID, got {uuid!r}")
+            state.gpu_uuid = uuid
     except KeyError as error:
         raise ArtifactInvalid(f"learner: missing field {error}") from None
     return state
+
+
+def attach_gpu(state: LearnerState) -> None:
+    """Open the GPU a role is bound to, in the participant's process.
+
+    Raises:
+        GpuUnavailable: PyCUDA, the driver or the bound device is missing; no host fallback.
+    """
+    if state.gpu_uuid is not None and state.gpu is None:
+        state.gpu = GpuContributor(state.model, uuid=state.gpu_uuid)

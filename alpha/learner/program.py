@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, batch_indices, features, split
+from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
 from alpha.plan import Plan
 from alpha.protocol.forms import (
@@ -35,9 +36,9 @@ from alpha.protocol.forms import (
 
 __all__ = [
     "GPU_TARGET",
-    "LEARNER_OPERATIONS",
     "LEARNER_PROGRAM",
     "LearnerState",
+    "learner_operations",
     "learner_protocol",
     "model_of",
 ]
@@ -48,19 +49,27 @@ LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
 _HOSTS: Final = frozenset({"x86_64", "aarch64"})
 
 GPU_TARGET: Final = "cuda"
-"""The target a role's operations must be realized for when the plan binds it a GPU. No
-learner operation has a GPU kernel yet, so such a plan is a compile error naming the
-operation: never a silent fallback to the host."""
+"""The target a role's operations must be realized for when the plan binds it a GPU. The MLP's
+contribution has kernels (``alpha.learner.gpu``); initialising, updating and observing run on
+the GPU role's host, which stages the contribution and uploads the parameters again. The linear
+model has no kernels, so binding it a GPU is a compile error naming ``contribute``: never a
+silent fallback to the host."""
 
-LEARNER_OPERATIONS: Final = {
-    op.name: op
-    for op in (
-        Operation("init", "local", _HOSTS),
-        Operation("contribute", "local", _HOSTS),
-        Operation("update", "local", _HOSTS),
-        Operation("observe", "local", _HOSTS),
-    )
-}
+_STAGED: Final = _HOSTS | {GPU_TARGET}
+
+
+def learner_operations(model: Model) -> dict[str, Operation]:
+    """The learner's operations and where each is realized, for ``model``."""
+    kernels = _STAGED if model.hidden is not None else _HOSTS
+    return {
+        op.name: op
+        for op in (
+            Operation("init", "local", _STAGED),
+            Operation("contribute", "local", kernels),
+            Operation("update", "local", _STAGED),
+            Operation("observe", "local", _STAGED),
+        )
+    }
 
 
 def model_of(plan: Plan) -> Model:
@@ -102,7 +111,7 @@ def learner_protocol(plan: Plan) -> Protocol:
             "w": Region("w", plan.dtype, model.size),
             "g": Region("g", plan.dtype, model.contribution_size),
         },
-        operations=LEARNER_OPERATIONS,
+        operations=learner_operations(model),
         body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
         targets=Targets(plan.default_target, _with_gpus(plan)),
     )
@@ -133,6 +142,8 @@ class LearnerState:
     holdout_pixels: npt.NDArray[np.uint8] | None = None
     holdout_labels: npt.NDArray[np.uint8] | None = None
     history: list[tuple[int, float, float, float]] = field(default_factory=list)
+    gpu: GpuContributor | None = None
+    gpu_uuid: str | None = None
 
     @classmethod
     def for_role(cls, plan: Plan, digits: Digits, role: int) -> LearnerState:
@@ -154,6 +165,7 @@ class LearnerState:
         if role == 0:
             state.holdout_pixels = parts.holdout_pixels
             state.holdout_labels = parts.holdout_labels
+        state.gpu_uuid = dict(plan.gpus).get(role)
         return state
 
     def init(self, w: npt.NDArray[np.floating]) -> None:
@@ -164,7 +176,10 @@ class LearnerState:
     ) -> None:
         chosen = batch_indices(len(self.labels), self.batch, round)
         x = features(self.pixels[chosen], self.model.dtype)
-        g[...] = contribute(self.model, w, x, self.labels[chosen])
+        if self.gpu is not None:
+            g[...] = self.gpu.contribute(w, x, self.labels[chosen])
+        else:
+            g[...] = contribute(self.model, w, x, self.labels[chosen])
 
     def update(self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating]) -> None:
         update(self.model, w, g, rate=self.rate, batch=self.batch * self.participants)
