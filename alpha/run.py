@@ -50,15 +50,18 @@ class RunSummary:
     cause: str = ""
 
 
-def _bar(done: int, total: int, loss: float, accuracy: float) -> str:
+def _bar(done: int, total: int, loss: float, accuracy: float, live: bool) -> str:
+    """One progress line: redrawn in place on a terminal, one line per update elsewhere."""
     filled = _BAR_WIDTH * done // max(1, total)
-    return (
-        f"\r[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] round {done}/{total} "
+    text = (
+        f"[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] round {done}/{total} "
         f"loss {loss:.4f} held-out accuracy {100 * accuracy:5.1f}%"
     )
+    return f"\r{text}" if live else f"{text}\n"
 
 
 async def _follow(log: Path, total: int, out: TextIO) -> None:
+    live = out.isatty()
     seen = 0
     while True:
         try:
@@ -69,7 +72,7 @@ async def _follow(log: Path, total: int, out: TextIO) -> None:
         if len(rounds) > seen:
             seen = len(rounds)
             number, loss, _, accuracy = rounds[-1]
-            out.write(_bar(int(number), total, float(loss), float(accuracy)))
+            out.write(_bar(int(number), total, float(loss), float(accuracy), live))
             out.flush()
         await trio.sleep(_POLL_SECONDS)
 
@@ -98,7 +101,8 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
         return result
 
     result = trio.run(main)
-    out.write("\n")
+    if out.isatty():
+        out.write("\n")
     wall = time.monotonic() - started
     failure = getattr(result, "first_failure", None)
     if failure is not None:

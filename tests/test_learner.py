@@ -227,3 +227,45 @@ async def test_a_gpu_role_without_a_gpu_fails_and_never_falls_back(tmp_path: Pat
     assert "GpuUnavailable" in result.first_failure.cause
     assert not list((tmp_path / "reports").glob("*.json")), "no role commits anything"
     del why
+
+
+@pytest.mark.slow
+def test_the_main_job_command(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "run", "--dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "equal bit for bit   yes" in done.stdout
+    final = next(line for line in done.stdout.splitlines() if line.startswith("final parameters"))
+    replicated = next(line for line in done.stdout.splitlines() if line.startswith("replicated"))
+    assert final.split()[-1] == replicated.split()[-1]
+    assert "round 30/30" in done.stderr, "progress is shown round by round"
+    png = tmp_path / "run" / "loss.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from alpha.learner.gpu import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("this machine has a GPU: the GPU-bound role would not fail")
+    plan = tmp_path / "gpu.toml"
+    plan.write_text(GPU_PLAN.replace("KIND", "mlp"))
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "run", str(plan), "--dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
