@@ -252,6 +252,22 @@ def test_a_combine_projects_to_receives_fold_send_and_delivery() -> None:
     assert project(one, 6).body == (Send(4, "x", slot),)
 
 
+def test_every_child_of_a_node_is_a_structural_role_set() -> None:
+    from alpha.protocol import Children
+
+    tree = ParticipantTree(7, 2)
+    body = Local(Children(tree, 1), "fill", "x")
+    proto = protocol(body)
+    assert check(proto) == []
+    working = [role for role in range(7) if project(proto, role).body]
+    assert working == [2, 3]
+    big = ParticipantTree(2_000_000_000, 64)
+    assert Children(big, 0).contains(big.children(0)[-1])
+    assert not Children(big, 0).contains(big.children(0)[-1] + 1)
+    refused = check(protocol(Local(Children(ParticipantTree(7, 3), 1), "fill", "x")))
+    assert [type(f) for f in refused] == [ParticipantOutOfRange]
+
+
 def test_each_role_receives_only_its_own_work() -> None:
     body = Seq((Transfer(0, 1, "x"), Local(Roles((3,)), "fill", "x"), Transfer(4, 5, "x")))
     proto = protocol(body)

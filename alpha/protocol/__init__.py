@@ -2,6 +2,7 @@
 
 from alpha.protocol.checks import check, require_valid
 from alpha.protocol.forms import (
+    Children,
     Choice,
     Combine,
     Dissemination,
@@ -23,6 +24,7 @@ from alpha.protocol.local import LocalSchedule, decode, encode
 from alpha.protocol.projection import project, slots
 
 __all__ = [
+    "Children",
     "Choice",
     "Combine",
     "Dissemination",

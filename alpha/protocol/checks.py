@@ -23,6 +23,7 @@ from alpha.errors import (
     SelfTransfer,
 )
 from alpha.protocol.forms import (
+    Children,
     Choice,
     Combine,
     Everyone,
@@ -80,6 +81,17 @@ class _Checker:
             if bad:
                 self.fail(ParticipantOutOfRange(f"roles {bad} are not in 0..{n - 1}", form=path))
                 return False
+        elif isinstance(roles, Children) and (
+            roles.tree != self.protocol.tree or not 0 <= roles.node < n
+        ):
+            self.fail(
+                ParticipantOutOfRange(
+                    f"{roles.describe()} in {roles.tree!r}: the node must be a role of the run's "
+                    f"own tree {self.protocol.tree!r}",
+                    form=path,
+                )
+            )
+            return False
         elif isinstance(roles, GroupRoles) and roles.group.last >= n:
             self.fail(
                 ParticipantOutOfRange(
@@ -292,7 +304,7 @@ def _involved(form: Form) -> set[int | None]:
         elif isinstance(current, Local):
             if isinstance(current.roles, Roles):
                 found.update(current.roles.roles)
-            elif isinstance(current.roles, Everyone | GroupRoles):
+            elif isinstance(current.roles, Everyone | GroupRoles | Children):
                 found.add(None)
         elif isinstance(current, Combine):
             found.add(None)

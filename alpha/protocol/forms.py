@@ -19,6 +19,7 @@ from alpha.topology import ParticipantTree
 __all__ = [
     "DTYPES",
     "MAX_ITERATIONS",
+    "Children",
     "Choice",
     "Combine",
     "Dissemination",
@@ -103,7 +104,22 @@ class GroupRoles:
         return f"members of {self.group}"
 
 
-RoleSet = Roles | Everyone | GroupRoles
+@final
+@dataclass(frozen=True, slots=True)
+class Children:
+    """Every child of ``node`` in ``tree``: found from the role's parent, never listed."""
+
+    tree: ParticipantTree
+    node: int
+
+    def contains(self, role: int) -> bool:
+        return 0 <= role < self.tree.n and self.tree.parent(role) == self.node
+
+    def describe(self) -> str:
+        return f"children of role {self.node}"
+
+
+RoleSet = Roles | Everyone | GroupRoles | Children
 
 
 # --- forms --------------------------------------------------------------------------------
@@ -231,6 +247,8 @@ def _size(roles: RoleSet, participants: int) -> int:
         return len([r for r in set(roles.roles) if 0 <= r < participants])
     if isinstance(roles, GroupRoles):
         return len(roles.group)
+    if isinstance(roles, Children):
+        return len(roles.tree.children(roles.node)) if 0 <= roles.node < roles.tree.n else 0
     return participants
 
 
