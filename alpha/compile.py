@@ -97,12 +97,15 @@ def compile_plan(
     """
     protocol = protocol_for(plan)
     require_valid(protocol)
-    identity = run_identity(plan)
     digits = None
+    parts = None
     if plan.work_kind == "learn":
         from alpha.learner.data import load_digits
+        from alpha.learner.program import split_of
 
         digits = load_digits()
+        parts = split_of(plan, digits)
+    identity = run_identity(plan, digits)
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("role-*.pyz"):
         stale.unlink()
@@ -123,7 +126,8 @@ def compile_plan(
             from alpha.learner.payload import learner_payload
             from alpha.learner.program import LearnerState
 
-            payload["learner"] = learner_payload(LearnerState.for_role(plan, digits, role))
+            state = LearnerState.for_role(plan, digits, role, parts)
+            payload["learner"] = learner_payload(state)
         path = directory / f"role-{role:06d}.pyz"
         size = build_artifact(path, payload)
         sizes.append(size)

@@ -9,7 +9,7 @@ negated values. The learner's protocol (``work.kind = "learn"``) is added by the
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
@@ -29,6 +29,9 @@ from alpha.protocol.forms import (
     Seq,
     Targets,
 )
+
+if TYPE_CHECKING:
+    from alpha.learner.data import Digits
 
 __all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "protocol_for", "run_identity"]
 
@@ -68,14 +71,14 @@ def plan_contract(plan: Plan) -> bytes:
     )
 
 
-def run_identity(plan: Plan) -> RunIdentity:
-    """The identity every frame of ``plan``'s run carries (a learner's includes its data, read
-    from the shipped data set)."""
+def run_identity(plan: Plan, digits: Digits | None = None) -> RunIdentity:
+    """The identity every frame of ``plan``'s run carries (a learner's includes its data:
+    ``digits``, or the shipped data set read here)."""
     if plan.work_kind == "learn":
         from alpha.learner.data import load_digits
         from alpha.learner.replicate import learner_identity
 
-        return learner_identity(plan, load_digits())
+        return learner_identity(plan, digits or load_digits())
     return RunIdentity(
         learner=learner_digest(
             program=SUM_CHECK_PROGRAM,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 
 
@@ -22,3 +23,13 @@ def median_seconds(work: Callable[[], object], *, repeat: int, warmup: int = 1) 
 def rate(nbytes: int, seconds: float) -> str:
     """A throughput in MB/s (10^6 bytes per second), for tables."""
     return f"{nbytes / seconds / 1e6:,.0f} MB/s"
+
+
+def peak_bytes(work: Callable[[], object]) -> int:
+    """tracemalloc's peak allocation during one ``work()``."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

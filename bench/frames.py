@@ -9,12 +9,12 @@ timed in the same run; the goal is at least 0.9 of its rate for each side. Peak 
 
 from __future__ import annotations
 
+import hashlib
 import os
-import tracemalloc
 
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
-from bench._timing import median_seconds, rate
+from bench._timing import median_seconds, peak_bytes, rate
 
 Pieces = tuple[bytes, memoryview, bytes]
 
@@ -24,19 +24,7 @@ SIZES = (1 * MIB, 16 * MIB, 64 * MIB)
 IDENTITY = RunIdentity(learner=bytes(32), contract=bytes(32), membership=bytes(32))
 
 
-def _peak_during(work: object) -> int:
-    assert callable(work)
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def run(repeat: int) -> str:
-    import hashlib
-
     rows = []
     for size in SIZES:
         payload = os.urandom(size)
@@ -77,8 +65,8 @@ def run(repeat: int) -> str:
         check_with_copy()
         t_chk = median_seconds(check, repeat=repeat)
         t_cpy = median_seconds(check_with_copy, repeat=repeat)
-        peak_enc = _peak_during(encode)
-        peak_chk = _peak_during(check_with_copy)
+        peak_enc = peak_bytes(encode)
+        peak_chk = peak_bytes(check_with_copy)
         rows.append(
             f"| {size // MIB} MiB | {rate(size, t_ref)} | {rate(size, t_enc)} "
             f"({t_ref / t_enc:.2f}) | {rate(size, t_chk)} ({t_ref / t_chk:.2f}) | "

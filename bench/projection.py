@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import tracemalloc
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from alpha.compile import compile_plan
 from alpha.plan import parse_plan
 from alpha.program import protocol_for
 from alpha.protocol import Protocol, check, encode, project
-from bench._timing import median_seconds
+from bench._timing import median_seconds, peak_bytes
 
 NAME = "projection"
 SIZES = (2_000, 200_000, 2_000_000)
@@ -73,15 +72,6 @@ def _per_call(work: Callable[[], object], repeat: int) -> float:
             work()
 
     return median_seconds(batch, repeat=repeat) / CALLS
-
-
-def _peak_during(work: Callable[[], object]) -> int:
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _us(seconds: float) -> str:
@@ -145,7 +135,7 @@ def _project_rows(repeat: int) -> list[str]:
                     t_whole = _per_call(_whole(text, role), repeat)
                     after = _per_call(reference, repeat)
                     ratio = t_whole / ((before + after) / 2)
-                peak = _peak_during(check_project)
+                peak = peak_bytes(check_project)
                 schedule = json.dumps(encode(project(protocol, role)), separators=(",", ":"))
                 rows.append(
                     f"| {choice} | {n:,} | {label} ({role:,}) | {_us(t_parse)} | "

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits, batch_indices, features, split
+from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
 from alpha.plan import Plan
@@ -41,6 +41,7 @@ __all__ = [
     "learner_operations",
     "learner_protocol",
     "model_of",
+    "split_of",
 ]
 
 LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
@@ -128,6 +129,13 @@ def _with_gpus(plan: Plan) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return (*others, (GPU_TARGET, bound))
 
 
+def split_of(plan: Plan, digits: Digits) -> Split:
+    """The plan's split of the data set into role shards and the held-out part."""
+    learner = plan.learner
+    assert learner is not None
+    return split(digits, participants=plan.participants, holdout=learner.holdout, seed=learner.seed)
+
+
 @dataclass
 class LearnerState:
     """What one role's learner operations need: the model, its data and the plan's numbers."""
@@ -146,12 +154,14 @@ class LearnerState:
     gpu_uuid: str | None = None
 
     @classmethod
-    def for_role(cls, plan: Plan, digits: Digits, role: int) -> LearnerState:
+    def for_role(
+        cls, plan: Plan, digits: Digits, role: int, parts: Split | None = None
+    ) -> LearnerState:
+        """Role ``role``'s learner; ``parts`` is ``split_of(plan, digits)`` when the caller
+        builds many roles (the split is the same for all of them)."""
         learner = plan.learner
         assert learner is not None
-        parts = split(
-            digits, participants=plan.participants, holdout=learner.holdout, seed=learner.seed
-        )
+        parts = parts or split_of(plan, digits)
         pixels, labels = parts.shard(role)
         state = cls(
             model=model_of(plan),

@@ -11,9 +11,9 @@ import numpy.typing as npt
 
 from alpha.combine import ordered_sum
 from alpha.identity import RunIdentity, learner_digest, membership_digest
-from alpha.learner.data import Digits, features, split
+from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters, update
-from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of
+from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of, split_of
 from alpha.plan import Plan
 from alpha.program import plan_contract
 
@@ -64,10 +64,10 @@ def replicate(plan: Plan, digits: Digits) -> Replica:
     assert learner is not None
     model = model_of(plan)
     n = plan.participants
-    states = [LearnerState.for_role(plan, digits, role) for role in range(n)]
+    parts = split_of(plan, digits)
+    states = [LearnerState.for_role(plan, digits, role, parts) for role in range(n)]
     parameters = initial_parameters(model, learner.seed)
     scratch = np.zeros(model.contribution_size, dtype=model.dtype)
-    parts = split(digits, participants=n, holdout=learner.holdout, seed=learner.seed)
     held = features(parts.holdout_pixels, model.dtype)
     replica = Replica(parameters)
     samples = learner.batch * n

@@ -10,6 +10,7 @@ refuses a word that is not canonical (``NoncanonicalWord``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -186,8 +187,6 @@ class Interpreter:
                 nursery.start_soon(channel.close, blame)
 
     def digests(self) -> dict[str, str]:
-        import hashlib
-
         return {
             region.name: hashlib.sha256(self.buffers[region.name].tobytes()).hexdigest()
             for region in self.schedule.regions
