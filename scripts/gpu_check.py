@@ -78,7 +78,10 @@ def main() -> int:
     if not available:
         print(f"no GPU: {why}")
         return 2
-    ok = check_contributions() and check_run(first_gpu_uuid())
+    # Both checks run even when the first fails: a GPU session is short, and each says something.
+    contributions = check_contributions()
+    run = check_run(first_gpu_uuid())
+    ok = contributions and run
     print(f"gpu check: {'passed' if ok else 'FAILED'} in {time.monotonic() - started:.1f} s")
     return 0 if ok else 1
 

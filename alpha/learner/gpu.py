@@ -18,7 +18,9 @@ in the participant's process.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import warnings
 from typing import Any, Final
 
 import numpy as np
@@ -145,12 +147,17 @@ def kernel_source(dtype: str) -> str:
 
 def gpu_status() -> tuple[bool, str]:
     """Whether a GPU can be used here, and if not, why (for skipped tests and errors)."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False, "PyCUDA is not installed; install it with pip install '.[gpu]' (docs/gpu.md)"
     try:
-        import pycuda.driver as cuda  # type: ignore[import-not-found]
-    except ImportError as error:
-        return False, f"PyCUDA is not importable ({error}); install with pip install '.[gpu]'"
-    except OSError as error:  # libcuda.so.1 missing: no driver
-        return False, f"no CUDA driver ({error})"
+        with warnings.catch_warnings():
+            # PyCUDA warns (a guess about header versions) before the error that says why.
+            warnings.simplefilter("ignore")
+            import pycuda.driver as cuda  # type: ignore[import-not-found]
+    except (ImportError, OSError) as error:
+        if "libcuda" in str(error):
+            return False, f"no CUDA driver: {error}"
+        return False, f"PyCUDA is installed but does not import: {error}"
     try:
         cuda.init()
         count = cuda.Device.count()
