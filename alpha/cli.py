@@ -52,7 +52,9 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line and a usage exit code."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        # A subcommand names itself ("run: argument ..."); main() prefixes "alpha: error:".
+        command = self.prog.removeprefix("alpha").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def _nonnegative_int(text: str) -> int:
