@@ -23,7 +23,7 @@ from alpha.compile import compile_plan, parse_roles
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.launch import launch
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate
+from alpha.learner.replicate import replicate, require_learner
 from alpha.plan import Plan, load_plan
 from alpha.plot import write_loss_curve
 
@@ -80,6 +80,7 @@ async def _follow(log: Path, total: int, out: TextIO) -> None:
 def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner."""
     started = time.monotonic()
+    require_learner(plan)
     roles = parse_roles("all", plan.participants)
     compile_plan(plan, directory, roles)
     reports = directory / REPORTS_DIR

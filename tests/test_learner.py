@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from alpha.artifact import launch_specs
 from alpha.combine import Contract, fold_order, ordered_sum
 from alpha.compile import compile_plan
+from alpha.errors import PlanInvalid
 from alpha.launch import launch
 from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
-from alpha.learner.replicate import replicate
-from alpha.plan import Plan, parse_plan
+from alpha.learner.replicate import replicate, require_learner
+from alpha.plan import Plan, load_plan, parse_plan
 from alpha.topology import ParticipantTree, pair, star
 
 DIGITS = load_digits()
@@ -269,3 +270,22 @@ def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "replicate"])
+def test_a_sum_check_plan_is_refused_by_the_learner_commands(command: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    plan = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "pair.toml"
+    with pytest.raises(PlanInvalid) as refused:
+        require_learner(load_plan(plan))
+    assert refused.value.field == "work.kind"
+    args = [sys.executable, "-m", "alpha", command, str(plan)]
+    if command == "run":
+        args += ["--dir", str(tmp_path / "run")]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("alpha: error: work.kind: pair is a sum check")
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists(), "refused before anything was compiled"

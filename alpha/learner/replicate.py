@@ -10,14 +10,15 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.combine import ordered_sum
+from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, learner_digest, membership_digest
 from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters, update
 from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of, split_of
-from alpha.plan import Plan
+from alpha.plan import LearnerSpec, Plan
 from alpha.program import plan_contract
 
-__all__ = ["Replica", "learner_identity", "replicate"]
+__all__ = ["Replica", "learner_identity", "replicate", "require_learner"]
 
 
 @dataclass
@@ -33,8 +34,7 @@ class Replica:
 def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
     """The run identity of a ``learn`` plan: the learner's program, configuration, initial
     parameters, rate and data; the contract; the membership."""
-    learner = plan.learner
-    assert learner is not None
+    learner = require_learner(plan)
     model = model_of(plan)
     return RunIdentity(
         learner=learner_digest(
@@ -58,10 +58,20 @@ def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
     )
 
 
+def require_learner(plan: Plan) -> LearnerSpec:
+    """The plan's learner; a sum-check plan is refused at ``work.kind``, saying what runs it."""
+    if plan.learner is None:
+        raise PlanInvalid(
+            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
+            '"learn" trains (alpha compile and alpha launch run this one)',
+            field="work.kind",
+        )
+    return plan.learner
+
+
 def replicate(plan: Plan, digits: Digits) -> Replica:
     """Train the plan's learner in this process, folding contributions in contract order."""
-    learner = plan.learner
-    assert learner is not None
+    learner = require_learner(plan)
     model = model_of(plan)
     n = plan.participants
     parts = split_of(plan, digits)
