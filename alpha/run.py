@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
@@ -37,6 +38,7 @@ _ROUND_LINE: Final = re.compile(
 )
 _POLL_SECONDS: Final = 0.2  # how often the progress display reads role 0's log
 _BAR_WIDTH: Final = 30
+_LINE_SECONDS: Final = 1.0  # off a terminal: at most one progress line a second
 
 
 @dataclass
@@ -50,18 +52,50 @@ class RunSummary:
     cause: str = ""
 
 
-def _bar(done: int, total: int, loss: float, accuracy: float, live: bool) -> str:
-    """One progress line: redrawn in place on a terminal, one line per update elsewhere."""
-    filled = _BAR_WIDTH * done // max(1, total)
-    text = (
-        f"[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] round {done}/{total} "
-        f"loss {loss:.4f} held-out accuracy {100 * accuracy:5.1f}%"
-    )
-    return f"\r{text}" if live else f"{text}\n"
+class _Progress:
+    """A progress bar of rounds with loss and held-out accuracy.
+
+    On a terminal it is redrawn in place at every update; elsewhere (a log, a pipe) it writes
+    a line at most every ``_LINE_SECONDS`` and at the last round, so long runs stay readable.
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        total: int,
+        label: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out
+        self.clock = clock
+        self.total = total
+        self.label = label
+        self.live = out.isatty()
+        self.last_line = -float("inf")
+        self.drawn = False
+
+    def update(self, done: int, loss: float, accuracy: float) -> None:
+        now = self.clock()
+        if not self.live and done < self.total and now - self.last_line < _LINE_SECONDS:
+            return
+        self.last_line = now
+        filled = _BAR_WIDTH * done // max(1, self.total)
+        text = (
+            f"{self.label}[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] round {done}/{self.total} "
+            f"loss {loss:.4f} held-out accuracy {100 * accuracy:5.1f}%"
+        )
+        self.out.write(f"\r{text}" if self.live else f"{text}\n")
+        self.out.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        """End a bar drawn in place, so what follows starts on a line of its own."""
+        if self.live and self.drawn:
+            self.out.write("\n")
+            self.out.flush()
 
 
-async def _follow(log: Path, total: int, out: TextIO) -> None:
-    live = out.isatty()
+async def _follow(log: Path, progress: _Progress) -> None:
     seen = 0
     while True:
         try:
@@ -72,8 +106,7 @@ async def _follow(log: Path, total: int, out: TextIO) -> None:
         if len(rounds) > seen:
             seen = len(rounds)
             number, loss, _, accuracy = rounds[-1]
-            out.write(_bar(int(number), total, float(loss), float(accuracy), live))
-            out.flush()
+            progress.update(int(number), float(loss), float(accuracy))
         await trio.sleep(_POLL_SECONDS)
 
 
@@ -94,16 +127,17 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
         file=out,
     )
 
+    progress = _Progress(out, plan.rounds)
+
     async def main() -> object:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_follow, directory / "logs" / "role-000000.log", plan.rounds, out)
+            nursery.start_soon(_follow, directory / "logs" / "role-000000.log", progress)
             result = await launch(specs, deadline=deadline)
             nursery.cancel_scope.cancel()
         return result
 
     result = trio.run(main)
-    if out.isatty():
-        out.write("\n")
+    progress.close()
     wall = time.monotonic() - started
     failure = getattr(result, "first_failure", None)
     if failure is not None:
@@ -113,7 +147,9 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
         for data in (json.loads(p.read_text()) for p in reports.glob("role-*.json"))
     }
     digests = {data["digests"]["w"] for data in found.values()}
-    replica = replicate(plan, load_digits())
+    replaying = _Progress(out, plan.rounds, label="replicated ")
+    replica = replicate(plan, load_digits(), on_round=replaying.update)
+    replaying.close()
     history = found[0]["history"]
     losses = [entry[1] for entry in history]
     accuracies = [entry[3] for entry in history]
@@ -150,6 +186,8 @@ def main_run(plan_path: str | None, directory: str | None) -> int:
 
 def main_replicate(plan_path: str) -> int:
     plan = load_plan(plan_path)
-    replica = replicate(plan, load_digits())
+    progress = _Progress(sys.stderr, plan.rounds)
+    replica = replicate(plan, load_digits(), on_round=progress.update)
+    progress.close()
     print(replica.digest)
     return EXIT_OK

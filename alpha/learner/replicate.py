@@ -4,6 +4,7 @@ the same tree order as the distributed combine, so the two runs agree bit for bi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of, split
 from alpha.plan import LearnerSpec, Plan
 from alpha.program import plan_contract
 
-__all__ = ["Replica", "learner_identity", "replicate", "require_learner"]
+__all__ = ["Replica", "RoundHook", "learner_identity", "replicate", "require_learner"]
 
 
 @dataclass
@@ -69,7 +70,11 @@ def require_learner(plan: Plan) -> LearnerSpec:
     return plan.learner
 
 
-def replicate(plan: Plan, digits: Digits) -> Replica:
+RoundHook = Callable[[int, float, float], None]
+"""Called after each round with the rounds done, the round's loss and held-out accuracy."""
+
+
+def replicate(plan: Plan, digits: Digits, on_round: RoundHook | None = None) -> Replica:
     """Train the plan's learner in this process, folding contributions in contract order."""
     learner = require_learner(plan)
     model = model_of(plan)
@@ -98,4 +103,6 @@ def replicate(plan: Plan, digits: Digits) -> Replica:
                 accuracy,
             )
         )
+        if on_round is not None:
+            on_round(round + 1, replica.history[-1][1], accuracy)
     return replica
