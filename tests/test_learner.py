@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from alpha.artifact import launch_specs
 from alpha.combine import Contract, fold_order, ordered_sum
-from alpha.compile import compile_plan
+from alpha.compile import compile_plan, parse_roles
 from alpha.errors import PlanInvalid
 from alpha.launch import launch
 from alpha.learner.data import load_digits
@@ -272,21 +272,44 @@ def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
     assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
 
 
+PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+
+
 @pytest.mark.parametrize("command", ["run", "replicate"])
-def test_a_sum_check_plan_is_refused_by_the_learner_commands(command: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "field", "start"),
+    [
+        # compiles, but trains nothing: alpha compile and alpha launch run it
+        ((PLANS / "pair.toml").read_text(), "work.kind", "pair is a sum check"),
+        # refused by alpha compile too
+        (
+            (PLANS / "digits.toml").read_text().replace('delivery = "all"', 'delivery = "one"'),
+            "contract.delivery",
+            "the learner steps every role's own parameters",
+        ),
+    ],
+    ids=["sum-check", "delivery-one"],
+)
+def test_the_learner_commands_refuse_a_plan_that_is_not_a_learner(
+    command: str, text: str, field: str, start: str, tmp_path: Path
+) -> None:
     import subprocess
     import sys
 
-    plan = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "pair.toml"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(text)
     with pytest.raises(PlanInvalid) as refused:
         require_learner(load_plan(plan))
-    assert refused.value.field == "work.kind"
+    assert refused.value.field == field
+    if field == "contract.delivery":
+        with pytest.raises(PlanInvalid):
+            compile_plan(load_plan(plan), tmp_path / "compiled", parse_roles("all", 8))
     args = [sys.executable, "-m", "alpha", command, str(plan)]
     if command == "run":
         args += ["--dir", str(tmp_path / "run")]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("alpha: error: work.kind: pair is a sum check")
+    assert done.stderr.startswith(f"alpha: error: {field}: {start}")
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert not (tmp_path / "run").exists(), "refused before anything was compiled"
 

@@ -79,7 +79,11 @@ def model_of(plan: Plan) -> Model:
         PlanInvalid: the plan has no learner.
     """
     if plan.learner is None:
-        raise PlanInvalid("the plan's work is not learning", field="work.kind")
+        raise PlanInvalid(
+            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
+            '"learn" trains (alpha compile and alpha launch run this one)',
+            field="work.kind",
+        )
     return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
 
 

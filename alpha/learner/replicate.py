@@ -11,11 +11,16 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.combine import ordered_sum
-from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, learner_digest, membership_digest
 from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters, update
-from alpha.learner.program import LEARNER_PROGRAM, LearnerState, model_of, split_of
+from alpha.learner.program import (
+    LEARNER_PROGRAM,
+    LearnerState,
+    learner_protocol,
+    model_of,
+    split_of,
+)
 from alpha.plan import LearnerSpec, Plan
 from alpha.program import plan_contract
 
@@ -60,13 +65,14 @@ def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
 
 
 def require_learner(plan: Plan) -> LearnerSpec:
-    """The plan's learner; a sum-check plan is refused at ``work.kind``, saying what runs it."""
-    if plan.learner is None:
-        raise PlanInvalid(
-            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
-            '"learn" trains (alpha compile and alpha launch run this one)',
-            field="work.kind",
-        )
+    """The plan's learner, once the plan is one that ``alpha compile`` would take as a learner.
+
+    Raises:
+        PlanInvalid: a sum-check plan (at ``work.kind``), or delivery to one owner (at
+            ``contract.delivery``): whatever ``learner_protocol`` refuses.
+    """
+    learner_protocol(plan)
+    assert plan.learner is not None, "learner_protocol refuses a plan without a learner"
     return plan.learner
 
 
