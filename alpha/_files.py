@@ -8,7 +8,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-__all__ = ["write_atomically", "write_bytes_atomically"]
+from alpha.errors import UsageError
+
+__all__ = ["output_folder", "write_atomically", "write_bytes_atomically"]
+
+
+def output_folder(path: Path) -> Path:
+    """Make ``path`` (and its parents) as a command's output folder, and return it.
+
+    Raises:
+        UsageError: it cannot be made (a file stands there, no permission, a read-only place):
+            the command line names a folder that cannot be used, and nothing was started.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise UsageError(f"cannot use {path} as the output folder: {reason}") from None
+    return path
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int = 0o644) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from alpha import __version__
+from alpha._files import output_folder
 from alpha.errors import (
     AdmissionError,
     AlphaError,
@@ -210,8 +211,7 @@ def _exchange(args: argparse.Namespace) -> int:
 
     tree = ParticipantTree(args.n, args.fanout)
     directory = Path(args.dir or f"runs/exchange-{args.n}-{args.fanout}")
-    reports = directory / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
+    reports = output_folder(directory / "reports")
     for stale in reports.glob("*.json"):
         stale.unlink()
     budgets = Budgets(deadline=args.deadline)
@@ -348,6 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AlphaError as error:
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE if isinstance(error, _INPUT_ERRORS) else EXIT_FAILURE
+    except OSError as error:
+        # The machine refused a file operation (disk full, permissions): not a bug, one line.
+        print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def _one_line(text: str) -> str:

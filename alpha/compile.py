@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from alpha import __version__
+from alpha._files import output_folder
 from alpha.artifact import ARTIFACT_FORMAT, RUN_FORMAT, build_artifact, file_sha256, write_run_json
 from alpha.errors import UsageError
 from alpha.identity import RunIdentity
@@ -106,7 +107,7 @@ def compile_plan(
         digits = load_digits()
         parts = split_of(plan, digits)
     identity = run_identity(plan, digits)
-    directory.mkdir(parents=True, exist_ok=True)
+    output_folder(directory)
     for stale in directory.glob("role-*.pyz"):
         stale.unlink()
     chosen = list(roles)

@@ -23,6 +23,7 @@ from typing import Final
 
 import trio
 
+from alpha._files import output_folder
 from alpha.errors import RoleDescriptionInvalid
 from alpha.participant import FAILURE_CLOCK
 from alpha.role import RoleDescription
@@ -372,7 +373,7 @@ def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float]:
 def write_roles(directory: Path, descriptions: Iterable[RoleDescription]) -> int:
     """Write ``role-NNNNNN.json`` for each description into ``directory`` (replacing any
     earlier ones there, so a smaller run never inherits stale roles); return how many."""
-    directory.mkdir(parents=True, exist_ok=True)
+    output_folder(directory)
     for stale in directory.glob("role-*.json"):
         stale.unlink()
     count = 0

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from alpha._files import output_folder
 from alpha.cli import EXIT_OK, EXIT_USAGE, main
+from alpha.errors import UsageError
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 
@@ -98,3 +101,23 @@ def test_real_process_exit_code_and_no_traceback() -> None:
     )
     assert good.returncode == EXIT_OK, good.stderr
     assert "depth" in good.stdout
+
+
+def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    for folder in (blocker, blocker / "below"):
+        with pytest.raises(UsageError):
+            output_folder(folder)
+    plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+    for argv in (
+        ["compile", str(plans / "pair.toml"), "-o", str(blocker)],
+        ["run", str(plans / "digits.toml"), "--dir", str(blocker / "run")],
+        ["exchange", "2", "1", "--dir", str(blocker)],
+    ):
+        assert main(argv) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith("alpha: error: cannot use ") and err.count("\n") == 1
+    assert blocker.read_text() == "not a folder\n"
