@@ -102,14 +102,18 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
     except (RoleDescriptionInvalid, ArtifactInvalid) as error:
         _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
-    if learner is not None:
-        try:
-            attach_gpu(learner)
-        except GpuUnavailable as error:
-            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-            _log(description.role, f"failed: GpuUnavailable: {error}")
-            return EXIT_FAILURE
-    return run_description(description, schedule, report_path, learner)
+    if learner is None:
+        return run_description(description, schedule, report_path, learner)
+    try:
+        attach_gpu(learner)
+    except GpuUnavailable as error:
+        _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+        _log(description.role, f"failed: GpuUnavailable: {error}")
+        return EXIT_FAILURE
+    try:
+        return run_description(description, schedule, report_path, learner)
+    finally:
+        learner.release()  # before the interpreter's cleanup, where PyCUDA would abort
 
 
 def main(argv: Sequence[str] | None = None) -> int:

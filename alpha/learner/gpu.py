@@ -205,7 +205,11 @@ class GpuContributor:
             raise
 
     def close(self) -> None:
-        self._context.pop()
+        """Pop this contributor's CUDA context; again is a no-op. A process must do this before
+        it exits: PyCUDA aborts the process when a context is still pushed at its cleanup."""
+        if self._context is not None:
+            self._context.pop()
+            self._context = None
 
     def _launch(self, name: str, count: int, *args: Any) -> None:
         blocks = max(1, (count + _THREADS - 1) // _THREADS)

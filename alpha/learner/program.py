@@ -182,6 +182,12 @@ class LearnerState:
         state.gpu_uuid = dict(plan.gpus).get(role)
         return state
 
+    def release(self) -> None:
+        """Let go of the GPU, if one is attached (see ``GpuContributor.close``)."""
+        if self.gpu is not None:
+            self.gpu.close()
+            self.gpu = None
+
     def init(self, w: npt.NDArray[np.floating]) -> None:
         w[...] = initial_parameters(self.model, self.seed)
 
