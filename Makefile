@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: all venv system run test lint typecheck unit bench clean
+.PHONY: all venv system run test lint typecheck bytecode unit bench clean
 
 all: test
 
@@ -24,7 +24,7 @@ venv: $(STAMP)
 
 # The main job on the shipped default plan: 8 participant processes train the digits learner
 # and must equal the replicated learner bit for bit.
-run: $(STAMP)
+run: bytecode
 	$(BIN)/alpha run
 
 lint: $(STAMP)
@@ -36,7 +36,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict alpha
 	$(BIN)/mypy harness gates
 
-unit: $(STAMP)
+# Participants started from role descriptions (`python -m alpha.participant`) import the
+# package from here: its bytecode, written once, saves each one compiling it (~0.3 s), even
+# where PYTHONDONTWRITEBYTECODE keeps Python from writing it on import.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q alpha
+
+unit: bytecode
 	$(BIN)/pytest
 
 test: system lint typecheck unit

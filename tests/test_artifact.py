@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import importlib.util
 import json
+import marshal
 import os
 import stat
 import subprocess
@@ -24,6 +26,7 @@ from alpha.artifact import (
     RUN_FORMAT,
     RUN_JSON,
     TARGETS,
+    _bytecode,
     artifact_entry,
     artifact_name,
     build_artifact,
@@ -180,7 +183,8 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
     with zipfile.ZipFile(path) as archive:
         infos = archive.infolist()
         names = [info.filename for info in infos]
-        assert names == ["__main__.py", *package_sources(), PAYLOAD_NAME]
+        modules = [m for name in package_sources() for m in (name, name[:-3] + ".pyc")]
+        assert names == ["__main__.py", *modules, PAYLOAD_NAME]
         assert b"run_embedded" in archive.read("__main__.py")
         for info in infos:
             assert info.date_time == (1980, 1, 1, 0, 0, 0)
@@ -190,7 +194,36 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
         for name in package_sources():
             source = (Path(alpha.__file__).parent.parent / name).read_bytes()
             assert archive.read(name) == source
+            # PEP 552: magic, flags "hash-based, check the source", the source's hash, code.
+            pyc = archive.read(name[:-3] + ".pyc")
+            assert pyc[:4] == importlib.util.MAGIC_NUMBER
+            assert int.from_bytes(pyc[4:8], "little") == 0b11
+            assert pyc[8:16] == importlib.util.source_hash(source)
+            assert marshal.loads(pyc[16:]).co_filename == name
         assert archive.read(PAYLOAD_NAME) == canonical(payload)
+
+
+def test_bytecode_is_left_out_where_a_hash_seed_would_change_it() -> None:
+    # A frozenset of strings iterates in hash order, which the seed changes: no .pyc, and the
+    # module is compiled at start. One of integers iterates the same way in every process.
+    assert _bytecode("m.py", b'KEYS = frozenset({"a", "b", "c"})\n') is None
+    assert _bytecode("m.py", b"def f(x):\n    return x in {'a', 'b'}\n") is None
+    assert _bytecode("m.py", b"SIZES = frozenset({8, 2, 4})\n") is not None
+    assert _bytecode("m.py", b'KEYS = frozenset(("a", "b", "c"))\n') is not None
+
+
+@pytest.mark.slow
+def test_a_participant_loads_the_bytecode_and_not_the_source(tmp_path: Path) -> None:
+    path = tmp_path / "role-000000.pyz"
+    build_artifact(path, payload_of(DESCRIPTIONS[0]))
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import alpha.participant, alpha.frame; "
+        "print(alpha.frame.__file__); print(alpha.frame.field_at.__code__.co_filename)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [f"{path}/alpha/frame.pyc", "alpha/frame.py"]
 
 
 def test_role_json_is_stored_so_the_size_follows_the_payload_exactly(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ FEATURE_DTYPES: Final = ("float32", "float64")
 MAX_SEED: Final = 2**64 - 1
 
 # The keys of an encoded shard, exactly; anything else is not a shard this module wrote.
-_SHARD_KEYS: Final = frozenset({"samples", "pixels", "labels", "sha256"})
+_SHARD_KEYS: Final = frozenset(("samples", "pixels", "labels", "sha256"))
 
 # A SHA-256 as this module writes it: 64 lowercase hex digits.
 _SHA256_HEX_CHARS: Final = 64
