@@ -339,3 +339,54 @@ def test_progress_off_a_terminal_writes_a_line_a_second_and_always_the_last() ->
     rounds = [int(line.split()[2].split("/")[0]) for line in out.getvalue().splitlines()]
     assert rounds == [1, 5, 9, *range(13, 100, 4), 100]
     assert "\r" not in out.getvalue(), "a bar is redrawn in place only on a terminal"
+
+
+def _pid_running(path: Path) -> int:
+    """The pid of the process whose command line names ``path`` (an artifact)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue  # it exited meanwhile
+            if str(path).encode() in argv:
+                return int(entry.name)
+    raise AssertionError(f"no process runs {path}")
+
+
+@pytest.mark.slow
+async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+
+    import trio
+
+    plan = learn_plan(n=7, fanout=2, rounds=1_000_000, hidden=8)  # still training when killed
+    compile_plan(plan, tmp_path, range(plan.participants))
+    specs, deadline = launch_specs(tmp_path)
+    victim = 5  # a leaf: its loss must reach every role through its parent, role 4
+    progress = tmp_path / "logs" / "role-000000.log"
+
+    async def kill_in_round_3() -> None:
+        while "round 3 loss" not in (progress.read_text() if progress.exists() else ""):
+            await trio.sleep(0.05)
+        os.kill(_pid_running(Path(specs[victim].argv[-1])), signal.SIGKILL)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kill_in_round_3)
+        # Without fail-fast the launcher stops no one: each role must abort on its own.
+        result = await launch(specs, deadline=deadline, fail_fast=False)
+    assert result.outcomes[victim].returncode == -signal.SIGKILL
+    causes = set()
+    for role, outcome in result.outcomes.items():
+        if role != victim:
+            assert outcome.returncode == 1 and not outcome.killed, outcome
+            # "role N: failed: Class: ...", from the role's own log
+            assert outcome.cause.startswith(f"role {role}: failed: "), outcome.cause
+            causes.add(outcome.cause.split(": ")[2])
+    assert causes <= {"PeerLost", "Truncated"}, causes
+    # The victim's parent is the first to see it go, on their own edge.
+    assert "edge 5->4" in result.outcomes[4].cause or "to role 5" in result.outcomes[4].cause
+    assert not list((tmp_path / "reports").glob("*.json")), "no role commits anything"
