@@ -352,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The machine refused a file operation (disk full, permissions): not a bug, one line.
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
         return EXIT_FAILURE
+    except KeyboardInterrupt:
+        # Ctrl-C outside a launch (a launch stops its participants and reports it itself).
+        print("alpha: error: interrupted", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def _one_line(text: str) -> str:

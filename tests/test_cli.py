@@ -121,3 +121,27 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
         err = capsys.readouterr().err
         assert err.startswith("alpha: error: cannot use ") and err.count("\n") == 1
     assert blocker.read_text() == "not a folder\n"
+
+
+def test_ctrl_c_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import signal
+
+    plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+    plan = tmp_path / "long.toml"
+    plan.write_text((plans / "digits.toml").read_text().replace("rounds = 30", "rounds = 100000"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "alpha", "replicate", str(plan)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As from a terminal, whatever this test's own parent ignores.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    assert "round 1/100000" in first, first  # training, in the middle of its work
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate()
+    assert process.returncode == 1
+    assert out == "" and err.splitlines()[-1] == "alpha: error: interrupted"
+    assert "Traceback" not in err
