@@ -12,6 +12,7 @@ Later layers add their families here, so the whole tree reads in one file.
 from __future__ import annotations
 
 __all__ = [
+    "AbortInvalid",
     "AdmissionError",
     "AlphaError",
     "ArtifactInvalid",
@@ -19,6 +20,8 @@ __all__ = [
     "CheckFailed",
     "ChoiceAuthorityInvalid",
     "ChoiceUninformed",
+    "CommitInvalid",
+    "CommitUnknown",
     "ContractInvalid",
     "Corrupted",
     "CoverageBroken",
@@ -37,6 +40,7 @@ __all__ = [
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
     "LaunchFailed",
+    "LauncherLost",
     "LearnerInputInvalid",
     "NoRealization",
     "NoncanonicalWord",
@@ -54,6 +58,7 @@ __all__ = [
     "RoleDescriptionInvalid",
     "RoleOutOfRange",
     "RoleOutsideUniverse",
+    "RoundAborted",
     "SelectorNotAtAuthority",
     "SelectorOutOfRange",
     "SelfTransfer",
@@ -274,6 +279,13 @@ class Truncated(FrameRefused):
     advice = "the peer stopped or the connection broke mid-frame; the round must be aborted"
 
 
+class AbortInvalid(FrameRefused):
+    """An ABORT frame passed every frame check, but the cause it carries is not in the
+    canonical layout of ``docs/frames.md`` (lengths, padding, text)."""
+
+    advice = "the peer is not an Alpha participant of this version; the run stops all the same"
+
+
 class TrailingBytes(FrameRefused):
     """Bytes follow the last scheduled frame, or a frame declares more
     payload bytes than the slot's extent."""
@@ -324,18 +336,31 @@ class BudgetExhausted(AlphaError):
     """
 
     def __init__(
-        self, *, role: int, peer: int | None, step: str, budget: str, seconds: float
+        self,
+        *,
+        role: int,
+        peer: int | None,
+        step: str,
+        budget: str,
+        seconds: float,
+        when: str = "",
     ) -> None:
         self.role = role
         self.peer = peer
         self.step = step
         self.budget = budget
         self.seconds = seconds
+        self.when = when
         who = "" if peer is None else f" for role {peer}"
+        check = (
+            f"check that role {peer} started, is running and is reachable"
+            if peer is not None
+            else "check the roles it waits for"
+        )
+        at = f" ({when})" if when else ""
         super().__init__(
             f"role {role} waited{who} past its {budget} budget ({seconds:g} s) while it was "
-            f"{step}; check that role {peer if peer is not None else '?'} started and is "
-            f"reachable, or raise budgets.{budget} in the plan"
+            f"{step}{at}; {check}, or raise budgets.{budget} in the plan"
         )
 
 
@@ -343,14 +368,63 @@ class PeerLost(AlphaError):
     """The connection to a peer broke (reset, refused after it was up, or
     closed where the schedule expects more); the run aborts."""
 
-    def __init__(self, *, role: int, peer: int, step: str, cause: str) -> None:
+    def __init__(self, *, role: int, peer: int, step: str, cause: str, when: str = "") -> None:
         self.role = role
         self.peer = peer
         self.step = step
+        self.when = when
+        at = f" ({when})" if when else ""
         super().__init__(
-            f"role {role} lost its connection to role {peer} while it was {step}: {cause}; "
-            f"see role {peer}'s log for why it stopped"
+            f"role {role} lost its connection to role {peer} while it was {step}{at}: "
+            f"{cause}; see role {peer}'s log for why it stopped"
         )
+
+
+class RoundAborted(AlphaError):
+    """A peer sent an ABORT frame: a role of the run failed, and the run stops everywhere
+    without committing. Carries the original cause, whichever role it struck first:
+    ``origin`` (the role that failed), ``cause`` (its class name), ``edge`` (the edge at
+    fault, or None), ``round`` (the round, or None outside the rounds) and ``detail`` (its
+    one-line message); ``role`` is this participant and ``peer`` the one the frame came from.
+    """
+
+    def __init__(
+        self,
+        *,
+        role: int,
+        peer: int,
+        origin: int,
+        cause: str,
+        edge: tuple[int, int] | None,
+        round: int | None,
+        detail: str,
+    ) -> None:
+        self.role = role
+        self.peer = peer
+        self.origin = origin
+        self.cause = cause
+        self.edge = edge
+        self.round = round
+        self.detail = detail
+        via = "" if peer == origin else f" (relayed by role {peer})"
+        where = "" if edge is None else f" on edge {edge[0]}-{edge[1]}"
+        when = "" if round is None else f" in round {round}"
+        super().__init__(
+            f"role {role}: the run was aborted by role {origin}{via}: {cause}{where}{when}: "
+            f"{detail}; see role {origin}'s log"
+        )
+
+
+class CommitInvalid(AlphaError, ValueError):
+    """A commit record, or the reports it names, is not what the run committed: the record
+    is malformed, or a report is missing, extra or changed since the commit."""
+
+
+class CommitUnknown(AlphaError):
+    """A role reported its completion up the tree but could not learn whether the run
+    committed (its parent vanished or went silent before the commit reached it). It exits
+    non-zero and leaves its report staged, never final; the run's commit record, written by
+    role 0, says whether the run counts."""
 
 
 class PayloadMismatch(AlphaError):
@@ -374,6 +448,25 @@ class PortMissing(AlphaError):
     """A participant's stdin ended before the launcher gave it the port of a
     lower peer: the launcher stopped, or the participant was started by hand
     without its ports."""
+
+
+class LauncherLost(AlphaError):
+    """The launcher that started this participant is gone (killed or crashed):
+    no one relays ports, collects outcomes or stops the run any more, so the
+    participant stops at once instead of finishing a run no one watches.
+
+    Carries ``launcher`` (the launcher's pid) and ``parent`` (the
+    participant's parent pid when it noticed).
+    """
+
+    def __init__(self, *, launcher: int, parent: int) -> None:
+        self.launcher = launcher
+        self.parent = parent
+        super().__init__(
+            f"the launcher (pid {launcher}) that started this participant is gone (its parent "
+            f"is now pid {parent}), so the participant stopped; see the launcher's own output "
+            "for why it ended, then start the run again with `alpha launch`"
+        )
 
 
 # --- the global protocol ----------------------------------------------------

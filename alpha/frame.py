@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
+from alpha.abort import ABORT_EXTENT, ABORT_SLOT
 from alpha.errors import (
     Corrupted,
     DoubleRearm,
@@ -65,6 +66,7 @@ __all__ = [
     "ReceiveSlot",
     "Reception",
     "SendSlot",
+    "abort_spec",
     "field_at",
 ]
 
@@ -104,7 +106,15 @@ class FrameKind(IntEnum):
     CHOICE = 3
     """The canonical word of an agreed choice, relayed along its dissemination tree."""
     ABORT = 4
-    """A round abort, carrying the cause, sent so that every reachable peer stops the round."""
+    """A run abort carrying its cause (``alpha.abort``), sent on every edge a failed role can
+    still write so that every peer stops at once. A receive of any other kind accepts an ABORT
+    in its place (checked like any frame) and reports it instead of its own frame."""
+    END = 5
+    """Parent to child, after the parent's schedule: nothing more of the schedule follows."""
+    DONE = 6
+    """Child to parent: the child's whole subtree completed; the payload digests its reports."""
+    COMMIT = 7
+    """Parent to child: the run committed; the payload is the commit record's digest."""
 
 
 @final
@@ -127,7 +137,7 @@ _HEADER: Final = struct.Struct(">4sBBH96sIIIQQ")
 FIELDS: Final[tuple[Field, ...]] = (
     Field("magic", 0, 4, "the bytes ALPF"),
     Field("format", 4, 1, "layout version, 1"),
-    Field("kind", 5, 1, "FrameKind: 1 hello, 2 data, 3 choice, 4 abort"),
+    Field("kind", 5, 1, "FrameKind: 1 hello, 2 data, 3 choice, 4 abort, 5 end, 6 done, 7 commit"),
     Field("reserved", 6, 2, "zero"),
     Field("identity", 8, IDENTITY_SIZE, "run identity: learner, contract, membership digests"),
     Field("sender", 104, 4, "role of the sender"),
@@ -491,6 +501,11 @@ class ReceiveSlot:
         raise refusal
 
 
+def abort_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
+    """The ABORT frame from ``sender`` to ``receiver``: fixed slot, version 0, fixed extent."""
+    return FrameSpec(identity, FrameKind.ABORT, sender, receiver, ABORT_SLOT, ABORT_EXTENT)
+
+
 def _fields_completed(before: int, after: int) -> tuple[Field, ...]:
     return tuple(entry for entry in FIELDS if before < entry.end <= after)
 
@@ -511,10 +526,11 @@ class Reception:
     (``Corrupted``).
     """
 
-    __slots__ = ("_expected", "_hash", "_offered", "_phase", "_position", "_slot")
+    __slots__ = ("_expected", "_hash", "_offered", "_origin", "_phase", "_position", "_slot")
 
     def __init__(self, slot: ReceiveSlot) -> None:
         self._slot = slot
+        self._origin: ReceiveSlot | None = None  # the slot armed, once an ABORT took its place
         self._expected = slot.spec.header(slot.next_version)
         self._phase = _HEADER_PHASE
         self._position = 0  # bytes of this frame received so far
@@ -525,6 +541,13 @@ class Reception:
     def verified(self) -> bool:
         """True once the whole frame is in and its trailer checked."""
         return self._phase == _VERIFIED
+
+    @property
+    def aborted(self) -> bool:
+        """True once the frame's kind said ABORT where another kind was expected: from then on
+        the reception checks an ABORT frame (``abort_spec``), and :meth:`finish` returns its
+        payload, the cause, while the armed slot's version stays where it was."""
+        return self._origin is not None
 
     @property
     def received(self) -> int:
@@ -575,18 +598,29 @@ class Reception:
         self._offered = 0
         if count == 0:
             return
-        slot = self._slot
-        spec = slot.spec
+        try:
+            self._advance(count)
+        except FrameRefused as refusal:
+            self._refuse_origin(refusal)
+            raise
+
+    def _advance(self, count: int) -> None:
         before = self._position
         after = before + count
         self._position = after
         if self._phase == _HEADER_PHASE:
             for entry in _fields_completed(before, after):
                 self._check_field(entry)
+            # Read after the checks: an ABORT in place of the frame changes the slot.
+            slot = self._slot
+            spec = slot.spec
             if after == HEADER_SIZE:
                 self._hash.update(slot._header)
                 self._phase = _BODY_PHASE if spec.extent else _TRAILER_PHASE
-        elif self._phase == _BODY_PHASE:
+            return
+        slot = self._slot
+        spec = slot.spec
+        if self._phase == _BODY_PHASE:
             self._hash.update(slot._buffer[before - HEADER_SIZE : after - HEADER_SIZE])
             if after == HEADER_SIZE + spec.extent:
                 self._phase = _TRAILER_PHASE
@@ -630,6 +664,13 @@ class Reception:
             Truncated: the frame is not complete.
         """
         self._live()
+        try:
+            self._eof()
+        except FrameRefused as refusal:
+            self._refuse_origin(refusal)
+            raise
+
+    def _eof(self) -> None:
         if self._phase != _VERIFIED:
             spec = self._slot.spec
             self._slot._refuse(
@@ -665,6 +706,24 @@ class Reception:
         if self._phase == _FINISHED:
             raise FrameIncomplete("this reception already finished; arm the slot again")
 
+    def _refuse_origin(self, refusal: FrameRefused) -> None:
+        """A refused ABORT frame refuses the slot it took the place of too: the edge is
+        broken for good."""
+        if self._origin is not None:
+            self._origin._refusal = refusal
+
+    def _take_abort(self) -> None:
+        """The kind byte says ABORT where another kind is due: check an ABORT frame instead."""
+        origin = self._slot
+        spec = origin.spec
+        alternate = ReceiveSlot(abort_spec(spec.identity, spec.sender, spec.receiver))
+        alternate._header[: self._position] = origin._header[: self._position]
+        alternate._armed = self
+        origin._armed = None
+        self._origin = origin
+        self._slot = alternate
+        self._expected = alternate.spec.header(alternate.next_version)
+
     def _check_field(self, entry: Field) -> None:
         slot = self._slot
         got = bytes(slot._header[entry.offset : entry.end])
@@ -672,6 +731,9 @@ class Reception:
         if got == want:
             return
         name = entry.name
+        if name == "kind" and got == bytes([FrameKind.ABORT]) and self._origin is None:
+            self._take_abort()
+            return
         if name in ("magic", "format", "kind", "reserved"):
             slot._refuse(WrongFrame, f"the {name} field differs", name, want.hex(), got.hex())
         if name == "identity":

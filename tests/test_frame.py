@@ -452,3 +452,69 @@ def test_encode_and_check_make_no_copy_of_the_payload() -> None:
         tracemalloc.stop()
     assert bytes(received) == payload
     assert peak < 64 * 1024, f"{peak} bytes allocated while framing {size}"
+
+
+# --- an ABORT in place of the frame a slot expects ------------------------------------------
+
+
+def _abort_frame(sender: int = 1, receiver: int = 2, identity: RunIdentity = IDENTITY) -> bytes:
+    from alpha.abort import AbortCause, encode_cause
+    from alpha.frame import abort_spec
+
+    cause = encode_cause(AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged"))
+    return SendSlot(abort_spec(identity, sender, receiver)).prepare(cause).join()
+
+
+@pytest.mark.parametrize("extent", [0, 16, 4096])
+def test_an_abort_takes_the_place_of_any_expected_frame_and_leaves_its_version(
+    extent: int,
+) -> None:
+    from alpha.abort import decode_cause
+
+    slot = ReceiveSlot(make_spec(extent), next_version=3)
+    reception = slot.arm()
+    data = _abort_frame()
+    assert reception.feed(data) == len(data)
+    assert reception.verified and reception.aborted
+    cause = decode_cause(bytes(reception.finish()), role=2, peer=1)
+    assert (cause.origin, cause.cause, cause.edge, cause.round) == (5, "Corrupted", (4, 5), 9)
+    assert slot.next_version == 3 and not slot.armed and slot.refusal is None
+
+
+@pytest.mark.parametrize(
+    ("position", "refusal"),
+    [(8, IdentityMismatch), (104, WrongEdge), (112, WrongEdge), (120, SkippedVersion)],
+)
+def test_an_abort_is_checked_like_any_frame_and_its_refusal_refuses_the_slot(
+    position: int, refusal: type[FrameRefused]
+) -> None:
+    slot = ReceiveSlot(make_spec(16))
+    data = bytearray(_abort_frame())
+    data[position] ^= 0x01
+    with pytest.raises(refusal):
+        slot.arm().feed(bytes(data))
+    assert type(slot.refusal) is refusal
+    with pytest.raises(refusal):
+        slot.arm()
+
+
+def test_a_corrupted_abort_is_refused_and_a_cut_one_is_truncated() -> None:
+    data = bytearray(_abort_frame())
+    data[HEADER_SIZE + 3] ^= 0x10
+    with pytest.raises(Corrupted):
+        ReceiveSlot(make_spec(16)).arm().feed(bytes(data))
+    slot = ReceiveSlot(make_spec(16))
+    reception = slot.arm()
+    reception.feed(_abort_frame()[:200])
+    with pytest.raises(Truncated):
+        reception.eof()
+    assert type(slot.refusal) is Truncated
+
+
+def test_a_slot_that_expects_an_abort_takes_it_directly() -> None:
+    from alpha.frame import abort_spec
+
+    slot = ReceiveSlot(abort_spec(IDENTITY, 1, 2))
+    reception = slot.arm()
+    reception.feed(_abort_frame())
+    assert reception.verified and not reception.aborted
