@@ -1,14 +1,19 @@
 """Role artifacts: one self-contained executable zipapp per role, and the run.json beside them.
 
-An artifact ``role-NNNNNN.pyz`` is a zip archive behind a ``#!/usr/bin/env python3`` line. It
-holds a two-line ``__main__.py``, the ``alpha`` package's Python sources, and ``role.json``: the
-payload that makes it one role's participant (its role description, target and, once compiled,
-its local schedule). ``python3 role-NNNNNN.pyz`` runs :func:`run_embedded`, which refuses to
-start on a machine of another target and otherwise runs the participant the payload describes.
+An artifact ``role-NNNNNN.pyz`` is a zip archive behind two lines (``#!/usr/bin/env python3``
+and a coding line that stops Python reading a truncated artifact as a script). It holds a
+``__main__.py`` that carries the loader (``alpha/_loader.py``), the ``alpha`` package's
+Python sources and bytecode, ``role.json``: the payload that makes it one role's participant
+(its role description, target and, once compiled, its local schedule), and last ``SHA256SUMS``,
+the manifest: every other member's SHA-256. ``python3 role-NNNNNN.pyz`` runs the loader, which
+checks every member against the manifest before any bundled code runs, then
+:func:`run_embedded`, which refuses to start on a machine of another target and otherwise runs
+the participant the payload describes.
 
 Artifacts are deterministic: the same payload and the same sources give byte-identical files
 (fixed order, timestamps, permissions and compression level). ``run.json`` lists what a build
-wrote, with each file's size and SHA-256, and :func:`launch_specs` turns it into what
+wrote, with each file's size and SHA-256, and :func:`launch_specs` checks it against the
+artifacts (and each artifact against its manifest) and turns it into what
 :func:`alpha.launch.launch` starts. The formats are documented in ``docs/artifacts.md``.
 
 The module imports only the standard library and Alpha's light modules at import time, so an
@@ -17,6 +22,7 @@ artifact can name a wrong target (or a missing numpy or trio) before it imports 
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import importlib.util
@@ -35,15 +41,31 @@ from typing import IO, TYPE_CHECKING, Final
 
 import alpha
 from alpha._files import write_atomically, write_bytes_atomically
+from alpha._loader import (
+    FILE_MODE,
+    HASH_CHUNK,
+    HEADER,
+    MAIN_NAME,
+    MANIFEST_NAME,
+    MAX_MEMBER_BYTES,
+    ZIP_CREATE_SYSTEM,
+    ZIP_EPOCH,
+    ZIP_VERSION,
+    Damaged,
+    encode_manifest,
+    verify,
+)
 from alpha.errors import AlphaError, ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_USAGE
 from alpha.topology import MAX_ROLES
 
 if TYPE_CHECKING:
     from alpha.launch import LaunchSpec
+    from alpha.role import RoleDescription
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "MANIFEST_NAME",
     "MAX_PAYLOAD_BYTES",
     "PAYLOAD_NAME",
     "RUN_FORMAT",
@@ -59,6 +81,7 @@ __all__ = [
     "read_artifact",
     "read_run_json",
     "run_embedded",
+    "verify_artifact",
     "write_run_json",
 ]
 
@@ -82,29 +105,43 @@ REPORTS_DIR: Final = "reports"
 
 # A payload is a role description and a compact local schedule (a 200,000-round repeat is one
 # form, not 200,000): kilobytes. 16 MiB is far above any real one, and stops a damaged or
-# foreign archive from making a participant or the launcher read gigabytes.
-MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
+# foreign archive from making a participant or the launcher read gigabytes. The loader bounds
+# every member by the same size (it cannot import this module before checking it).
+MAX_PAYLOAD_BYTES: Final = MAX_MEMBER_BYTES
 
-SHEBANG: Final = b"#!/usr/bin/env python3\n"
-"""The first line of every artifact: ``./role-NNNNNN.pyz`` runs it with the ``python3`` on PATH."""
+# The artifact's __main__.py. Python reads this member itself, without checking its CRC-32, so
+# it is stored, and it carries the loader as a string, L: a newline, the SHA-256 of the rest, a
+# newline, then alpha/_loader.py deflated in base64. A flipped bit in L is then caught by the
+# check instead of making Python print a syntax error: no single flip of a hex or base64 digit
+# or a newline makes a NUL byte, or a quote that could end the raw string (newlines surround
+# its contents, so no quote or backslash a flip makes is next to its own quotes), and latin-1
+# decodes any byte a flip makes. Only the few statements outside L cannot check themselves: a
+# flip there stops Python before the loader runs, or leaves them running the loader, which
+# checks this whole member against the manifest through zipfile, whose CRC-32 catches it.
+MAIN_TEMPLATE: Final = """\
+# coding: latin-1
+# An Alpha artifact (docs/artifacts.md): L is the loader, which checks every member first.
+import base64, hashlib, sys, zlib
 
-MAIN_SOURCE: Final = (
-    b"import sys\n\nfrom alpha.artifact import run_embedded\n\nsys.exit(run_embedded())\n"
-)
-"""The artifact's ``__main__.py``: everything else lives in the bundled package."""
+L = r'''
+{sha256}
+{loader}'''
+if hashlib.sha256(L[66:].encode("latin-1")).hexdigest() != L[1:65]:
+    name = sys.argv[0].rpartition("/")[2]
+    print(
+        "role ?: failed: ArtifactInvalid: " + name + " is damaged: its loader does not match its "
+        "SHA-256; compile it again with alpha compile",
+        file=sys.stderr,
+    )
+    sys.exit(2)  # EXIT_USAGE, nothing ran: alpha cannot be imported before it is checked
+exec(compile(zlib.decompress(base64.b64decode(L[66:])), "alpha/_loader.py", "exec"))
+"""
 
-# The earliest time a zip entry can record; any fixed time would do. Fixed, so that rebuilding
-# from the same inputs gives the same bytes, whenever and wherever it runs.
-ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
-
-# Fixed member and file permissions, whatever the umask or the source files' own modes: members
-# and run.json are plain readable files; the artifact itself is executable (it has a shebang).
-FILE_MODE: Final = 0o644
+# Every member's zip fields (ZIP_EPOCH, ZIP_CREATE_SYSTEM, ZIP_VERSION, FILE_MODE) are fixed,
+# so that rebuilding from the same inputs gives the same bytes whenever and wherever it runs;
+# they are defined in alpha/_loader.py, which checks them. run.json has FILE_MODE too; the
+# artifact itself is executable (it has a shebang).
 ARTIFACT_MODE: Final = 0o755
-
-# The zip "made by" system: 3 is Unix, whose external attributes carry the member modes above.
-# Fixed, so that an artifact built on any system has the same bytes.
-ZIP_CREATE_SYSTEM: Final = 3
 
 # zlib's strongest level: sources are compressed once per build and read at every start, so
 # the smallest file is worth the time. Fixed, so the bytes do not follow zlib's default.
@@ -118,10 +155,6 @@ COMPRESS_LEVEL: Final = 9
 # and the interpreter's version.
 PYC_FLAGS: Final = 0b11
 PYC_MARSHAL_VERSION: Final = 2
-
-# Bytes read at a time when hashing an artifact: large enough to be fast, small enough that
-# hashing never holds a whole artifact in memory.
-HASH_CHUNK: Final = 1 << 20
 
 # The exit code of an artifact that cannot start: a wrong target, a damaged archive, an
 # interpreter without numpy or trio. Nothing ran, as for any other usage error.
@@ -199,10 +232,8 @@ def _check_payload_fields(payload: Mapping[str, object], where: str) -> None:
         )
 
 
-def _description_view(
-    payload: Mapping[str, object], where: str
-) -> tuple[float, tuple[int, ...], tuple[int, ...]]:
-    """The payload's description, parsed: its deadline, lower peers and higher peers.
+def _description(payload: Mapping[str, object], where: str) -> RoleDescription:
+    """The payload's description, parsed.
 
     Raises:
         ArtifactInvalid: the description is not a valid role description, or describes another
@@ -221,6 +252,18 @@ def _description_view(
             f"{where}: description.role is {description.role}, but the payload is role "
             f"{payload.get('role')}"
         )
+    return description
+
+
+def _description_view(
+    payload: Mapping[str, object], where: str
+) -> tuple[float | None, tuple[int, ...], tuple[int, ...]]:
+    """The payload's description, parsed: its deadline (None: off), lower and higher peers.
+
+    Raises:
+        ArtifactInvalid: as :func:`_description`.
+    """
+    description = _description(payload, where)
     return (
         description.budgets.deadline,
         tuple(edge.peer for edge in description.lower),
@@ -276,32 +319,42 @@ def _bytecode(name: str, source: bytes) -> bytes | None:
     )
 
 
+def _main_source() -> bytes:
+    """The artifact's ``__main__.py``: :data:`MAIN_TEMPLATE` around the loader's source."""
+    loader = Path(alpha.__file__).resolve().parent.joinpath("_loader.py").read_bytes()
+    encoded = base64.encodebytes(zlib.compress(loader, COMPRESS_LEVEL))  # lines, each ending \n
+    main = MAIN_TEMPLATE.format(
+        sha256=hashlib.sha256(encoded).hexdigest(), loader=encoded.decode("ascii")
+    )
+    return main.encode("ascii")
+
+
 @functools.cache
-def _archive_prefix() -> bytes:
-    """Every artifact's bytes but its payload: the shebang and a zip of ``__main__.py``, the
-    package's sources and their bytecode. Built and compressed once per process."""
+def _archive_prefix() -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """Every artifact's bytes before its payload: :data:`HEADER` and a zip of ``__main__.py``
+    (stored, see :data:`MAIN_TEMPLATE`), the package's sources and their bytecode; and the
+    manifest entries (name, SHA-256) of those members. Built and compressed once per process."""
     out = io.BytesIO()
-    out.write(SHEBANG)
+    out.write(HEADER)
+    entries = []
     with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr(
-            _member("__main__.py", zipfile.ZIP_DEFLATED), MAIN_SOURCE, compresslevel=COMPRESS_LEVEL
-        )
+        members = [(MAIN_NAME, _main_source(), zipfile.ZIP_STORED)]
         for name, path in _package_sources():
             source = path.read_bytes()
-            members = [(name, source)]
+            members.append((name, source, zipfile.ZIP_DEFLATED))
             bytecode = _bytecode(name, source)
             if bytecode is not None:
-                members.append((name.removesuffix(".py") + ".pyc", bytecode))
-            for member, data in members:
-                archive.writestr(
-                    _member(member, zipfile.ZIP_DEFLATED), data, compresslevel=COMPRESS_LEVEL
-                )
-    return out.getvalue()
+                members.append((name.removesuffix(".py") + ".pyc", bytecode, zipfile.ZIP_DEFLATED))
+        for member, data, method in members:
+            archive.writestr(_member(member, method), data, compresslevel=COMPRESS_LEVEL)
+            entries.append((member, hashlib.sha256(data).hexdigest()))
+    return out.getvalue(), tuple(entries)
 
 
 def _member(name: str, compress_type: int) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
     info.create_system = ZIP_CREATE_SYSTEM
+    info.create_version = info.extract_version = ZIP_VERSION
     info.external_attr = (stat.S_IFREG | FILE_MODE) << 16
     info.compress_type = compress_type
     return info
@@ -332,12 +385,16 @@ def build_artifact(path: Path, payload: Mapping[str, object]) -> int:
         raise ArtifactInvalid(
             f"{where} is {len(role_json)} bytes of JSON, past the {MAX_PAYLOAD_BYTES} allowed"
         )
-    whole = io.BytesIO(_archive_prefix())
+    prefix, entries = _archive_prefix()
+    manifest = encode_manifest([*entries, (PAYLOAD_NAME, hashlib.sha256(role_json).hexdigest())])
+    whole = io.BytesIO(prefix)
     whole.seek(0, io.SEEK_END)
     with zipfile.ZipFile(whole, "a") as archive:
-        # Last and stored: every artifact of a build shares the bytes before it, and its size
-        # is the shared part plus exactly the payload's canonical JSON.
+        # Both stored, the payload then the manifest: every artifact of a build shares the
+        # bytes before the payload, and its size is the shared part, exactly the payload's
+        # canonical JSON, and a manifest whose size does not depend on the payload.
         archive.writestr(_member(PAYLOAD_NAME, zipfile.ZIP_STORED), role_json)
+        archive.writestr(_member(MANIFEST_NAME, zipfile.ZIP_STORED), manifest)
     write_bytes_atomically(path, whole.getvalue(), ARTIFACT_MODE)
     return path.stat().st_size
 
@@ -402,13 +459,33 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def verify_artifact(path: Path) -> None:
+    """Check the artifact at ``path`` whole, as its loader does before anything in it runs:
+    it begins with the artifact's two lines, and every member matches its SHA-256 in the
+    manifest (``SHA256SUMS``, the last member), which lists every other member once, in order.
+
+    Raises:
+        ArtifactInvalid: the file cannot be read, is truncated, is not a zip archive, lacks a
+            manifest or has a bad one, holds a member the manifest does not list, lacks one it
+            lists, a zip header is not a build's, or a member differs from its SHA-256 (or
+            CRC-32); the message is the loader's sentence, naming the file, the damage and what
+            to do.
+    """
+    try:
+        verify(str(path))
+    except Damaged as error:
+        raise ArtifactInvalid(str(error)) from None
+
+
 def artifact_entry(path: Path) -> dict[str, object]:
     """The ``run.json`` entry of the artifact at ``path``: ``role``, ``target``, ``file``,
     ``bytes``, ``sha256``, ``lower`` and ``higher`` (peers in edge order), read from the file.
 
     Raises:
-        ArtifactInvalid: the artifact is unreadable, invalid, or not named for its role.
+        ArtifactInvalid: the artifact is damaged (:func:`verify_artifact`), unreadable,
+            invalid, or not named for its role.
     """
+    verify_artifact(path)
     payload = read_artifact(path)
     where = f"{path.name}: {PAYLOAD_NAME}"
     _, lower, higher = _description_view(payload, where)
@@ -439,7 +516,9 @@ def _say(role: object, text: str) -> None:
 
 def run_embedded(archive: Path | None = None) -> int:
     """Run the participant the artifact ``archive`` carries (the running one, ``sys.argv[0]``,
-    by default); return its exit code. This is what an artifact's ``__main__.py`` calls.
+    by default); return its exit code. This is what an artifact's loader calls once it has
+    checked every member against the manifest (``alpha/_loader.py``); it does not check them
+    again.
 
     A wrong target, a damaged artifact or an interpreter without numpy or trio prints one line
     on stderr and returns ``EXIT_USAGE`` (2) before anything starts; otherwise the code is the
@@ -604,16 +683,51 @@ def read_run_json(directory: Path) -> dict[str, object]:
 # --- launching --------------------------------------------------------------
 
 
-def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float]:
+def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], name: str) -> None:
+    """Refuse a ``run.json`` that says of the run what the artifact ``name`` does not: the
+    number of participants, the run identity, or the plan's name (when the payload has one).
+
+    Raises:
+        ArtifactInvalid: the first field that differs, with both values.
+    """
+    description = _description(payload, f"{name}: {PAYLOAD_NAME}")
+    if description.participants != run["participants"]:
+        raise ArtifactInvalid(
+            f"{name} is a role of a run of {description.participants} participants, but "
+            f"{RUN_JSON} says {run['participants']}"
+        )
+    recorded = run["identity"]
+    assert isinstance(recorded, Mapping)  # checked by _check_run
+    for part in ("learner", "contract", "membership"):
+        carried = getattr(description.identity, part).hex()
+        if carried != recorded[part]:
+            raise ArtifactInvalid(
+                f"{name} carries the run identity's {part} digest {carried}, but {RUN_JSON} "
+                f"records {recorded[part]}"
+            )
+    if "plan" in payload and payload["plan"] != run["name"]:
+        raise ArtifactInvalid(
+            f"{name} was compiled from the plan {payload['plan']!r}, but {RUN_JSON} names the "
+            f"run {run['name']!r}"
+        )
+
+
+def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
     """Launch specs for the artifacts ``run.json`` lists in ``directory``, and the largest
-    session deadline among them. Each starts as ``sys.executable ARTIFACT`` and logs to
-    ``directory/logs/role-NNNNNN.log``.
+    session deadline among them (None when a role has none). Each starts as
+    ``sys.executable ARTIFACT`` and logs to ``directory/logs/role-NNNNNN.log``.
+
+    ``run.json`` is trusted for nothing the artifacts do not confirm: every artifact must
+    match its entry's size and SHA-256, pass its own checks (:func:`verify_artifact`: each
+    member against the manifest inside it), and agree with ``run.json`` on its role, target,
+    peers, the number of participants, the run identity and the plan's name (when its payload
+    records one). Every artifact is checked before any spec is returned.
 
     Raises:
         ArtifactInvalid: ``run.json`` is missing or invalid; it lacks a role of the run (the
             first missing one is named: launching on one host needs every role); an artifact is
-            missing, changed since it was built (size or SHA-256), invalid, or disagrees with
-            its ``run.json`` entry.
+            missing, changed since it was built (size or SHA-256), damaged (its manifest),
+            invalid, or disagrees with ``run.json``.
     """
     from alpha.launch import LaunchSpec  # the launcher needs trio; an artifact does not
 
@@ -629,7 +743,7 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float]:
                 "compile all roles to launch on one host"
             )
     specs = []
-    deadline = 0.0
+    deadlines: list[float | None] = []
     for entry in roles:
         role, name = entry["role"], entry["file"]
         path = directory / name
@@ -645,6 +759,7 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float]:
                 f"{RUN_JSON} says {entry['bytes']} bytes, sha256 {entry['sha256']}); "
                 "compile again"
             )
+        verify_artifact(path)
         payload = read_artifact(path)
         if payload["role"] != role or payload["target"] != entry["target"]:
             raise ArtifactInvalid(
@@ -657,7 +772,8 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float]:
                 f"{name} has lower peers {list(lower)} and higher {list(higher)}, but "
                 f"{RUN_JSON} lists {entry['lower']} and {entry['higher']}"
             )
-        deadline = max(deadline, seconds)
+        _agree_on_the_run(run, payload, name)
+        deadlines.append(seconds)
         specs.append(
             LaunchSpec(
                 role=role,
@@ -667,4 +783,5 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float]:
                 log=directory / "logs" / f"role-{role:06d}.log",
             )
         )
-    return specs, deadline
+    bounded = [seconds for seconds in deadlines if seconds is not None]
+    return specs, (max(bounded) if len(bounded) == len(deadlines) and bounded else None)

@@ -2,45 +2,58 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import json
 import marshal
 import os
 import stat
 import subprocess
 import sys
+import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import alpha
+from alpha import _loader
+from alpha._loader import HEADER, MAX_MANIFEST_BYTES, Damaged, decode_manifest, encode_manifest
 from alpha.artifact import (
     ARTIFACT_FORMAT,
+    MANIFEST_NAME,
     MAX_PAYLOAD_BYTES,
     PAYLOAD_NAME,
     RUN_FORMAT,
     RUN_JSON,
     TARGETS,
     _bytecode,
+    _member,
     artifact_entry,
     artifact_name,
     build_artifact,
     check_target,
+    file_sha256,
     host_target,
     launch_specs,
     read_artifact,
     read_run_json,
     run_embedded,
+    verify_artifact,
     write_run_json,
 )
 from alpha.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
-from alpha.exitcodes import EXIT_USAGE
+from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 from alpha.launch import launch
 from alpha.role import RoleDescription, exchange_roles
 from alpha.topology import ParticipantTree
@@ -76,6 +89,18 @@ def package_sources() -> list[str]:
     )
 
 
+def source_of(name: str) -> bytes:
+    """The bytes of the package file at archive path ``name`` (``alpha/frame.py``)."""
+    return (Path(alpha.__file__).parent.parent / name).read_bytes()
+
+
+def loader_in(main: bytes) -> bytes:
+    """The loader's source, as an artifact's ``__main__.py`` carries it in L."""
+    text = main.decode("latin-1")
+    carried = text[text.index("r'''") + 4 : text.rindex("'''")]
+    return zlib.decompress(base64.b64decode(carried[66:]))
+
+
 def stored_zip(path: Path, members: dict[str, bytes], method: int = zipfile.ZIP_STORED) -> Path:
     """A zip written by hand, for what build_artifact refuses to write."""
     with zipfile.ZipFile(path, "w", compression=method) as archive:
@@ -90,12 +115,14 @@ def write_run(
     *,
     target: str = HERE,
     participants: int | None = None,
+    **extra: object,
 ) -> dict[str, object]:
-    """Build an artifact per description into ``directory`` and write its run.json."""
+    """Build an artifact per description (with ``extra`` payload fields) into ``directory``
+    and write its run.json."""
     entries = []
     for description in descriptions:
         path = directory / artifact_name(description.role)
-        build_artifact(path, payload_of(description, target))
+        build_artifact(path, payload_of(description, target, **extra))
         entries.append(artifact_entry(path))
     identity = descriptions[0].identity
     run: dict[str, object] = {
@@ -183,17 +210,27 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
     with zipfile.ZipFile(path) as archive:
         infos = archive.infolist()
         names = [info.filename for info in infos]
-        modules = [m for name in package_sources() for m in (name, name[:-3] + ".pyc")]
-        assert names == ["__main__.py", *modules, PAYLOAD_NAME]
-        assert b"run_embedded" in archive.read("__main__.py")
+        # Beside each source its bytecode, unless that would follow the hash seed.
+        modules = [
+            member
+            for name in package_sources()
+            for member in (name, name[:-3] + ".pyc")
+            if member == name or _bytecode(name, source_of(name)) is not None
+        ]
+        assert names == ["__main__.py", *modules, PAYLOAD_NAME, MANIFEST_NAME]
+        assert loader_in(archive.read("__main__.py")) == source_of("alpha/_loader.py")
+        stored = {"__main__.py", PAYLOAD_NAME, MANIFEST_NAME}
         for info in infos:
             assert info.date_time == (1980, 1, 1, 0, 0, 0)
             assert info.external_attr >> 16 == 0o100644
-            expected = zipfile.ZIP_STORED if info.filename == PAYLOAD_NAME else zipfile.ZIP_DEFLATED
+            assert info.create_version == info.extract_version == 20
+            expected = zipfile.ZIP_STORED if info.filename in stored else zipfile.ZIP_DEFLATED
             assert info.compress_type == expected, info.filename
         for name in package_sources():
-            source = (Path(alpha.__file__).parent.parent / name).read_bytes()
+            source = source_of(name)
             assert archive.read(name) == source
+            if name[:-3] + ".pyc" not in names:
+                continue
             # PEP 552: magic, flags "hash-based, check the source", the source's hash, code.
             pyc = archive.read(name[:-3] + ".pyc")
             assert pyc[:4] == importlib.util.MAGIC_NUMBER
@@ -368,6 +405,7 @@ def test_build_accepts_a_payload_of_the_maximum_size_and_refuses_one_byte_more(
     with zipfile.ZipFile(path) as archive:
         assert archive.getinfo(PAYLOAD_NAME).file_size == MAX_PAYLOAD_BYTES
     assert read_artifact(path)["role"] == 0
+    verify_artifact(path)  # the loader's bound on a member is the payload's
     with pytest.raises(ArtifactInvalid) as caught:
         build_artifact(tmp_path / "big.pyz", _padded(MAX_PAYLOAD_BYTES + 1))
     assert type(caught.value) is ArtifactInvalid
@@ -586,6 +624,528 @@ def test_a_damaged_artifact_process_exits_2_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.startswith("role ?: failed: ArtifactInvalid: ")
 
 
+# --- the manifest and the loader --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Role 1's artifact, built once for the module: copy it before damaging it. Role 1 has a
+    lower peer, so started by hand it fails at once (PortMissing) once its checks pass."""
+    path = tmp_path_factory.mktemp("built") / artifact_name(1)
+    build_artifact(path, payload_of(DESCRIPTIONS[1]))
+    return path
+
+
+@pytest.fixture
+def artifact(built: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the module's artifact, to damage."""
+    path = tmp_path / built.name
+    path.write_bytes(built.read_bytes())
+    return path
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+Members = list[tuple[str, bytes]]
+
+
+def members_of(path: Path) -> Members:
+    with zipfile.ZipFile(path) as archive:
+        return [(info.filename, archive.read(info)) for info in archive.infolist()]
+
+
+def repack(path: Path, members: Members, *, manifest: bool = False) -> Path:
+    """Write ``members`` at ``path`` as a build lays them out (good headers and CRC-32s); with
+    ``manifest``, replace the manifest by one that lists them (a consistent forgery)."""
+    if manifest:
+        members = [(name, data) for name, data in members if name != MANIFEST_NAME]
+        listed = encode_manifest([(name, sha256_hex(data)) for name, data in members])
+        members.append((MANIFEST_NAME, listed))
+    out = io.BytesIO()
+    out.write(HEADER)
+    with warnings.catch_warnings(), zipfile.ZipFile(out, "w") as archive:
+        warnings.simplefilter("ignore")  # zipfile warns of a duplicate name, which is the point
+        for name, data in members:
+            stored = name in ("__main__.py", PAYLOAD_NAME, MANIFEST_NAME)
+            method = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+            archive.writestr(_member(name, method), data)
+    path.write_bytes(out.getvalue())
+    return path
+
+
+def data_span(path: Path, name: str) -> tuple[int, int]:
+    """Where the member ``name``'s data lies in the file: offset and length."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name)
+    return info.header_offset + 30 + len(info.filename), info.compress_size
+
+
+def flip(path: Path, at: int, bit: int = 0) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1 << bit
+    path.write_bytes(bytes(data))
+
+
+def refused(path: Path) -> str:
+    """The message verify_artifact refuses ``path`` with (exactly ArtifactInvalid)."""
+    with pytest.raises(ArtifactInvalid) as caught:
+        verify_artifact(path)
+    assert type(caught.value) is ArtifactInvalid
+    return str(caught.value)
+
+
+def started(path: Path, env: dict[str, str] | None = None) -> tuple[int, str, list[str], list[str]]:
+    """Run the artifact as ``python -X importtime ARTIFACT``: its exit code, stdout, its stderr
+    lines, and the modules of the alpha package that were imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    lines, imported = [], []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:"):
+            module = line.rpartition("|")[2].strip()
+            if module.partition(".")[0] == "alpha":
+                imported.append(module)
+        else:
+            lines.append(line)
+    return done.returncode, done.stdout, lines, imported
+
+
+DAMAGED = "role ?: failed: ArtifactInvalid: role-000001.pyz is damaged: "
+REMEDY = "; compile it again with alpha compile"
+
+
+def test_the_manifest_lists_every_other_member_with_its_sha256(built: Path) -> None:
+    members = members_of(built)
+    assert members[-1][0] == MANIFEST_NAME
+    listed = members[-1][1]
+    assert decode_manifest(listed) == [(name, sha256_hex(data)) for name, data in members[:-1]]
+    # The lines sha256sum writes and checks: DIGEST, two spaces, NAME.
+    first = listed.split(b"\n")[0]
+    assert first == sha256_hex(members[0][1]).encode() + b"  __main__.py"
+    assert built.read_bytes().startswith(HEADER)
+    verify_artifact(built)
+
+
+def test_the_loader_exit_codes_are_alphas() -> None:
+    assert _loader.EXIT_DAMAGED == EXIT_USAGE
+    assert _loader.EXIT_INTERRUPTED == EXIT_FAILURE
+
+
+def test_the_checks_find_damage_not_a_consistent_forgery(artifact: Path) -> None:
+    # The checks find damage, not intent: a file rewritten whole with a matching manifest is
+    # an artifact, which is why run.json and the launcher compare digests with a build's.
+    repack(artifact, members_of(artifact))
+    verify_artifact(artifact)
+    members = _changed("alpha/frame.py", b"")(members_of(artifact))
+    verify_artifact(repack(artifact, members, manifest=True))
+
+
+# The manifest codec.
+
+NAMES = st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="\\"), min_size=1
+)
+DIGESTS = st.binary(min_size=32, max_size=32).map(bytes.hex)
+ENTRIES = st.lists(st.tuples(NAMES, DIGESTS), min_size=1, unique_by=lambda entry: entry[0])
+
+
+@given(ENTRIES)
+def test_the_manifest_round_trips(entries: list[tuple[str, str]]) -> None:
+    assert decode_manifest(encode_manifest(entries)) == entries
+
+
+@given(ENTRIES, st.data())
+def test_a_changed_manifest_is_refused_or_lists_something_else(
+    entries: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    # A manifest has one encoding: any change of a byte is refused (exactly Damaged) or
+    # decodes to other entries, which is then another, canonical manifest.
+    encoded = bytearray(encode_manifest(entries))
+    at = data.draw(st.integers(0, len(encoded) - 1))
+    encoded[at] = data.draw(st.integers(0, 255).filter(lambda b: b != encoded[at]))
+    try:
+        changed = decode_manifest(bytes(encoded))
+    except Damaged as error:
+        assert type(error) is Damaged
+        return
+    assert changed != entries
+    assert encode_manifest(changed) == bytes(encoded)
+
+
+DIGEST = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (b"", "empty"),
+        (f"{DIGEST}  a".encode(), "last newline"),
+        (f"{DIGEST}  a\n\n".encode(), "line 2 is not"),
+        (f"{DIGEST} a\n".encode(), "line 1 is not 'DIGEST  NAME'"),
+        (f"{DIGEST} *a\n".encode(), "line 1 is not 'DIGEST  NAME'"),  # sha256sum's binary mode
+        (f"{DIGEST}\ta\n".encode(), "line 1 is not 'DIGEST  NAME'"),
+        (f"{DIGEST.upper()}  a\n".encode(), "line 1: the digest"),
+        (f"{DIGEST[:-1]}  a\n".encode(), "line 1"),
+        (f"{DIGEST}  \n".encode(), "line 1: the name"),
+        (f"{DIGEST}  a\\b\n".encode(), "line 1: the name"),
+        (f"{DIGEST}  a\r\n".encode(), "line 1: the name"),
+        (f"{DIGEST}  a\n{DIGEST}  a\n".encode(), "line 2: a is listed twice"),
+        (f"{DIGEST}  \u00e9\n".encode(), "not ASCII"),
+    ],
+    ids=[
+        "empty",
+        "no-last-newline",
+        "empty-line",
+        "one-space",
+        "binary-mode",
+        "tab",
+        "upper-case",
+        "short-digest",
+        "no-name",
+        "backslash",
+        "crlf",
+        "twice",
+        "not-ascii",
+    ],
+)
+def test_decode_manifest_refusals(data: bytes, named: str) -> None:
+    with pytest.raises(Damaged) as caught:
+        decode_manifest(data)
+    assert type(caught.value) is Damaged
+    assert named in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [[], [("a", DIGEST.upper())], [("", DIGEST)], [("a\nb", DIGEST)], [("a", DIGEST)] * 2],
+    ids=["none", "upper-case", "no-name", "newline", "twice"],
+)
+def test_encode_manifest_refuses_what_it_could_not_decode(entries: list[tuple[str, str]]) -> None:
+    with pytest.raises(Damaged) as caught:
+        encode_manifest(entries)
+    assert type(caught.value) is Damaged
+
+
+# What verify_artifact (the launcher) and the loader (the artifact) refuse.
+
+
+def _without(name: str) -> Callable[[Members], Members]:
+    return lambda members: [m for m in members if m[0] != name]
+
+
+def _with_extra(at: int) -> Callable[[Members], Members]:
+    return lambda members: [*members[:at], ("alpha/extra.py", b"print(1)\n"), *members[at:]]
+
+
+def _appended(members: Members) -> Members:
+    return [*members, ("alpha/extra.py", b"print(1)\n")]
+
+
+def _twice(name: str) -> Callable[[Members], Members]:
+    return lambda members: [*members[:-1], *[m for m in members if m[0] == name], members[-1]]
+
+
+def _swapped(members: Members) -> Members:
+    return [members[0], members[2], members[1], *members[3:]]
+
+
+def _changed(name: str, data: bytes) -> Callable[[Members], Members]:
+    return lambda members: [(n, data if n == name else d) for n, d in members]
+
+
+REPACKS = {
+    "extra-member": (_with_extra(-1), "it holds alpha/extra.py, which SHA256SUMS does not list"),
+    "member-after-manifest": (_appended, "it holds alpha/extra.py after SHA256SUMS"),
+    "missing-member": (_without("alpha/frame.pyc"), "it lacks alpha/frame.pyc, which SHA256SUMS"),
+    "member-twice": (_twice("alpha/frame.py"), "it holds alpha/frame.py twice"),
+    "members-reordered": (_swapped, "not in the order SHA256SUMS lists them"),
+    "changed-member": (
+        _changed("alpha/frame.py", b"raise SystemExit(0)\n"),
+        "alpha/frame.py does not match its SHA-256 in SHA256SUMS",
+    ),
+    "no-manifest": (_without(MANIFEST_NAME), "it has no manifest (SHA256SUMS)"),
+    "manifest-not-text": (_changed(MANIFEST_NAME, b"\xff\n"), "SHA256SUMS is not ASCII text"),
+    "manifest-at-maximum": (
+        _changed(MANIFEST_NAME, b"x" * MAX_MANIFEST_BYTES),
+        "SHA256SUMS is empty or lacks its last newline",
+    ),
+    "manifest-past-maximum": (
+        _changed(MANIFEST_NAME, b"x" * (MAX_MANIFEST_BYTES + 1)),
+        f"SHA256SUMS is {MAX_MANIFEST_BYTES + 1} bytes, past the {MAX_MANIFEST_BYTES} allowed",
+    ),
+}
+
+
+@pytest.mark.parametrize(("change", "named"), REPACKS.values(), ids=REPACKS.keys())
+def test_verify_refuses_members_the_manifest_does_not_describe(
+    change: Callable[[Members], Members],
+    named: str,
+    artifact: Path,
+) -> None:
+    repack(artifact, change(members_of(artifact)))
+    message = refused(artifact)
+    assert message.startswith("role-000001.pyz is damaged: ")
+    assert message.endswith(REMEDY)
+    assert named in message
+
+
+def test_verify_refuses_a_member_past_the_maximum_even_when_listed(artifact: Path) -> None:
+    members = _changed(PAYLOAD_NAME, b" " * (MAX_PAYLOAD_BYTES + 1))(members_of(artifact))
+    repack(artifact, members, manifest=True)
+    assert f"role.json is {MAX_PAYLOAD_BYTES + 1} bytes, past the {MAX_PAYLOAD_BYTES} allowed" in (
+        refused(artifact)
+    )
+
+
+def _append(data: bytes) -> Callable[[Path], object]:
+    return lambda p: p.write_bytes(p.read_bytes() + data)
+
+
+def _with_comment(path: Path) -> None:
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.comment = b"hello"
+
+
+def _header_changed(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b"python3\n", b"python4\n", 1))
+
+
+BYTES_AROUND = {
+    "header": (_header_changed, "it does not begin with the two lines every artifact begins"),
+    "bytes-after": (_append(b"\0"), "it holds bytes after its zip archive"),
+    "zip-comment": (_with_comment, "its zip archive has a comment"),
+    "not-a-zip": (lambda p: p.write_bytes(HEADER + b"PK but nothing else"), "BadZipFile"),
+    "missing": (lambda p: p.unlink(), "role-000001.pyz cannot be read: No such file"),
+}
+
+
+@pytest.mark.parametrize(("damage", "named"), BYTES_AROUND.values(), ids=BYTES_AROUND.keys())
+def test_verify_refuses_bytes_around_the_members_that_no_build_writes(
+    damage: Callable[[Path], object], named: str, artifact: Path
+) -> None:
+    damage(artifact)
+    assert named in refused(artifact)
+
+
+def test_verify_refuses_a_truncated_artifact_at_any_length(artifact: Path) -> None:
+    whole = artifact.read_bytes()
+    with zipfile.ZipFile(artifact) as archive:
+        central = archive.start_dir
+    for size in [0, 1, len(HEADER) - 1, len(HEADER), len(HEADER) + 40, len(whole) // 2]:
+        artifact.write_bytes(whole[:size])
+        assert "role-000001.pyz is damaged: " in refused(artifact), size
+    for size in [central - 1, central, central + 10, len(whole) - 22, len(whole) - 1]:
+        artifact.write_bytes(whole[:size])
+        assert "role-000001.pyz is damaged: " in refused(artifact), size
+
+
+def _in_member(name: str, fraction: float, bit: int = 0) -> Callable[[Path], None]:
+    def damage(path: Path) -> None:
+        start, length = data_span(path, name)
+        flip(path, start + int(length * fraction), bit)
+
+    return damage
+
+
+def _in_main(marker: bytes, after: int) -> Callable[[Path], None]:
+    """Flip a bit ``after`` bytes past ``marker`` in __main__.py (stored: its bytes are the
+    file's)."""
+
+    def damage(path: Path) -> None:
+        start, length = data_span(path, "__main__.py")
+        main = path.read_bytes()[start : start + length]
+        flip(path, start + main.index(marker) + after, 2)
+
+    return damage
+
+
+def _in_zip_record(signature: bytes, field: int) -> Callable[[Path], None]:
+    """Flip a bit in a field of the last zip record with ``signature`` (a local header, a
+    central directory entry, the end record)."""
+
+    def damage(path: Path) -> None:
+        data = path.read_bytes()
+        flip(path, data.rindex(signature) + field, 3)
+
+    return damage
+
+
+FLIPS = {
+    "module-source": (_in_member("alpha/__init__.py", 0.5), "alpha/__init__.py"),
+    "module-bytecode": (_in_member("alpha/__init__.pyc", 0.5), "alpha/__init__.pyc"),
+    "deep-module-source": (_in_member("alpha/frame.py", 0.9, 5), "alpha/frame.py"),
+    "role-json": (_in_member(PAYLOAD_NAME, 0.5), PAYLOAD_NAME),
+    "manifest-digest": (_in_member(MANIFEST_NAME, 0.5), MANIFEST_NAME),
+    "main-loader-digest": (_in_main(b"r'''", 10), "its loader does not match its SHA-256"),
+    "main-loader": (_in_main(b"r'''", 3000), "its loader does not match its SHA-256"),
+    "main-comment": (_in_main(b"# An Alpha", 20), "__main__.py"),
+    "local-header-flags": (_in_zip_record(b"PK\x03\x04", 7), "the local header of SHA256SUMS"),
+    "central-directory-time": (
+        _in_zip_record(b"PK\x01\x02", 12),
+        "the central directory entry of SHA256SUMS",
+    ),
+    "end-record-count": (_in_zip_record(b"PK\x05\x06", 8), "its zip end record is not a build's"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("damage", "named"), FLIPS.values(), ids=FLIPS.keys())
+def test_a_flipped_bit_anywhere_stops_the_artifact_before_any_of_its_code_runs(
+    damage: Callable[[Path], None], named: str, artifact: Path
+) -> None:
+    damage(artifact)
+    code, out, lines, imported = started(artifact)
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    assert lines[0].startswith(DAMAGED)
+    assert lines[0].endswith(REMEDY)
+    assert named in lines[0]
+    assert imported == [], "the loader imports nothing of alpha before its checks pass"
+    assert refused(artifact).startswith("role-000001.pyz is damaged: "), "and the launcher"
+
+
+@pytest.mark.slow
+def test_an_intact_artifact_passes_its_checks_and_starts(built: Path) -> None:
+    # The control for the test above: the same harness sees a role start and import alpha.
+    code, _, lines, imported = started(built)
+    assert code == EXIT_FAILURE
+    assert lines[-1].startswith("role 1: failed: PortMissing")
+    assert "alpha.participant" in imported
+
+
+@pytest.mark.slow
+def test_a_changed_module_with_a_good_crc_runs_none_of_its_code(
+    artifact: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    env = {**os.environ, "ALPHA_TEST_MARKER": str(marker)}
+    evil = b"import os\nopen(os.environ['ALPHA_TEST_MARKER'], 'w').close()\n"
+    members = _changed("alpha/__init__.py", evil)(members_of(artifact))
+    repack(artifact, members)
+    code, _, lines, imported = started(artifact, env)
+    assert code == EXIT_USAGE
+    assert lines == [f"{DAMAGED}alpha/__init__.py does not match its SHA-256 in SHA256SUMS{REMEDY}"]
+    assert imported == []
+    assert not marker.exists()
+    # The control: with a manifest to match, the same module runs (and leaves the marker).
+    repack(artifact, members, manifest=True)
+    started(artifact, env)
+    assert marker.exists()
+
+
+@pytest.mark.slow
+def test_an_extra_member_stops_the_artifact(artifact: Path) -> None:
+    repack(artifact, _with_extra(-1)(members_of(artifact)))
+    code, _, lines, imported = started(artifact)
+    assert code == EXIT_USAGE
+    assert lines == [f"{DAMAGED}it holds alpha/extra.py, which SHA256SUMS does not list{REMEDY}"]
+    assert imported == []
+
+
+@pytest.mark.slow
+def test_a_truncated_artifact_says_so_in_one_line(artifact: Path) -> None:
+    # Python reads a file whose zip end is gone as a script; the artifact's second line, a
+    # coding declaration naming no encoding, stops it there (Python's own exit code, 1).
+    whole = artifact.read_bytes()
+    with zipfile.ZipFile(artifact) as archive:
+        central = archive.start_dir
+    for size in [len(HEADER), len(whole) // 2, central - 1, central + 10, len(whole) - 1]:
+        artifact.write_bytes(whole[:size])
+        done = run_artifact(artifact)
+        assert done.returncode == 1, size
+        assert done.stdout == ""
+        assert done.stderr == (
+            "SyntaxError: encoding problem: "
+            "damaged-alpha-artifact.compile-it-again-with-alpha-compile\n"
+        ), size
+
+
+def _main_with_flip(main: bytes, at: int, bit: int) -> bytes:
+    changed = bytearray(main)
+    changed[at] ^= 1 << bit
+    return bytes(changed)
+
+
+@pytest.fixture(scope="module")
+def main_py(built: Path) -> bytes:
+    with zipfile.ZipFile(built) as archive:
+        return archive.read("__main__.py")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_any_flip_in_the_carried_loader_is_refused_by_main(
+    main_py: bytes, data: st.DataObject
+) -> None:
+    # __main__.py as Python compiles it, with one bit of L flipped: it still compiles (no
+    # syntax error Python would report), and exits 2 in one line before the loader runs. The
+    # newlines around L's digest are not in the check; the loader's CRC-32 check catches them.
+    main = main_py
+    start = main.index(b"r'''") + 4
+    end = main.rindex(b"'''")
+    at = data.draw(st.integers(start, end - 1))
+    code = compile(_main_with_flip(main, at, data.draw(st.integers(0, 7))), "__main__.py", "exec")
+    stderr = io.StringIO()
+    status: object = None  # the check passed: the loader is defined, and would run its checks
+    with contextlib.redirect_stderr(stderr):
+        try:
+            exec(code, {"__name__": "__artifact__"})  # not __main__: the loader would start
+        except SystemExit as exited:
+            status = exited.code
+    if at - start in (0, 65):
+        assert status is None
+        return
+    assert status == EXIT_USAGE
+    assert stderr.getvalue().count("\n") == 1
+    assert (
+        "is damaged: its loader does not match its SHA-256; compile it again" in stderr.getvalue()
+    )
+
+
+def test_the_loader_is_one_line_on_an_interrupt(
+    artifact: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(path: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", [str(artifact)])
+    monkeypatch.setattr(_loader, "verify", interrupted)
+    assert _loader.main() == EXIT_FAILURE
+    assert capsys.readouterr() == (
+        "",
+        "role ?: failed: interrupted while checking role-000001.pyz\n",
+    )
+
+
+def test_the_loader_refuses_in_process_as_it_does_as_a_process(
+    artifact: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _in_member(PAYLOAD_NAME, 0.5)(artifact)
+    monkeypatch.setattr(sys, "argv", [str(artifact)])
+    assert _loader.main() == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"role ?: failed: ArtifactInvalid: {refused(artifact)}\n"
+
+
+def test_artifact_entry_refuses_a_damaged_artifact(artifact: Path) -> None:
+    _in_member("alpha/frame.py", 0.5)(artifact)
+    with pytest.raises(ArtifactInvalid) as caught:
+        artifact_entry(artifact)
+    assert type(caught.value) is ArtifactInvalid
+    assert "role-000001.pyz is damaged: alpha/frame.py" in str(caught.value)
+
+
 # --- run.json ---------------------------------------------------------------
 
 
@@ -711,9 +1271,11 @@ def test_read_run_json_refuses_a_missing_or_unreadable_file(
 
 
 def test_launch_specs_follow_run_json(tmp_path: Path) -> None:
-    slow = Budgets(deadline=900.0)
-    descriptions = [*DESCRIPTIONS[:2], dataclasses.replace(DESCRIPTIONS[2], budgets=slow)]
-    descriptions.append(DESCRIPTIONS[3])
+    # The launcher's bound is the largest session deadline, when every role has one.
+    descriptions = [
+        dataclasses.replace(d, budgets=Budgets(deadline=900.0 if d.role == 2 else 60.0))
+        for d in DESCRIPTIONS
+    ]
     write_run(tmp_path, descriptions)
     specs, deadline = launch_specs(tmp_path)
     assert deadline == 900.0
@@ -723,6 +1285,13 @@ def test_launch_specs_follow_run_json(tmp_path: Path) -> None:
         assert spec.lower == tuple(p for p in TREE.edges(spec.role) if p < spec.role)
         assert spec.higher == tuple(p for p in TREE.edges(spec.role) if p > spec.role)
         assert spec.log == tmp_path / "logs" / f"role-{spec.role:06d}.log"
+
+
+def test_a_role_without_a_deadline_leaves_the_launch_unbounded(tmp_path: Path) -> None:
+    slow = Budgets(deadline=900.0)
+    descriptions = [*DESCRIPTIONS[:2], dataclasses.replace(DESCRIPTIONS[2], budgets=slow)]
+    write_run(tmp_path, [*descriptions, DESCRIPTIONS[3]])
+    assert launch_specs(tmp_path)[1] is None
 
 
 def test_launch_specs_refuses_a_run_without_every_role(tmp_path: Path) -> None:
@@ -785,6 +1354,107 @@ def test_launch_specs_refuses_a_run_json_that_disagrees_with_an_artifact(
     assert f"lists role 2 for {OTHER}" in str(caught.value)
 
 
+def _patch_entry(directory: Path, role: int) -> None:
+    """Make run.json's entry for ``role`` match its artifact's size and SHA-256 again, as a
+    hand-patched run.json would."""
+    run = read_run_json(directory)
+    roles = run["roles"]
+    assert isinstance(roles, list)
+    path = directory / artifact_name(role)
+    roles[role].update(bytes=path.stat().st_size, sha256=file_sha256(path))
+    write_run_json(directory, run)
+
+
+def _repacked(change: Callable[[Members], Members]) -> Callable[[Path], object]:
+    return lambda path: repack(path, change(members_of(path)))
+
+
+BEHIND_A_PATCHED_RUN_JSON = {
+    "flipped-module": (
+        _in_member("alpha/frame.py", 0.5),
+        "role-000003.pyz is damaged: alpha/frame.py cannot be read",
+    ),
+    "changed-module": (
+        _repacked(_changed("alpha/frame.py", b"x = 1\n")),
+        "role-000003.pyz is damaged: alpha/frame.py does not match its SHA-256 in SHA256SUMS",
+    ),
+    "extra-member": (
+        _repacked(_with_extra(-1)),
+        "role-000003.pyz is damaged: it holds alpha/extra.py, which SHA256SUMS does not list",
+    ),
+    "truncated": (
+        lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+        "role-000003.pyz is damaged: ",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"), BEHIND_A_PATCHED_RUN_JSON.values(), ids=BEHIND_A_PATCHED_RUN_JSON.keys()
+)
+def test_launch_specs_refuses_a_damaged_artifact_behind_a_patched_run_json(
+    damage: Callable[[Path], object], named: str, tmp_path: Path
+) -> None:
+    write_run(tmp_path, DESCRIPTIONS)
+    damage(tmp_path / artifact_name(3))
+    _patch_entry(tmp_path, 3)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert named in str(caught.value)
+    assert str(caught.value).endswith("; compile it again with alpha compile")
+
+
+@pytest.mark.parametrize("part", ["learner", "contract", "membership"])
+def test_launch_specs_refuses_a_run_json_with_another_run_identity(
+    part: str, tmp_path: Path
+) -> None:
+    run = write_run(tmp_path, DESCRIPTIONS)
+    identity = run["identity"]
+    assert isinstance(identity, dict)
+    carried = identity[part]
+    identity[part] = "0" * 64
+    write_run_json(tmp_path, run)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value) == (
+        f"role-000000.pyz carries the run identity's {part} digest {carried}, but run.json "
+        f"records {'0' * 64}"
+    )
+
+
+def test_launch_specs_refuses_a_run_json_with_another_number_of_participants(
+    tmp_path: Path,
+) -> None:
+    # Roles 0..3 of a run of five whose run.json says four: every role is listed, and every
+    # peer is below four, but the participants would not agree with the launcher.
+    write_run(tmp_path, [dataclasses.replace(d, participants=5) for d in DESCRIPTIONS])
+    run = read_run_json(tmp_path)
+    run["participants"] = 4
+    write_run_json(tmp_path, run)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value) == (
+        "role-000000.pyz is a role of a run of 5 participants, but run.json says 4"
+    )
+
+
+def test_launch_specs_refuses_a_run_json_that_names_another_plan(tmp_path: Path) -> None:
+    run = write_run(tmp_path, DESCRIPTIONS, plan="exchange-4-3")
+    launch_specs(tmp_path)  # run.json names the run as the payloads name their plan
+    run["name"] = "exchange-4-3-patched"
+    write_run_json(tmp_path, run)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value) == (
+        "role-000000.pyz was compiled from the plan 'exchange-4-3', but run.json names the run "
+        "'exchange-4-3-patched'"
+    )
+
+
 # --- end to end -------------------------------------------------------------
 
 
@@ -797,7 +1467,11 @@ async def test_artifacts_of_the_edge_exchange_launch_and_report(tmp_path: Path) 
     specs, deadline = launch_specs(build)
     result = await launch(specs, deadline=deadline)
     assert result.ok, result.first_failure
-    assert sorted(p.name for p in reports.iterdir()) == [f"role-{r:06d}.json" for r in range(4)]
+    # Every role's report, final through the run's commit record.
+    assert sorted(p.name for p in reports.iterdir()) == [
+        "commit.json",
+        *(f"role-{r:06d}.json" for r in range(4)),
+    ]
     for role in range(4):
         report = json.loads((reports / f"role-{role:06d}.json").read_text())
         assert report["role"] == role
