@@ -1,8 +1,11 @@
-"""Writing files so that a reader sees the old file or the whole new one, never half."""
+"""Writing files so that a reader sees the old file or the whole new one, never half; reading
+a file a user named without letting it be endless or block."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +13,7 @@ from typing import IO
 
 from alpha.errors import UsageError
 
-__all__ = ["output_folder", "write_atomically", "write_bytes_atomically"]
+__all__ = ["output_folder", "read_regular_file", "write_atomically", "write_bytes_atomically"]
 
 
 def output_folder(path: Path) -> Path:
@@ -61,3 +64,46 @@ def write_bytes_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
         out.write(data)
 
     write_atomically(path, write, mode)
+
+
+# What a path names, when it is not a regular file: for the refusal's message.
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file at ``path``, which holds at most ``limit`` of them.
+
+    For a file a user named: it is opened non-blocking, so that a FIFO is refused at once
+    instead of waiting for a writer; anything but a regular file (a device such as /dev/zero,
+    a FIFO, a socket, a directory) is refused before a byte is read; and at most ``limit + 1``
+    bytes are ever read.
+
+    Raises:
+        OSError: it cannot be opened or read; it is not a regular file (``EINVAL``, the
+            ``strerror`` names what it is); or it holds more than ``limit`` bytes (``EFBIG``).
+    """
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(handle).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+            raise OSError(errno.EINVAL, f"it is {kind}, not a regular file")
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(handle, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise OSError(errno.EFBIG, f"it holds more than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(handle)

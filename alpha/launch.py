@@ -5,17 +5,23 @@ on stdout (two bytes each, big-endian, one per edge to a higher peer), and write
 the stdin of the later role that connects to it; then the next role. It passes no other byte.
 Then it waits for every participant.
 
-When a participant fails, the launcher reports which role failed first and its one-line cause
-(the last line of its log), stops every other participant, and returns a failure. No
-participant outlives the launcher: every path out of :func:`launch` (success, failure,
-deadline, cancellation, SIGINT or SIGTERM) kills and reaps whatever is still running.
+When a participant fails, the launcher names the role that failed first and its one-line cause
+(the last line of its log, or how it ended: killed by a signal, stopped, silent), stops every
+other participant, and returns a failure. "First" follows the rules written in
+:func:`first_failure`. No participant outlives the launcher: every path out of :func:`launch`
+(success, failure, deadline, cancellation, SIGINT, SIGTERM or SIGHUP) kills and reaps every
+role it started, one being started included; and a launcher killed with SIGKILL, which can do
+nothing, is watched by its participants themselves (``alpha.runtime.parent``).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,19 +29,25 @@ from typing import Final
 
 import trio
 
-from alpha._files import output_folder
+from alpha._files import output_folder, read_regular_file
 from alpha.errors import RoleDescriptionInvalid
 from alpha.participant import FAILURE_CLOCK
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import PORT_BYTES
+from alpha.runtime.parent import LAUNCHER_PID_ENV
 
 __all__ = [
     "ANNOUNCE_WAIT",
+    "CAUSE_TAIL_BYTES",
+    "EXIT_NOTICE",
     "LAUNCH_SLACK",
+    "MAX_DESCRIPTION_BYTES",
     "LaunchResult",
     "LaunchSpec",
     "RoleOutcome",
+    "first_failure",
     "launch",
+    "read_cause",
     "specs_from_dir",
     "write_roles",
 ]
@@ -49,9 +61,32 @@ ANNOUNCE_WAIT: Final = 60.0
 an emulated AArch64 participant needs a few seconds to import its runtime; a minute means it
 is stuck."""
 
+EXIT_NOTICE: Final = 1.0
+"""Seconds by which a failure the launcher saw itself (an exit without a failure-clock line,
+a death by a signal) is placed before the moment it saw it, when failures are ordered. The
+kernel closes a dying process's connections before it tells the parent, and its peers may log
+their failure (the connection broke) before the launcher's wait returns: by a process wake-up
+or two, which a loaded host stretches to hundreds of milliseconds. A second covers that and is
+far below every budget that could make an unrelated role fail just before."""
+
+CAUSE_TAIL_BYTES: Final = 64 * 1024
+"""How much of the end of a failed role's log the launcher reads for its cause: the last two
+lines are a clock and a one-line cause (a long one lists a few failures, kilobytes); a
+training role's log can be megabytes of progress lines before them."""
+
+MAX_DESCRIPTION_BYTES: Final = 16 * 1024 * 1024
+"""The largest role description ``specs_from_dir`` reads. A description is a few hundred bytes
+and some 50 per edge; the hub of a star of 100,000 roles lists 5 MB of edges. 16 MiB, the bound
+of an artifact's payload that carries a description, keeps a file named by mistake from being
+read whole."""
+
 #: Called after a role announced, with its ports in edge order (used by tests and gates to
 #: act between two starts, e.g. to connect a stranger to a listener).
 AnnounceHook = Callable[[int, tuple[int, ...]], Awaitable[None]]
+
+#: Called with (listener, connector, announced port); returns the port the connector is given
+#: (used by tests and gates to put a relay on an edge).
+RouteHook = Callable[[int, int, int], Awaitable[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +102,13 @@ class LaunchSpec:
 
 @dataclass(slots=True)
 class RoleOutcome:
-    """How one role ended."""
+    """How one role ended, or one failure the launcher found.
+
+    ``cause`` is one line and, for every role that did not end well, ends with ``its log:
+    PATH``. ``failed_at`` is the failure's time on the host's monotonic clock (CLOCK_MONOTONIC,
+    one clock for every process of a host): the participant's own ``failure-clock`` line when
+    it logged one (``logged``), else when the launcher saw the failure.
+    """
 
     role: int
     returncode: int | None  # None: never started, or still running when the launch ended
@@ -75,11 +116,20 @@ class RoleOutcome:
     killed: bool = False  # stopped by the launcher after another role failed
     started_s: float = 0.0  # seconds from the launch's start to this role's start
     ended_s: float = 0.0  # seconds from the launch's start
-    failed_at: float | None = None  # the participant's own monotonic failure time
+    failed_at: float | None = None  # None: not a failure
+    logged: bool = False  # failed_at is the participant's own failure-clock line
+    exit_seen: bool = False  # failed_at is when the launcher saw it exit (see EXIT_NOTICE)
+    stopped: bool = False  # found stopped (SIGSTOP, a debugger) when the run failed
+    log: Path | None = None  # where the role's stderr went
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    @property
+    def failed(self) -> bool:
+        """A failure to name: it did not end well, and not because the launcher stopped it."""
+        return self.failed_at is not None
 
 
 @dataclass(slots=True)
@@ -95,11 +145,16 @@ class LaunchResult:
 
 def read_cause(path: Path) -> tuple[str, float | None]:
     """A failed participant's one-line cause (the last non-empty line of its log) and the
-    monotonic time it failed at, when it logged one (``failure-clock T`` just before)."""
+    monotonic time it failed at, when it logged one (``failure-clock T`` just before). Only
+    the last :data:`CAUSE_TAIL_BYTES` of the log are read."""
     try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        with path.open("rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - CAUSE_TAIL_BYTES))
+            tail = file.read(CAUSE_TAIL_BYTES)
     except OSError:
         return "", None
+    lines = [line.strip() for line in tail.decode(errors="replace").splitlines()]
     lines = [line for line in lines if line]
     if not lines:
         return "", None
@@ -112,53 +167,171 @@ def read_cause(path: Path) -> tuple[str, float | None]:
     return lines[-1], clock
 
 
+def first_failure(failures: Iterable[RoleOutcome]) -> RoleOutcome | None:
+    """The failure to name first, of those a launch found. In this order:
+
+    1. A role found stopped (state ``T`` or ``t``: SIGSTOP, SIGTSTP, a debugger) when the run
+       failed, the lowest such role: its peers' budgets ran out waiting for it, and each of
+       them would otherwise look first.
+    2. The earliest on the host's monotonic clock: a participant's own ``failure-clock`` time,
+       or the time the launcher saw a failure, less :data:`EXIT_NOTICE` for an exit (a role
+       killed by a signal, or one that exited without a clock line): its peers may log that
+       its connections broke before the launcher sees it exit.
+    3. None: nothing failed.
+    """
+    found = [failure for failure in failures if failure.failed]
+    stopped = [failure for failure in found if failure.stopped]
+    if stopped:
+        return min(stopped, key=lambda failure: failure.role)
+    if not found:
+        return None
+    return min(found, key=_blame_time)
+
+
+def _blame_time(failure: RoleOutcome) -> float:
+    assert failure.failed_at is not None
+    return failure.failed_at - EXIT_NOTICE if failure.exit_seen else failure.failed_at
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from ``/proc/PID/stat`` (``T`` stopped by a signal, ``t``
+    stopped by a tracer), or ``""`` where it cannot be read (it was reaped, no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read(4096)
+    except OSError:
+        return ""
+    # The state follows the command name, which is in parentheses and may hold anything.
+    fields = stat.rpartition(b")")[2].split()
+    return fields[0].decode(errors="replace") if fields else ""
+
+
+_STOPPED_HOW: Final = {
+    "T": "stopped (SIGSTOP or another stop signal)",
+    "t": "stopped by a tracer (a debugger)",
+}
+
+
+def _with_log(cause: str, log: Path | None) -> str:
+    return cause if log is None else f"{cause}; its log: {log}"
+
+
 class _Launch:
     def __init__(self, specs: Sequence[LaunchSpec], fail_fast: bool) -> None:
         self.specs = sorted(specs, key=lambda spec: spec.role)
+        self.by_role = {spec.role: spec for spec in self.specs}
         self.fail_fast = fail_fast
         self.result = LaunchResult()
+        self.failures: list[RoleOutcome] = []  # in the order the launcher found them
         self.processes: dict[int, trio.Process] = {}
         self.stdins: dict[int, trio.abc.SendStream] = {}
         self.ports: dict[tuple[int, int], int] = {}  # (listener, connector) -> port
-        self.killed: set[int] = set()
+        self.route: RouteHook | None = None
+        self.killed: set[int] = set()  # the launcher sent them SIGKILL
+        self.stopped: dict[int, tuple[str, float]] = {}  # role -> (state, when found)
+        self.diagnosed: dict[int, RoleOutcome] = {}  # failures the launcher found in a role
+        self.stopping = False
+        # Starting roles one after another, delays included: stop_all() cuts it short.
+        self.starting = trio.CancelScope()
         self.started = trio.current_time()
         self.started_at: dict[int, float] = {}
+        # Every participant learns who launched it, and stops when its parent is another.
+        self.environment = {**os.environ, LAUNCHER_PID_ENV: str(os.getpid())}
 
     def now(self) -> float:
         return trio.current_time() - self.started
 
     def fail(self, outcome: RoleOutcome) -> None:
+        if outcome.failed_at is None:
+            outcome.failed_at = time.monotonic()
+        if not any(found is outcome for found in self.failures):
+            self.failures.append(outcome)
         if self.result.first_failure is None:
             self.result.first_failure = outcome
+        # Before anything is killed: a stopped role is the one its peers waited for.
+        self.note_stopped()
         if self.fail_fast:
             self.stop_all()
 
-    def stop_all(self) -> None:
+    def note_stopped(self) -> None:
         for role, process in self.processes.items():
+            if role in self.stopped or role in self.killed or process.returncode is not None:
+                continue
+            state = _state(process.pid)
+            if state in _STOPPED_HOW:
+                self.stopped[role] = (state, time.monotonic())
+
+    def stop_all(self) -> None:
+        self.note_stopped()
+        self.stopping = True
+        self.starting.cancel()
+        for role, process in self.processes.items():
+            # returncode reaps a role that already died: it is not one the launcher killed.
             if process.returncode is None:
                 self.killed.add(role)
                 process.kill()
 
+    def record(self, spec: LaunchSpec, code: int | None, seen: float) -> RoleOutcome:
+        """The outcome of ``spec``'s role, which ended with ``code`` (None: still running) and
+        was seen to at ``seen`` on the monotonic clock; the role's failure, if it is one."""
+        role = spec.role
+        outcome = self.diagnosed.get(role)
+        if outcome is not None:  # the launcher found it failing, and killed it
+            outcome.returncode = code
+            outcome.started_s = self.started_at.get(role, 0.0)
+            outcome.ended_s = self.now()
+            return outcome
+        outcome = RoleOutcome(
+            role, code, started_s=self.started_at.get(role, 0.0), ended_s=self.now(), log=spec.log
+        )
+        if role in self.stopped and code != 0:
+            state, found = self.stopped[role]
+            outcome.cause = f"role {role} was {_STOPPED_HOW[state]} and stopped answering"
+            outcome.failed_at = found
+            outcome.stopped = True
+        elif code != 0:
+            cause, clock = read_cause(spec.log)
+            # A role that logged its own failure failed, whether or not it was then killed.
+            if clock is not None:
+                outcome.cause = cause
+                outcome.failed_at = clock
+                outcome.logged = True
+                if code is not None and code < 0 and role not in self.killed:
+                    outcome.cause += f" (then it was killed by {_signal_name(-code)})"
+            elif role in self.killed:
+                outcome.killed = True
+                outcome.cause = "stopped by the launcher after another role failed"
+            elif code is not None and code < 0:
+                outcome.cause = f"role {role} was killed by {_signal_name(-code)}"
+                outcome.failed_at = seen
+                outcome.exit_seen = True
+            else:
+                outcome.cause = cause or f"exited with code {code}"
+                outcome.failed_at = seen
+                outcome.exit_seen = True
+        if outcome.cause:
+            outcome.cause = _with_log(outcome.cause, spec.log)
+        return outcome
+
     async def watch(self, spec: LaunchSpec, process: trio.Process) -> None:
         code = await process.wait()
-        outcome = RoleOutcome(
-            spec.role, code, started_s=self.started_at[spec.role], ended_s=self.now()
-        )
-        if code != 0:
-            cause, outcome.failed_at = read_cause(spec.log)
-            # A role that logged its own failure failed, whether or not it was then killed.
-            outcome.killed = spec.role in self.killed and outcome.failed_at is None
-            outcome.cause = (
-                "stopped by the launcher after another role failed"
-                if outcome.killed
-                else cause or f"exited with code {code}"
-            )
+        outcome = self.record(spec, code, time.monotonic())
         self.result.outcomes[spec.role] = outcome
         stdin = self.stdins.pop(spec.role, None)
         if stdin is not None:
             await stdin.aclose()
-        if code != 0 and not outcome.killed:
+        if outcome.failed:
             self.fail(outcome)
+
+    async def open(self, spec: LaunchSpec, log: int) -> trio.Process:
+        """Start one participant (a seam for tests that act while it starts)."""
+        return await trio.lowlevel.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=self.environment,
+        )
 
     async def start(
         self,
@@ -167,17 +340,19 @@ class _Launch:
         announce_wait: float,
         on_announce: AnnounceHook | None,
     ) -> None:
+        if self.stopping:
+            return
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         with spec.log.open("wb") as log:
-            process = await trio.lowlevel.open_process(
-                list(spec.argv),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-            )
+            process = await self.open(spec, log.fileno())
         self.processes[spec.role] = process
         self.started_at[spec.role] = self.now()
         nursery.start_soon(self.watch, spec, process)
+        if self.stopping:
+            # The launcher began to stop while this role started: it must not run on.
+            self.killed.add(spec.role)
+            process.kill()
+            return
         assert process.stdin is not None and process.stdout is not None
         # Ports of the lower peers, in edge order, as far as they are known: an absent peer
         # stops the feed, and the role waits on stdin until its own budget names that peer.
@@ -209,105 +384,134 @@ class _Launch:
         if len(announced) < wanted:
             if process.returncode is None and spec.role not in self.killed:
                 # Alive but silent: it is stuck before its listeners are up.
-                self.fail(
-                    RoleOutcome(
-                        spec.role,
-                        None,
-                        f"announced {len(announced)} of {wanted} port bytes within "
-                        f"{announce_wait:g} s",
-                        ended_s=self.now(),
-                    )
+                outcome = RoleOutcome(
+                    spec.role,
+                    None,
+                    _with_log(
+                        f"role {spec.role} announced {len(announced)} of {wanted} port bytes "
+                        f"within {announce_wait:g} s",
+                        spec.log,
+                    ),
+                    ended_s=self.now(),
+                    log=spec.log,
                 )
+                self.diagnosed[spec.role] = outcome
+                self.killed.add(spec.role)
                 process.kill()
+                self.fail(outcome)
             return
         ports = tuple(
             int.from_bytes(announced[i : i + PORT_BYTES], "big")
             for i in range(0, wanted, PORT_BYTES)
         )
         for peer, port in zip(spec.higher, ports, strict=True):
+            if self.route is not None:
+                port = await self.route(spec.role, peer, port)
             self.ports[(spec.role, peer)] = port
         if on_announce is not None:
             await on_announce(spec.role, ports)
+
+    def running(self) -> list[int]:
+        return sorted(r for r, p in self.processes.items() if p.returncode is None)
+
+    def launcher_failure(self, text: str) -> RoleOutcome:
+        """A failure the launcher found in the run as a whole, named after the lowest role
+        still running (-1: none)."""
+        running = self.running()
+        role = running[0] if running else -1
+        spec = self.by_role.get(role)
+        log = None if spec is None else spec.log
+        return RoleOutcome(role, None, _with_log(text, log), ended_s=self.now(), log=log)
 
     async def reap(self) -> None:
         with trio.CancelScope(shield=True):
             self.stop_all()
             for process in self.processes.values():
+                # A start cut short leaves its pipes open.
+                for stream in (process.stdin, process.stdout):
+                    if stream is not None:
+                        await stream.aclose()
                 await process.wait()
             for stdin in self.stdins.values():
                 await stdin.aclose()
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 async def launch(
     specs: Sequence[LaunchSpec],
     *,
-    deadline: float,
+    deadline: float | None,
     fail_fast: bool = True,
     absent: frozenset[int] = frozenset(),
     delays: Mapping[int, float] | None = None,
     on_announce: AnnounceHook | None = None,
     announce_wait: float = ANNOUNCE_WAIT,
+    route: RouteHook | None = None,
 ) -> LaunchResult:
     """Start ``specs`` in role order, relay announced ports, wait for every role.
 
     Args:
         specs: one per role.
         deadline: the participants' session deadline; the launcher stops everything
-            ``LAUNCH_SLACK`` seconds after it.
+            ``LAUNCH_SLACK`` seconds after it. None: no bound from the launcher (the
+            participants' own budgets bound every wait).
         fail_fast: stop every other role as soon as one fails (``alpha launch``). With False
             each role runs until it ends by itself, so each reports its own cause (tests).
         absent: roles never started (a host that never comes up), for tests and gates.
         delays: seconds to wait before starting a role (a late host), for tests and gates.
         on_announce: called after each role announced, with its ports.
         announce_wait: how long one role may take to announce.
+        route: called with (listener, connector, port) for each announced port; the port it
+            returns is the one the connector gets (tests and gates put a relay on an edge).
 
     Returns:
-        Every role's outcome and the first failure, if any.
+        Every role's outcome and the first failure (see :func:`first_failure`), if any.
     """
     state = _Launch(specs, fail_fast)
+    state.route = route
     delays = delays or {}
+    bound = math.inf if deadline is None else deadline + LAUNCH_SLACK
     try:
-        with trio.move_on_after(deadline + LAUNCH_SLACK) as scope:
+        with trio.move_on_after(bound) as scope:
             async with trio.open_nursery() as outer:
                 outer.start_soon(_stop_on_signals, outer.cancel_scope, state)
                 # The inner nursery ends when every started role's watch() has recorded it.
                 async with trio.open_nursery() as nursery:
-                    for spec in state.specs:
-                        if state.result.first_failure is not None and fail_fast:
-                            break
-                        if spec.role in absent:
-                            state.result.outcomes[spec.role] = RoleOutcome(
-                                spec.role, None, "never started (absent)"
-                            )
-                            continue
-                        if delays.get(spec.role):
-                            await trio.sleep(delays[spec.role])
-                        await state.start(spec, nursery, announce_wait, on_announce)
+                    with state.starting:
+                        for spec in state.specs:
+                            if spec.role in absent:
+                                state.result.outcomes[spec.role] = RoleOutcome(
+                                    spec.role, None, "never started (absent)"
+                                )
+                                continue
+                            if delays.get(spec.role):
+                                await trio.sleep(delays[spec.role])
+                            await state.start(spec, nursery, announce_wait, on_announce)
                 outer.cancel_scope.cancel()
-        if scope.cancelled_caught:
-            running = sorted(r for r, p in state.processes.items() if p.returncode is None)
-            if running:
-                state.fail(
-                    RoleOutcome(
-                        running[0],
-                        None,
-                        f"still running {LAUNCH_SLACK:g} s past the session deadline "
-                        f"({deadline:g} s), with {len(running)} role(s)",
-                        ended_s=state.now(),
-                    )
+        if deadline is not None and scope.cancelled_caught and state.running():
+            state.fail(
+                state.launcher_failure(
+                    f"still running {LAUNCH_SLACK:g} s past the session deadline "
+                    f"({deadline:g} s), with {len(state.running())} role(s)"
                 )
+            )
     finally:
         await state.reap()
+    seen = time.monotonic()
     for role, process in state.processes.items():
-        if role not in state.result.outcomes:
-            state.result.outcomes[role] = RoleOutcome(
-                role, process.returncode, "stopped by the launcher", killed=True
-            )
-    # Which role failed first: by the participants' own clocks where they logged one, since
-    # the order in which exits reach the launcher follows teardown, not cause.
-    clocked = [o for o in state.result.outcomes.values() if o.failed_at is not None]
-    if clocked:
-        state.result.first_failure = min(clocked, key=lambda o: o.failed_at or 0.0)
+        if role not in state.result.outcomes:  # its watch was cancelled
+            outcome = state.record(state.by_role[role], process.returncode, seen)
+            state.result.outcomes[role] = outcome
+            if outcome.failed and not any(found is outcome for found in state.failures):
+                state.failures.append(outcome)
+    # The order in which exits reach the launcher follows teardown, not cause.
+    state.result.first_failure = first_failure(state.failures)
     state.result.elapsed_s = state.now()
     return state.result
 
@@ -315,25 +519,23 @@ async def launch(
 async def _stop_on_signals(scope: trio.CancelScope, state: _Launch) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for number in signals:
-            running = sorted(r for r, p in state.processes.items() if p.returncode is None)
             state.fail(
-                RoleOutcome(
-                    running[0] if running else -1,
-                    None,
-                    f"the launcher received {signal.Signals(number).name} and stopped the run",
-                    ended_s=state.now(),
+                state.launcher_failure(
+                    f"the launcher received {signal.Signals(number).name} and stopped the run"
                 )
             )
             scope.cancel()
             return
 
 
-def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float]:
+def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float | None]:
     """Launch specs for the role descriptions ``role-NNNNNN.json`` in ``directory``, and the
-    largest session deadline among them. Each role logs to ``logs/role-NNNNNN.log`` there.
+    largest session deadline among them (None when a role has none). Each role logs to
+    ``logs/role-NNNNNN.log`` there.
 
     Raises:
-        RoleDescriptionInvalid: a description is unreadable or wrong, or roles are missing.
+        RoleDescriptionInvalid: a description is unreadable, not a regular file, larger than
+            :data:`MAX_DESCRIPTION_BYTES`, not UTF-8 or wrong, or roles are missing.
     """
     paths = sorted(directory.glob("role-*.json"))
     if not paths:
@@ -342,15 +544,20 @@ def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float]:
             "`alpha exchange` or `alpha compile`"
         )
     specs = []
-    deadline = 0.0
+    deadlines: list[float | None] = []
     for path in paths:
         try:
-            description = RoleDescription.from_json(path.read_text())
+            text = read_regular_file(path, MAX_DESCRIPTION_BYTES).decode("utf-8")
+            description = RoleDescription.from_json(text)
         except OSError as error:
-            raise RoleDescriptionInvalid(f"{path.name}: {error}") from None
+            raise RoleDescriptionInvalid(
+                f"{path.name}: cannot read it: {error.strerror or error}"
+            ) from None
+        except UnicodeDecodeError as error:
+            raise RoleDescriptionInvalid(f"{path.name} is not UTF-8 text: {error}") from None
         except RoleDescriptionInvalid as error:
             raise RoleDescriptionInvalid(f"{path.name}: {error}") from None
-        deadline = max(deadline, description.budgets.deadline)
+        deadlines.append(description.budgets.deadline)
         specs.append(
             LaunchSpec(
                 role=description.role,
@@ -367,7 +574,8 @@ def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float]:
             f"{directory} lacks the description of role {missing[0] if missing else '?'}; "
             "roles must be 0..n-1, one file each"
         )
-    return specs, deadline
+    bounded = [seconds for seconds in deadlines if seconds is not None]
+    return specs, (max(bounded) if len(bounded) == len(deadlines) else None)
 
 
 def write_roles(directory: Path, descriptions: Iterable[RoleDescription]) -> int:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
+from alpha._files import read_regular_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import (
     AdmissionError,
@@ -41,7 +42,7 @@ from alpha.membership import MAX_EPOCH, MAX_ROLES, ParticipantGroup, group, pars
 from alpha.role import DEFAULT_ADDRESS
 from alpha.topology import ParticipantTree, pair, star
 
-if TYPE_CHECKING:  # the type only: this module does no I/O beyond load_plan's one open()
+if TYPE_CHECKING:  # the type only: this module does no I/O beyond load_plan's one read
     from os import PathLike
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_HIDDEN",
     "MAX_HOLDOUT",
     "MAX_NAME_CHARS",
+    "MAX_PLAN_BYTES",
     "MAX_ROUNDS",
     "MAX_SEED",
     "MAX_WORK_SIZE",
@@ -597,8 +599,7 @@ def _read_budgets(root: _Table) -> Budgets:
     _refuse_unknown(table, "budgets", _BUDGET_KEYS)
     values: dict[str, object] = {}
     for key, value in table.items():
-        default = getattr(DEFAULT_BUDGETS, key)
-        if type(default) is float and type(value) is int:
+        if key != "connect_attempts" and type(value) is int:
             value = float(value)  # TOML `accept = 10` means 10 seconds, like 10.0
         try:
             Budgets(**{key: value})  # type: ignore[arg-type]  # Budgets checks the type
@@ -810,19 +811,32 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
     )
 
 
+#: The largest plan file :func:`load_plan` reads. A plan is a few hundred bytes; its longest
+#: tables list exceptions one line each (an edge's address, a role's target or GPU, ~30 bytes),
+#: so 1 MiB holds some 30,000 of them. A bigger file is not a plan (a log, a data set, a
+#: device named by mistake), and the bound keeps `alpha compile` from reading it all.
+MAX_PLAN_BYTES: Final = 1 << 20
+
+
 def load_plan(path: str | PathLike[str]) -> Plan:
     """Read the plan file at ``path`` (UTF-8 TOML); its ``source`` is the path.
 
+    Only a regular file of at most :data:`MAX_PLAN_BYTES` is read: a FIFO is refused without
+    waiting for a writer, and a device such as ``/dev/zero`` without reading a byte.
+
     Raises:
-        PlanInvalid: the file cannot be read (``field`` is ``""``, the message names the path
-            and the cause), is not UTF-8, or :func:`parse_plan` refuses its text.
+        PlanInvalid: the file cannot be read, is not a regular file or is larger than
+            :data:`MAX_PLAN_BYTES` (``field`` is ``""``, the message names the path and the
+            cause), is not UTF-8, or :func:`parse_plan` refuses its text.
     """
     source = path if isinstance(path, str) else path.__fspath__()
     try:
-        with open(source, "rb") as file:
-            data = file.read()
+        data = read_regular_file(source, MAX_PLAN_BYTES)
     except OSError as error:
-        raise PlanInvalid(f"cannot read the plan {source}: {error.strerror or error}") from None
+        raise PlanInvalid(
+            f"cannot read the plan {source}: {error.strerror or error}; name a plan file "
+            f"(TOML, at most {MAX_PLAN_BYTES} bytes, see docs/plans.md)"
+        ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -5,25 +5,39 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
 from alpha.budgets import Budgets
+from alpha.errors import RoleDescriptionInvalid
 from alpha.frame import FrameKind, FrameSpec, SendSlot
 from alpha.identity import RunIdentity
 from alpha.launch import (
+    ANNOUNCE_WAIT,
+    CAUSE_TAIL_BYTES,
+    EXIT_NOTICE,
     LAUNCH_SLACK,
+    MAX_DESCRIPTION_BYTES,
     LaunchResult,
     LaunchSpec,
+    RoleOutcome,
+    _Launch,
+    first_failure,
     launch,
+    read_cause,
     specs_from_dir,
     write_roles,
 )
 from alpha.role import RoleDescription, exchange_payload, exchange_roles
 from alpha.runtime.endpoint import HELLO_SLOT
+from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.topology import ParticipantTree, pair, star
 
 pytestmark = pytest.mark.slow
@@ -73,9 +87,8 @@ def assert_no_process_left(result: LaunchResult) -> None:
         assert outcome.returncode is not None or "absent" in outcome.cause, outcome
 
 
-def alive_children() -> list[int]:
-    """Processes whose parent is this test process (zombies included)."""
-    me = os.getpid()
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (zombies included)."""
     children = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -86,9 +99,51 @@ def alive_children() -> list[int]:
             continue
         # The parent pid is the second field after the parenthesised command name.
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == me:
+        if parent == pid:
             children.append(int(entry))
     return children
+
+
+def alive_children() -> list[int]:
+    """Processes whose parent is this test process (zombies included)."""
+    return children_of(os.getpid())
+
+
+def state_of(pid: int) -> str:
+    """The process's state letter (R, S, T, Z, ...), or "" once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+async def pid_running(argument: str) -> int:
+    """The pid of the process whose command line holds ``argument`` (a role's description).
+
+    A process just started may not show its command line yet: the kernel sets it at the end
+    of exec, after the parent learned that exec succeeded. The wait is bounded by the run's
+    own budgets: a launch that cannot go on fails and cancels the hook that waits here."""
+    while True:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue  # it exited meanwhile
+                if argument.encode() in argv:
+                    return int(entry.name)
+        await trio.sleep(0.005)
+
+
+def established_on(port: int) -> bool:
+    """Whether a TCP connection to local port ``port`` on 127.0.0.1 is established (accepted by
+    the kernel, whether or not the listener took it yet)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if int(local.split(":")[1], 16) == port and state == "01":
+            return True
+    return False
 
 
 @pytest.mark.parametrize(
@@ -302,3 +357,261 @@ def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
     )
     assert failed.returncode == 1
     assert "failed first" in failed.stderr
+
+
+# --- which role failed first: signals, stopped roles, logs ----------------------------------
+
+
+def _log_of(run: Run, role: int) -> Path:
+    return run.roles / "logs" / f"role-{role:06d}.log"
+
+
+async def test_a_role_killed_by_a_signal_is_named_first_with_its_log(tmp_path: Path) -> None:
+    # Role 0 (the hub) waits to accept role 2, which starts late; role 1, connected to role 0,
+    # waits on it. Killing role 0 then breaks role 1's connection at once: role 1 logs its own
+    # failure about as soon as the launcher sees role 0 die, and must not take the blame.
+    waiting = Budgets(connect_attempts=20, connect_interval=0.1, accept=60.0, receive=30.0)
+    run = Run(tmp_path, star(3), budgets=waiting)
+    late = 30.0  # role 2's start delay: the launcher, stopping, must not sit it out
+    listener: list[int] = []
+
+    async def kill_role_0_once_role_1_is_connected(role: int, ports: tuple[int, ...]) -> None:
+        if role == 0:
+            listener.append(ports[0])  # role 0's listener for role 1
+        if role == 1:
+            while not established_on(listener[0]):
+                await trio.sleep(0.01)
+            os.kill(await pid_running(run.specs[0].argv[-1]), signal.SIGKILL)
+
+    result = await run.launch(delays={2: late}, on_announce=kill_role_0_once_role_1_is_connected)
+    failure = result.first_failure
+    assert failure is not None
+    assert failure.role == 0
+    assert failure.cause == f"role 0 was killed by SIGKILL; its log: {_log_of(run, 0)}"
+    assert result.outcomes[0].returncode == -signal.SIGKILL
+    assert not result.outcomes[0].killed, "the launcher did not send it"
+    peer = result.outcomes[1]
+    assert peer.killed or peer.cause.startswith("role 1: failed: "), peer
+    assert peer.cause.endswith(f"; its log: {_log_of(run, 1)}")
+    assert 2 not in result.outcomes, "the launcher stopped before role 2's turn"
+    assert result.elapsed_s < late
+    assert_no_process_left(result)
+    assert alive_children() == []
+
+
+async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_path: Path) -> None:
+    budgets = Budgets(connect_attempts=20, connect_interval=0.1, accept=3.0, receive=10.0)
+    run = Run(tmp_path, star(3), budgets=budgets)
+    stopped: list[int] = []
+
+    async def stop_role_2(role: int, ports: tuple[int, ...]) -> None:
+        if role == 2:  # a leaf announces no port: it is stopped while it starts
+            pid = await pid_running(run.specs[2].argv[-1])
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+    try:
+        result = await run.launch(on_announce=stop_role_2)
+        left = alive_children()
+    finally:
+        for pid in stopped:
+            if pid in alive_children():  # only if the launcher failed to kill and reap it
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    failure = result.first_failure
+    assert failure is not None
+    assert failure.role == 2
+    assert failure.stopped
+    assert failure.cause == (
+        "role 2 was stopped (SIGSTOP or another stop signal) and stopped answering; "
+        f"its log: {_log_of(run, 2)}"
+    )
+    assert result.outcomes[2].returncode == -signal.SIGKILL, "killed by the launcher at last"
+    # Role 0's accept budget ran out waiting for role 2: by the clocks it failed first.
+    hub = result.outcomes[0]
+    assert hub.logged
+    assert "BudgetExhausted" in hub.cause and "for role 2" in hub.cause
+    assert hub.cause.endswith(f"; its log: {_log_of(run, 0)}")
+    assert left == []
+    assert_no_process_left(result)
+
+
+def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> None:
+    # Roles 0 and 1 of a star of 3 without role 2: they would wait a minute for it.
+    run = Run(tmp_path, star(3), budgets=ROOMY)
+    (run.roles / "role-000002.json").unlink()
+    progress = tmp_path / "launcher.err"
+    with progress.open("wb") as err:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "alpha", "launch", str(run.roles)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    # A participant's own exit once it noticed: closing its connections and the
+    # interpreter's shutdown, seconds on a loaded host.
+    exit_margin = 10.0
+    participants: list[int] = []
+    try:
+        # Both roles started and announced; the launcher's own ANNOUNCE_WAIT bounds this.
+        while "(2/2)" not in progress.read_text():
+            assert launcher.poll() is None, progress.read_text()
+            time.sleep(0.02)
+        participants = children_of(launcher.pid)
+        assert len(participants) == 2
+        launcher.kill()
+        assert launcher.wait() == -signal.SIGKILL
+        give_up = time.monotonic() + LAUNCHER_POLL + exit_margin
+        while running := [pid for pid in participants if state_of(pid) not in ("", "Z")]:
+            assert time.monotonic() < give_up, f"still running: {running}"
+            time.sleep(0.02)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        for pid in participants:
+            if state_of(pid) not in ("", "Z"):
+                os.kill(pid, signal.SIGKILL)
+    causes = []
+    for role in (0, 1):
+        clock, cause = run.log(role).splitlines()[-2:]
+        assert clock.startswith(f"role {role}: failure-clock "), run.log(role)
+        assert cause.startswith(f"role {role}: failed: "), cause
+        causes.append(cause.split(": ")[2])
+    # At least the first to look found its launcher gone; the other may see that peer go first.
+    assert "LauncherLost" in causes, causes
+
+
+class _StopsWhileStarting(_Launch):
+    """A launch in which another role's failure arrives while a role's process starts."""
+
+    async def open(self, spec: LaunchSpec, log: int) -> trio.Process:
+        process = await super().open(spec, log)
+        self.stop_all()
+        return process
+
+
+async def test_a_role_started_while_the_launcher_stops_is_killed_at_once(tmp_path: Path) -> None:
+    run = Run(tmp_path, pair(), budgets=FAST)
+    state = _StopsWhileStarting(run.specs, fail_fast=True)
+    async with trio.open_nursery() as nursery:
+        # Returns without waiting for an announcement; the nursery ends when watch() saw the
+        # role exit, which it would do by itself only after its accept budget.
+        await state.start(run.specs[0], nursery, ANNOUNCE_WAIT, None)
+    await state.reap()
+    outcome = state.result.outcomes[0]
+    assert outcome.killed
+    assert outcome.returncode == -signal.SIGKILL
+    assert not outcome.failed
+    assert state.failures == []
+    assert alive_children() == []
+
+
+async def test_no_role_is_started_once_the_launcher_stops(tmp_path: Path) -> None:
+    run = Run(tmp_path, pair(), budgets=FAST)
+    state = _Launch(run.specs, fail_fast=True)
+    state.stop_all()
+    async with trio.open_nursery() as nursery:
+        await state.start(run.specs[0], nursery, ANNOUNCE_WAIT, None)
+    assert state.processes == {}
+    assert not run.specs[0].log.exists()
+
+
+def test_alpha_launch_names_the_first_failure_and_its_log(tmp_path: Path) -> None:
+    run = Run(tmp_path, pair(), budgets=FAST)
+    # Role 1 expects another payload than role 0 sends it, and sends another: one refuses.
+    path = run.roles / "role-000001.json"
+    assert '"exchange": 512' in path.read_text()
+    path.write_text(path.read_text().replace('"exchange": 512', '"exchange": 511'))
+    failed = subprocess.run(
+        [sys.executable, "-m", "alpha", "launch", str(run.roles)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert failed.returncode == 1
+    line = next(x for x in failed.stderr.splitlines() if "failed first" in x)
+    role = int(line.removeprefix("launch: role ").split(" ", 1)[0])
+    assert line.startswith(f"launch: role {role} failed first: role {role}: failed: ")
+    assert line.endswith(f"; its log: {_log_of(run, role)}")
+
+
+# --- the blame order, as values -------------------------------------------------------------
+
+
+def _failed(role: int, at: float, **fields: object) -> RoleOutcome:
+    return RoleOutcome(role, 1, f"role {role} failed", failed_at=at, **fields)  # type: ignore[arg-type]
+
+
+def test_a_stopped_role_is_named_before_any_earlier_failure() -> None:
+    early = _failed(3, 1.0, logged=True)
+    stopped = _failed(5, 50.0, stopped=True)
+    also = _failed(4, 60.0, stopped=True)
+    assert first_failure([early, stopped]) is stopped
+    assert first_failure([early, stopped, also]) is also, "the lowest stopped role"
+
+
+@pytest.mark.parametrize(
+    ("seen_after", "first"),
+    [
+        (EXIT_NOTICE - 0.01, "exit"),  # its peer may have seen its connection break first
+        (EXIT_NOTICE + 0.01, "logged"),  # too late to be the cause
+    ],
+)
+def test_an_exit_the_launcher_saw_is_placed_exit_notice_earlier(
+    seen_after: float, first: str
+) -> None:
+    logged = _failed(1, 100.0, logged=True)
+    exit_ = RoleOutcome(0, -signal.SIGKILL, "killed", failed_at=100.0 + seen_after, exit_seen=True)
+    chosen = first_failure([logged, exit_])
+    assert chosen is (exit_ if first == "exit" else logged)
+
+
+def test_the_earliest_clock_is_first_and_no_failure_is_none() -> None:
+    diagnosed = RoleOutcome(2, None, "silent", failed_at=10.5)
+    logged = _failed(1, 10.0, logged=True)
+    assert first_failure([diagnosed, logged]) is logged
+    assert first_failure([diagnosed]) is diagnosed
+    killed = RoleOutcome(3, -signal.SIGKILL, "stopped by the launcher", killed=True)
+    assert first_failure([killed, RoleOutcome(0, 0)]) is None
+    assert first_failure([]) is None
+
+
+def test_the_cause_is_read_from_the_end_of_a_long_log(tmp_path: Path) -> None:
+    log = tmp_path / "role-000000.log"
+    progress = b"role 0: round 1 loss 0.5\n" * (3 * CAUSE_TAIL_BYTES // 25)
+    log.write_bytes(progress + b"role 0: failure-clock 12.500000\nrole 0: failed: PeerLost: x\n")
+    assert read_cause(log) == ("role 0: failed: PeerLost: x", 12.5)
+    log.write_bytes(progress)
+    assert read_cause(log) == ("role 0: round 1 loss 0.5", None)
+    assert read_cause(tmp_path / "absent.log") == ("", None)
+
+
+# --- reading role descriptions a user named -------------------------------------------------
+
+
+def test_a_description_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    run = Run(tmp_path, pair(), budgets=FAST)
+    (run.roles / "role-000001.json").unlink()
+    os.mkfifo(run.roles / "role-000001.json")  # no writer: a blocking open would wait forever
+    with pytest.raises(RoleDescriptionInvalid) as info:
+        specs_from_dir(run.roles)
+    assert type(info.value) is RoleDescriptionInvalid
+    assert "role-000001.json" in str(info.value) and "FIFO" in str(info.value)
+
+
+@pytest.mark.parametrize("size", [MAX_DESCRIPTION_BYTES, MAX_DESCRIPTION_BYTES + 1])
+def test_a_description_is_read_up_to_its_bound(size: int, tmp_path: Path) -> None:
+    run = Run(tmp_path, pair(), budgets=FAST)
+    path = run.roles / "role-000001.json"
+    text = path.read_bytes()
+    path.write_bytes(text + b" " * (size - len(text)))  # JSON allows trailing blanks
+    if size <= MAX_DESCRIPTION_BYTES:
+        specs, _ = specs_from_dir(run.roles)
+        assert [spec.role for spec in specs] == [0, 1]
+        return
+    with pytest.raises(RoleDescriptionInvalid) as info:
+        specs_from_dir(run.roles)
+    assert type(info.value) is RoleDescriptionInvalid
+    assert f"more than {MAX_DESCRIPTION_BYTES} bytes" in str(info.value)

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import pathlib
 import pickle
 import re
@@ -27,6 +28,7 @@ from alpha.plan import (
     MAX_GPU_UUID_CHARS,
     MAX_HIDDEN,
     MAX_NAME_CHARS,
+    MAX_PLAN_BYTES,
     MAX_ROUNDS,
     MAX_SEED,
     MAX_WORK_SIZE,
@@ -185,6 +187,65 @@ def test_load_plan_refuses_a_file_that_is_not_utf8(tmp_path: pathlib.Path) -> No
     assert type(info.value) is PlanInvalid
     assert info.value.field == ""
     assert "UTF-8" in str(info.value)
+
+
+def unreadable(path: str | pathlib.Path) -> PlanInvalid:
+    """The PlanInvalid load_plan raises for ``path`` (exactly that class, no field)."""
+    with pytest.raises(PlanInvalid) as info:
+        load_plan(path)
+    assert type(info.value) is PlanInvalid
+    assert info.value.field == ""
+    assert str(path) in str(info.value)
+    return info.value
+
+
+def test_load_plan_refuses_a_device_without_reading_it() -> None:
+    # /dev/zero never ends: reading it whole would take the machine's memory.
+    assert "a character device, not a regular file" in str(unreadable("/dev/zero"))
+
+
+def test_load_plan_refuses_a_fifo_without_waiting_for_a_writer(tmp_path: pathlib.Path) -> None:
+    fifo = tmp_path / "plan.toml"
+    os.mkfifo(fifo)  # no writer: a blocking open would wait forever
+    assert "a FIFO, not a regular file" in str(unreadable(fifo))
+
+
+def test_load_plan_refuses_a_directory(tmp_path: pathlib.Path) -> None:
+    assert "a directory, not a regular file" in str(unreadable(tmp_path))
+
+
+def _padded(tmp_path: pathlib.Path, size: int) -> pathlib.Path:
+    """The base plan, filled up with a TOML comment to exactly ``size`` bytes."""
+    text = render(base()).encode() + b"\n#"
+    path = tmp_path / "padded.toml"
+    path.write_bytes(text + b"x" * (size - len(text)))
+    assert path.stat().st_size == size
+    return path
+
+
+def test_load_plan_reads_a_plan_of_max_plan_bytes(tmp_path: pathlib.Path) -> None:
+    path = _padded(tmp_path, MAX_PLAN_BYTES)
+    assert load_plan(path) == parse_plan(path.read_text(), source=str(path))
+
+
+def test_load_plan_refuses_a_plan_of_max_plan_bytes_plus_one(tmp_path: pathlib.Path) -> None:
+    message = str(unreadable(_padded(tmp_path, MAX_PLAN_BYTES + 1)))
+    assert f"more than {MAX_PLAN_BYTES} bytes" in message
+
+
+def test_alpha_compile_refuses_dev_zero_in_one_line_and_exit_2(tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "compile", "/dev/zero", "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("alpha: error: cannot read the plan /dev/zero: ")
+    assert len(done.stderr.splitlines()) == 1
 
 
 def test_the_docs_example_reads() -> None:

@@ -1,0 +1,127 @@
+"""A launched participant dies with its launcher: the watch on the parent pid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import alpha.runtime.parent as parent
+from alpha.budgets import Budgets
+from alpha.errors import LauncherLost, UsageError
+from alpha.launch import write_roles
+from alpha.participant import FAILURE_CLOCK
+from alpha.role import exchange_roles
+from alpha.runtime.parent import LAUNCHER_PID_ENV, LAUNCHER_POLL, launcher_pid, watch_launcher
+from alpha.topology import pair
+
+
+def test_without_the_variable_nothing_is_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    def getppid() -> int:
+        raise AssertionError("a participant started by hand must not watch its parent")
+
+    monkeypatch.setattr(parent.os, "getppid", getppid)
+    assert launcher_pid({}) is None
+    trio.run(watch_launcher, {})  # returns at once
+
+
+@pytest.mark.parametrize("text", ["2", "4194304", "9999999999"])
+def test_the_variable_names_a_process_id(text: str) -> None:
+    assert launcher_pid({LAUNCHER_PID_ENV: text}) == int(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " 12", "12 ", "abc", "-5", "+5", "0", "1", "12345678901", "\u0663", "1e3", "0x10"],
+)
+def test_a_variable_that_is_not_a_process_id_is_refused(text: str) -> None:
+    with pytest.raises(UsageError) as info:
+        launcher_pid({LAUNCHER_PID_ENV: text})
+    assert type(info.value) is UsageError
+    assert LAUNCHER_PID_ENV in str(info.value)
+
+
+def _parents(monkeypatch: pytest.MonkeyPatch, seen: list[int]) -> None:
+    """The parent pids getppid() answers, one per look."""
+    answers = iter(seen)
+    monkeypatch.setattr(parent.os, "getppid", lambda: next(answers))
+
+
+async def test_the_watch_raises_launcher_lost_when_the_parent_changes(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    _parents(monkeypatch, [4321, 4321, 4321, 1])
+    start = trio.current_time()
+    with pytest.raises(LauncherLost) as info:
+        await watch_launcher({LAUNCHER_PID_ENV: "4321"})
+    assert type(info.value) is LauncherLost
+    assert (info.value.launcher, info.value.parent) == (4321, 1)
+    assert "pid 4321" in str(info.value) and "alpha launch" in str(info.value)
+    # Three looks found the launcher, one poll apart; the fourth found another parent.
+    assert trio.current_time() - start == pytest.approx(3 * LAUNCHER_POLL)
+
+
+async def test_a_parent_gone_before_the_first_look_is_found_at_once(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    _parents(monkeypatch, [1])
+    start = trio.current_time()
+    with pytest.raises(LauncherLost):
+        await watch_launcher({LAUNCHER_PID_ENV: "4321"})
+    assert trio.current_time() == start
+
+
+# --- a real participant -------------------------------------------------------------------
+
+
+def _role_zero(tmp_path: Path) -> Path:
+    """Role 0 of a pair: it listens for role 1 (never started) and waits on its accept budget,
+    reading nothing from stdin."""
+    write_roles(tmp_path, exchange_roles(pair(), exchange=64, budgets=Budgets(accept=2.0)))
+    return tmp_path / "role-000000.json"
+
+
+def _participant(description: Path, launcher: str | None) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != LAUNCHER_PID_ENV}
+    if launcher is not None:
+        environment[LAUNCHER_PID_ENV] = launcher
+    return subprocess.run(
+        [sys.executable, "-m", "alpha.participant", str(description)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # the port announcement: bytes
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_a_participant_whose_launcher_is_gone_stops_with_launcher_lost(tmp_path: Path) -> None:
+    # The named launcher is not this participant's parent (this test process is).
+    done = _participant(_role_zero(tmp_path), str(os.getppid()))
+    assert done.returncode == 1, done.stderr
+    clock, cause = done.stderr.splitlines()[-2:]
+    assert clock.startswith(f"role 0: {FAILURE_CLOCK} ")
+    assert cause.startswith("role 0: failed: LauncherLost: "), cause
+    assert f"pid {os.getppid()}" in cause
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", [None, "parent"], ids=["by-hand", "by-its-launcher"])
+def test_a_participant_with_its_launcher_or_none_is_not_stopped(
+    launcher: str | None, tmp_path: Path
+) -> None:
+    named = None if launcher is None else str(os.getpid())
+    done = _participant(_role_zero(tmp_path), named)
+    # It runs until its own accept budget ends it: the watch never fired.
+    assert done.returncode == 1, done.stderr
+    assert "LauncherLost" not in done.stderr
+    cause = done.stderr.splitlines()[-1]
+    assert cause.startswith("role 0: failed: BudgetExhausted: "), cause
+    assert "for role 1" in cause
