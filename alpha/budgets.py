@@ -26,19 +26,27 @@ class Budgets:
             for a lower peer's port on stdin.
         accept: the wait for each higher peer to connect (each accept, not all together:
             peers start one after another, so the total grows with their number).
-        receive: the wait for one whole frame, from its first byte to its trailer.
-        deadline: the whole session, from start to the last frame; nothing outlives it.
+        receive: the wait for one whole frame, from the moment the role waits for it to its
+            trailer; also a send the peer does not take, and the end of an edge.
+        start: the wait for the first byte of the first frame on an edge after the hellos: the
+            peer may still be waiting for roles that start after it (the launcher starts roles
+            one after another), so this wait grows with the run and has its own bound.
+        deadline: an optional bound on the whole session, from start to the last frame. None
+            (the default) leaves it off: every wait is bounded by the budgets above, so a
+            failed or silent peer is found without it, and a long training run is not cut
+            short for being long.
 
     Raises:
         RoleDescriptionInvalid: a budget is not a positive finite number (attempts: an int of
-            at least 1).
+            at least 1; deadline: also None).
     """
 
     connect_attempts: int = 100
     connect_interval: float = 0.1
     accept: float = 30.0
     receive: float = 30.0
-    deadline: float = 600.0
+    start: float = 120.0
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         attempts = self.connect_attempts
@@ -46,8 +54,10 @@ class Budgets:
             raise RoleDescriptionInvalid(
                 f"budgets.connect_attempts must be an int >= 1, got {attempts!r}"
             )
-        for name in ("connect_interval", "accept", "receive", "deadline"):
+        for name in ("connect_interval", "accept", "receive", "start", "deadline"):
             value = getattr(self, name)
+            if name == "deadline" and value is None:
+                continue
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
@@ -63,7 +73,7 @@ class Budgets:
         """The whole connect wait: attempts times interval."""
         return self.connect_attempts * self.connect_interval
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | None]:
         return asdict(self)
 
     @classmethod

@@ -212,7 +212,7 @@ def _exchange(args: argparse.Namespace) -> int:
     tree = ParticipantTree(args.n, args.fanout)
     directory = Path(args.dir or f"runs/exchange-{args.n}-{args.fanout}")
     reports = output_folder(directory / "reports")
-    for stale in reports.glob("*.json"):
+    for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
         stale.unlink()
     budgets = Budgets(deadline=args.deadline)
     write_roles(
@@ -229,7 +229,15 @@ def _exchange(args: argparse.Namespace) -> int:
     )
     code = _launch_dir(directory)
     if code == EXIT_OK:
-        found = [json.loads(path.read_text()) for path in sorted(reports.glob("*.json"))]
+        from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+
+        # The reports count only as the run committed them (docs/failure.md).
+        record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
+        data = {
+            int(p.stem.removeprefix("role-")): p.read_bytes() for p in reports.glob("role-*.json")
+        }
+        check_reports(record, data, tree.children)
+        found = [json.loads(text) for text in data.values()]
         checked = sum(len(report["edges"]) for report in found) // 2
         print(f"exchange: {checked} of {edges} edge(s) established once and checked both ways")
         if checked != edges:

@@ -70,7 +70,8 @@ class RoleDescription:
 
     Raises:
         RoleDescriptionInvalid: the role is outside ``0..participants-1``, edges are not
-            ascending, repeat a peer, name the role itself or a role outside the run.
+            ascending, repeat a peer, name the role itself or a role outside the run, or name
+            more than one lower peer (edges are those of a participant tree).
     """
 
     role: int
@@ -94,6 +95,11 @@ class RoleDescription:
                 raise RoleDescriptionInvalid(
                     f"edges: peer {peer} is not another role of 0..{self.participants - 1}"
                 )
+        if sum(peer < self.role for peer in peers) > 1:
+            raise RoleDescriptionInvalid(
+                f"edges: role {self.role} has more than one lower peer; edges are those of a "
+                "participant tree, where the parent is the only lower peer"
+            )
         if not 0 <= self.exchange <= MAX_EXCHANGE:
             raise RoleDescriptionInvalid(
                 f"exchange must be 0..{MAX_EXCHANGE} bytes, got {self.exchange}"

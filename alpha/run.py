@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import trio
 
 from alpha.artifact import REPORTS_DIR, launch_specs
+from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan, parse_roles
+from alpha.errors import CommitInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.launch import launch
 from alpha.learner.data import load_digits
@@ -118,7 +120,7 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
     compile_plan(plan, directory, roles)
     reports = directory / REPORTS_DIR
     if reports.exists():
-        for stale in reports.glob("*.json"):
+        for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
             stale.unlink()
     specs, deadline = launch_specs(directory)
     print(
@@ -142,10 +144,10 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
     failure = getattr(result, "first_failure", None)
     if failure is not None:
         return RunSummary(False, "", "", 0.0, wall, None, f"role {failure.role}: {failure.cause}")
-    found = {
-        int(data["role"]): data
-        for data in (json.loads(p.read_text()) for p in reports.glob("role-*.json"))
-    }
+    try:
+        found = committed_reports(reports, plan)
+    except CommitInvalid as error:
+        return RunSummary(False, "", "", 0.0, wall, None, f"the run did not commit: {error}")
     digests = {data["digests"]["w"] for data in found.values()}
     replaying = _Progress(out, plan.rounds, label="replicated ")
     replica = replicate(plan, load_digits(), on_round=replaying.update)
@@ -165,6 +167,26 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
         wall_s=time.monotonic() - started,
         curve=curve,
     )
+
+
+def committed_reports(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
+    """Every role's report in ``folder``, checked against the run's commit record: a run's
+    results count only once role 0 committed them (``docs/failure.md``).
+
+    Raises:
+        CommitInvalid: there is no commit record, or the reports are not the committed ones.
+    """
+    try:
+        record = CommitRecord.decode((folder / COMMIT_NAME).read_bytes())
+    except FileNotFoundError:
+        raise CommitInvalid(
+            f"{folder / COMMIT_NAME} does not exist: the run did not commit"
+        ) from None
+    data: dict[int, bytes] = {}
+    for path in folder.glob("role-*.json"):
+        data[int(path.stem.removeprefix("role-"))] = path.read_bytes()
+    check_reports(record, data, plan.tree.children)
+    return {role: json.loads(text) for role, text in data.items()}
 
 
 def main_run(plan_path: str | None, directory: str | None) -> int:

@@ -8,9 +8,11 @@ from contextlib import asynccontextmanager
 import trio
 
 from alpha.budgets import Budgets
+from alpha.identity import RunIdentity
 from alpha.runtime.channel import FrameChannel
 
 BUDGETS = Budgets(receive=0.5, accept=0.5, connect_attempts=3, connect_interval=0.05)
+IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
 
 
 @asynccontextmanager
@@ -23,8 +25,8 @@ async def connected(
     client = await trio.open_tcp_stream("127.0.0.1", port)
     server = await listeners[0].accept()
     await listeners[0].aclose()
-    a = FrameChannel(server, role=low, peer=high, budgets=budgets)
-    b = FrameChannel(client, role=high, peer=low, budgets=budgets)
+    a = FrameChannel(server, role=low, peer=high, budgets=budgets, identity=IDENTITY)
+    b = FrameChannel(client, role=high, peer=low, budgets=budgets, identity=IDENTITY)
     try:
         yield a, b
     finally:

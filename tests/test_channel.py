@@ -11,13 +11,21 @@ import trio
 import trio.testing
 from conftest import connected
 
+from alpha.abort import AbortCause
 from alpha.budgets import Budgets
-from alpha.errors import BudgetExhausted, PeerLost, PortMissing, TrailingBytes, Truncated
+from alpha.errors import (
+    BudgetExhausted,
+    PeerLost,
+    PortMissing,
+    RoundAborted,
+    TrailingBytes,
+    Truncated,
+)
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
 from alpha.role import Edge, RoleDescription
 from alpha.runtime.channel import FrameChannel
-from alpha.runtime.session import run_role
+from alpha.runtime.session import first_alpha_error, run_role
 
 IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
 BUDGETS = Budgets(receive=0.5, accept=0.5, connect_attempts=3, connect_interval=0.05)
@@ -95,7 +103,7 @@ async def test_bytes_after_the_last_frame_are_trailing() -> None:
         last = ReceiveSlot(spec(0, 1, 8))
         assert bytes(await high.receive(last)) == b"12345678"
         with pytest.raises(TrailingBytes) as caught:
-            await high.close(last)
+            await high.expect_eof(last)
     assert caught.value.edge == (0, 1)
 
 
@@ -108,9 +116,11 @@ async def test_a_clean_close_checks_the_end_both_ways() -> None:
             nursery.start_soon(high.send, SendSlot(spec(1, 0, 4)), b"pong")
         assert bytes(await low.receive(a_last)) == b"pong"
         assert bytes(await high.receive(b_last)) == b"ping"
+        await low.send_eof()
+        await high.send_eof()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(low.close, a_last)
-            nursery.start_soon(high.close, b_last)
+            nursery.start_soon(low.expect_eof, a_last)
+            nursery.start_soon(high.expect_eof, b_last)
 
 
 async def test_a_silent_peer_exhausts_the_receive_budget() -> None:
@@ -246,3 +256,72 @@ async def test_a_verified_payload_with_wrong_content_is_payload_mismatch() -> No
                 on_failure=failures.append,
             )
     assert len(failures) == 1 and type(failures[0]) is PayloadMismatch
+
+
+# --- aborts and the watch -------------------------------------------------------------------
+
+CAUSE = AbortCause(origin=4, cause="TrailingBytes", edge=(1, 4), round=29, detail="3 bytes")
+
+
+async def test_an_abort_in_place_of_a_frame_raises_the_original_cause() -> None:
+    async with connected() as (low, high):
+        assert await low.send_abort(CAUSE)
+        slot = ReceiveSlot(spec(0, 1, 64))
+        with pytest.raises(RoundAborted) as caught:
+            await high.receive(slot)
+    error = caught.value
+    assert (error.role, error.peer, error.origin, error.cause) == (1, 0, 4, "TrailingBytes")
+    assert (error.edge, error.round) == ((1, 4), 29)
+    assert slot.next_version == 0
+    assert not low.can_abort  # one ABORT per edge; the sending side is ended
+
+
+async def test_the_watch_raises_an_abort_from_a_peer_the_schedule_is_not_reading() -> None:
+    async with connected(0, 1) as (a, _peer_a), connected(0, 2) as (b, peer_b):
+        # Role 0 waits on role 1, which is slow; role 2 aborts meanwhile.
+        async def role0() -> None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(b.watch)
+                await a.receive(ReceiveSlot(spec(1, 0, 8)), step="waiting for role 1")
+
+        async def role2() -> None:
+            await trio.sleep(0.05)
+            assert await peer_b.send_abort(CAUSE)
+
+        with pytest.raises(ExceptionGroup) as caught:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(role2)
+                await role0()
+    assert caught.value.subgroup(RoundAborted) is not None
+    error = first_alpha_error(caught.value)
+    assert isinstance(error, RoundAborted) and error.peer == 2 and error.origin == 4
+
+
+async def test_the_watch_leaves_a_data_frame_for_the_receive_that_takes_it() -> None:
+    async with connected() as (low, high), trio.open_nursery() as nursery:
+        nursery.start_soon(high.watch)
+        for version in range(3):
+            await low.send(SendSlot(spec(0, 1, 8), next_version=version), b"%08d" % version)
+        await trio.sleep(0.05)  # the frames wait in the socket while the watch looks at them
+        slot = ReceiveSlot(spec(0, 1, 8))
+        for version in range(3):
+            assert bytes(await high.receive(slot, last=version == 2)) == b"%08d" % version
+        await low.send_eof()
+        # The nursery ends only when the watch returns by itself at the expected end.
+
+
+async def test_the_watch_refuses_an_end_of_stream_while_frames_are_still_due() -> None:
+    async with connected() as (low, high):
+        await low.send_eof()
+        with pytest.raises(PeerLost) as caught:
+            await high.watch()
+    assert "still due" in str(caught.value)
+
+
+async def test_an_abort_cannot_follow_a_frame_cut_off_mid_send() -> None:
+    async with connected(budgets=Budgets(receive=0.2)) as (low, _high):
+        size = 64 << 20  # far more than the socket buffers hold; the peer never reads
+        with pytest.raises(BudgetExhausted):
+            await low.send(SendSlot(spec(0, 1, size)), bytes(size))
+        assert not low.can_abort
+        assert not await low.send_abort(CAUSE)

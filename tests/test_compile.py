@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from alpha.artifact import launch_specs, read_artifact
+from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
 from alpha.errors import PlanInvalid, UsageError
 from alpha.launch import launch
@@ -56,10 +57,18 @@ choice = "{choice}"
 
 
 def reports(directory: Path) -> dict[int, dict[str, object]]:
-    return {
-        int(data["role"]): data
-        for data in (json.loads(p.read_text()) for p in (directory / "reports").glob("*.json"))
-    }
+    """The run's reports, checked against its commit record; empty when it did not commit."""
+    folder = directory / "reports"
+    found = {int(p.stem[5:]): p.read_bytes() for p in folder.glob("role-*.json")}
+    if not (folder / COMMIT_NAME).exists():
+        assert found == {}, "a report is final only through the commit"
+        return {}
+    record = CommitRecord.decode((folder / COMMIT_NAME).read_bytes())
+    # A role's children in the tree are its higher peers, as run.json lists them.
+    run = json.loads((directory / "run.json").read_text())
+    children = {entry["role"]: entry["higher"] for entry in run["roles"]}
+    check_reports(record, found, children.__getitem__)
+    return {role: json.loads(data) for role, data in found.items()}
 
 
 def expected_digest(plan: Plan, sign: int = 1) -> str:

@@ -379,14 +379,21 @@ async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_n
         # Without fail-fast the launcher stops no one: each role must abort on its own.
         result = await launch(specs, deadline=deadline, fail_fast=False)
     assert result.outcomes[victim].returncode == -signal.SIGKILL
-    causes = set()
+    # The launcher names the killed role first, from its exit status.
+    assert result.first_failure is not None and result.first_failure.role == victim
+    assert "killed by SIGKILL" in result.first_failure.cause
+    causes = {}
     for role, outcome in result.outcomes.items():
         if role != victim:
             assert outcome.returncode == 1 and not outcome.killed, outcome
             # "role N: failed: Class: ...", from the role's own log
             assert outcome.cause.startswith(f"role {role}: failed: "), outcome.cause
-            causes.add(outcome.cause.split(": ")[2])
-    assert causes <= {"PeerLost", "Truncated"}, causes
-    # The victim's parent is the first to see it go, on their own edge.
+            causes[role] = outcome.cause.split(": ")[2]
+    # The victim's parent is the first to see it go, on their own edge; it aborts the run, and
+    # every other role stops on its ABORT, naming role 4 and what it saw.
+    assert causes.pop(4) in ("PeerLost", "Truncated")
     assert "edge 5->4" in result.outcomes[4].cause or "to role 5" in result.outcomes[4].cause
+    assert set(causes.values()) == {"RoundAborted"}, causes
+    for role in causes:
+        assert "aborted by role 4" in result.outcomes[role].cause
     assert not list((tmp_path / "reports").glob("*.json")), "no role commits anything"

@@ -4,29 +4,78 @@ A channel never interprets bytes itself: sending asks a :class:`~alpha.frame.Sen
 header, payload view and trailer; receiving arms a :class:`~alpha.frame.ReceiveSlot` and reads
 with ``recv_into`` straight into the memory the reception offers, capped at the current part of
 the frame, so a large payload lands in its buffer without another copy and no read crosses into
-the next frame. Every wait is bounded by the role's receive budget.
+the next frame. Every wait is bounded by a named budget.
+
+Aborts (``docs/failure.md``): a receive accepts an ABORT frame in place of the frame it expects
+and raises :class:`~alpha.errors.RoundAborted` with the cause it carries. While no receive is in
+progress, :meth:`FrameChannel.watch` looks at the next bytes of the stream without taking them,
+so an ABORT from a peer the schedule is not reading from stops the role at once too; a frame
+the schedule will read is left where it is. A channel remembers whether its sending side is at
+a frame boundary, since an ABORT can only follow a whole frame.
 """
 
 from __future__ import annotations
 
+import fcntl
 import socket
+import struct
+import termios
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, final
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, final
 
 import trio
 
+from alpha.abort import AbortCause, decode_cause, encode_cause
 from alpha.budgets import Budgets
-from alpha.errors import BudgetExhausted, PeerLost
-from alpha.frame import ReceiveSlot, SendSlot
+from alpha.errors import BudgetExhausted, FrameRefused, PeerLost, RoundAborted
+from alpha.frame import (
+    FORMAT_VERSION,
+    MAGIC,
+    FrameKind,
+    ReceiveSlot,
+    SendSlot,
+    abort_spec,
+)
+from alpha.identity import RunIdentity
+from alpha.runtime.whereabouts import Whereabouts
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["FrameChannel"]
+__all__ = ["ABORT_SEND_WAIT", "FrameChannel"]
 
 # Bytes read at once when checking that nothing follows the last frame: any byte is too many.
-_END_PROBE = 64
+_END_PROBE: Final = 64
+
+# The first bytes of every ABORT frame: magic, format and kind. The watch peeks at this many.
+_ABORT_HEAD: Final = MAGIC + bytes([FORMAT_VERSION, FrameKind.ABORT])
+
+# A frame's first bytes arrive together in practice; when fewer than the head are in, the
+# watch looks again after this pause instead of spinning on a readable socket.
+_PEEK_PAUSE: Final = 0.005
+
+# How often a failing role looks whether its ABORT reached the peer's kernel: a loopback or
+# LAN round trip is well below this, so the role leaves within a poll or two.
+_FLUSH_POLL: Final = 0.005
+
+# After a send found the connection broken, the peer's ABORT (sent before it closed) is already
+# in this side's buffer or nowhere: a short look is enough.
+_SALVAGE_WAIT: Final = 0.2
+
+ABORT_SEND_WAIT: Final = 5.0
+"""The longest a failing role waits to hand one ABORT frame to the kernel (also bounded by the
+receive budget). The frame is 676 bytes and fits any socket buffer; only a peer that stopped
+reading while a large frame filled the buffer holds it up, and a failing role must not linger."""
+
+
+def _unacknowledged(sock: trio.socket.SocketType) -> int:
+    """Bytes of this socket's sending side not yet acknowledged by the peer (Linux SIOCOUTQ)."""
+    try:
+        data = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except OSError:
+        return 0  # the socket is gone: nothing more will be sent
+    return int(struct.unpack("i", data)[0])
 
 
 @final
@@ -34,11 +83,18 @@ class FrameChannel:
     """Frames to and from one peer over one connected stream.
 
     One task may send while another receives; two concurrent sends (or receives) on one
-    channel are a schedule bug and trio refuses them.
+    channel are a schedule bug and trio refuses them. :meth:`watch` may run beside both.
     """
 
     def __init__(
-        self, stream: trio.SocketStream, *, role: int, peer: int, budgets: Budgets
+        self,
+        stream: trio.SocketStream,
+        *,
+        role: int,
+        peer: int,
+        budgets: Budgets,
+        identity: RunIdentity | None = None,
+        where: Whereabouts | None = None,
     ) -> None:
         # trio sets a 16 KiB TCP_NOTSENT_LOWAT on its streams, which suits interactive traffic;
         # for frames of megabytes it makes the sender wake for every 16 KiB and costs about a
@@ -49,8 +105,18 @@ class FrameChannel:
         self.role = role
         self.peer = peer
         self.budgets = budgets
+        self.identity = identity
+        self.where = where or Whereabouts(role)
         self.sent_bytes = 0
         self.received_bytes = 0
+        self._send_whole = True  # the sending side is at a frame boundary
+        self._write_closed = False
+        self._read_whole = True  # the receiving side is at a frame boundary
+        self._reading = False  # a receive is in progress
+        self._taking_abort = False  # the watch is receiving an ABORT frame
+        self._eof_expected = False  # the last frame from the peer has arrived
+        self._watch_scope: trio.CancelScope | None = None
+        self._lot = trio.lowlevel.ParkingLot()
 
     @property
     def local_port(self) -> int:
@@ -59,6 +125,14 @@ class FrameChannel:
     @property
     def remote_port(self) -> int:
         return int(self.stream.socket.getpeername()[1])
+
+    @property
+    def can_abort(self) -> bool:
+        """Whether an ABORT frame can still be sent: the sending side is open and at a frame
+        boundary (a frame cut off in the middle leaves the peer nothing to parse)."""
+        return self._send_whole and not self._write_closed
+
+    # --- sending ----------------------------------------------------------------------------
 
     async def send(self, slot: SendSlot, payload: Buffer, *, step: str = "sending") -> None:
         """Frame ``payload`` on ``slot`` and send it; the payload is not copied.
@@ -70,11 +144,20 @@ class FrameChannel:
             BudgetExhausted: the peer did not take the bytes within the receive budget.
         """
         frame = slot.prepare(payload)
+        try:
+            await self._send_pieces(frame.pieces(), step, self.budgets.receive)
+        except PeerLost:
+            await self._raise_pending_abort()
+            raise
+        self.sent_bytes += slot.spec.frame_size
+
+    async def _send_pieces(self, frame: tuple[Buffer, ...], step: str, budget: float) -> None:
         sock = self.stream.socket
         # One sendmsg per frame where it fits: header, payload and trailer leave together
         # instead of as three writes, the small ones as segments of their own.
-        pieces = [memoryview(piece) for piece in frame.pieces() if len(piece)]
-        with self._bounded(step):
+        pieces = [memoryview(piece) for piece in frame if len(memoryview(piece))]
+        self._send_whole = False
+        with self._bounded(step, seconds=budget):
             while pieces:
                 sent = await sock.sendmsg(pieces)
                 while sent and sent >= len(pieces[0]):
@@ -82,77 +165,269 @@ class FrameChannel:
                     pieces.pop(0)
                 if sent:
                     pieces[0] = pieces[0][sent:]
-        self.sent_bytes += slot.spec.frame_size
+        self._send_whole = True
+
+    async def send_eof(self, *, step: str = "ending the edge") -> None:
+        """Tell the peer that nothing more comes from this side.
+
+        Raises:
+            PeerLost: the connection broke.
+        """
+        try:
+            with self._bounded(step):
+                await self.stream.send_eof()
+        except PeerLost:
+            await self._raise_pending_abort()
+            raise
+        self._write_closed = True
+
+    async def _raise_pending_abort(self) -> None:
+        """After a send found the connection broken: if the peer's ABORT arrived before the
+        break, raise it, so the role names the original cause rather than the broken pipe."""
+        if self._reading or not self._read_whole or self.identity is None:
+            return  # mid-frame (no ABORT can follow), or a receive will find it
+        sock = self.stream.socket
+        with trio.move_on_after(_SALVAGE_WAIT):
+            # Waits while the watch takes an ABORT: it raises it, and that ends this task.
+            await self._claim()
+            try:
+                head = await sock.recv(len(_ABORT_HEAD), socket.MSG_PEEK)
+            except OSError:
+                return
+            finally:
+                self._release()
+            if head != _ABORT_HEAD:
+                return
+            slot = ReceiveSlot(abort_spec(self.identity, self.peer, self.role))
+            try:
+                payload = await self.receive(slot, step="receiving an abort")
+            except (PeerLost, BudgetExhausted, FrameRefused):
+                return
+            raise self._aborted(payload)
+
+    async def send_abort(self, cause: AbortCause) -> bool:
+        """Send one ABORT frame carrying ``cause`` and end this side of the edge, if the
+        sending side can still carry a frame; return whether it was sent.
+
+        Then it waits until the peer's kernel acknowledged every byte: the role closes its
+        sockets next, and closing one with unread bytes resets it, which throws away whatever
+        of the ABORT the kernel had not sent yet.
+
+        Never raises for a broken or slow peer (the role is failing already); waits at most
+        ``ABORT_SEND_WAIT`` seconds or the receive budget, whichever is smaller, for each of
+        sending and the acknowledgement.
+        """
+        if not self.can_abort or self.identity is None:
+            return False
+        slot = SendSlot(abort_spec(self.identity, self.role, self.peer))
+        frame = slot.prepare(encode_cause(cause))
+        wait = min(ABORT_SEND_WAIT, self.budgets.receive)
+        try:
+            await self._send_pieces(frame.pieces(), "sending an abort", wait)
+            await self.stream.send_eof()
+        except (BudgetExhausted, PeerLost, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        except OSError:
+            return False
+        self._write_closed = True
+        # Closing a socket with unread bytes resets it, and a reset drops whatever the kernel
+        # had not sent: wait until the peer's kernel has every byte of the ABORT.
+        with trio.move_on_after(wait):
+            while _unacknowledged(self.stream.socket) > 0:
+                await trio.sleep(_FLUSH_POLL)
+        return True
+
+    # --- receiving --------------------------------------------------------------------------
 
     async def receive(
-        self, slot: ReceiveSlot, *, step: str = "receiving", late_start: bool = False
+        self, slot: ReceiveSlot, *, step: str = "receiving", first: bool = False, last: bool = False
     ) -> memoryview:
         """Receive the frame ``slot`` expects, straight into its buffer.
 
         The receive budget bounds the frame from the moment this role waits for it. With
-        ``late_start`` (the first frame of an edge after the run is established: the peer may
-        still be waiting for its own peers, which start one after another, so the wait grows
-        with the run) only the session deadline bounds the wait for the frame's first byte;
-        from that byte on, the receive budget applies.
+        ``first`` (the first frame of an edge after the hellos: the peer may still be waiting
+        for roles that start after it) the ``start`` budget bounds the wait for its first
+        byte, and the receive budget the rest. With ``last`` the frame is the peer's last on
+        this edge: its end-of-stream is expected from then on.
 
         Returns:
             A read-only view of the payload, valid until ``slot`` is armed again.
 
         Raises:
+            RoundAborted: the peer sent an ABORT frame in this frame's place.
             FrameRefused: the codec refused the frame (the subclass says why); ``Truncated``
                 when the peer closed the connection inside the frame.
             PeerLost: the connection broke.
-            BudgetExhausted: the whole frame did not arrive within the receive budget.
+            BudgetExhausted: the frame did not arrive within its budget.
         """
-        reception = slot.arm()
-        sock = self.stream.socket
-        if late_start:
-            with self._bounded(step, budget=False):
-                await trio.lowlevel.wait_readable(sock)
-        with self._bounded(step):
-            while not reception.verified:
-                target = reception.into()
-                count = await sock.recv_into(target)
-                if count == 0:
-                    reception.eof()
-                reception.advance(count)
+        await self._claim()
+        self._read_whole = False
+        try:
+            reception = slot.arm()
+            sock = self.stream.socket
+            if first:
+                with self._bounded(step, budget="start", seconds=self.budgets.start):
+                    await trio.lowlevel.wait_readable(sock)
+            with self._bounded(step):
+                while not reception.verified:
+                    target = reception.into()
+                    count = await sock.recv_into(target)
+                    if count == 0:
+                        reception.eof()
+                    reception.advance(count)
+            payload = reception.finish()
+            self._read_whole = True
+            if reception.aborted:
+                raise self._aborted(payload)
+            if last:
+                self._eof_expected = True
+        finally:
+            self._release()
         self.received_bytes += slot.spec.frame_size
-        return reception.finish()
+        return payload
 
-    async def close(self, last: ReceiveSlot) -> None:
-        """End the edge: tell the peer nothing more comes, and check that nothing more came.
-
-        ``last`` is the last receive slot of this edge; bytes after its frame refuse it.
+    async def expect_eof(self, last: ReceiveSlot, *, step: str = "ending the edge") -> None:
+        """Check that the peer ended its side after its last frame (``last``'s slot).
 
         Raises:
-            TrailingBytes: the peer sent bytes after the last scheduled frame.
+            TrailingBytes: bytes arrived after the last frame.
             PeerLost: the connection broke.
-            BudgetExhausted: the peer did not close within the receive budget.
+            BudgetExhausted: the peer did not end its side within the receive budget.
         """
-        with self._bounded("closing the edge"):
-            await self.stream.send_eof()
-            extra = await self.stream.receive_some(_END_PROBE)
+        await self._claim()
+        try:
+            with self._bounded(step):
+                extra = await self.stream.receive_some(_END_PROBE)
+        finally:
+            self._release()
         if extra:
             last.refuse_trailing(len(extra))
-        await self.stream.aclose()
+        self._eof_expected = True
 
     async def aclose(self) -> None:
         await self.stream.aclose()
 
-    @contextmanager
-    def _bounded(self, step: str, *, budget: bool = True) -> Iterator[None]:
-        """Bound a wait by the receive budget and turn transport failures into Alpha's
-        errors, naming this edge and ``step``."""
+    # --- the abort watch --------------------------------------------------------------------
+
+    async def watch(self) -> None:
+        """Run beside the role's work: while no receive is in progress, wait for bytes and
+        look at them without taking them. An ABORT frame is received (bounded by the receive
+        budget) and raised as :class:`RoundAborted`; any other frame is left for the receive
+        the schedule has for it. Returns once the peer has ended its side after its last frame.
+
+        Raises:
+            RoundAborted: the peer aborted the run.
+            PeerLost: the peer closed or reset the connection while frames were still due.
+            FrameRefused: the ABORT frame itself was refused.
+            BudgetExhausted: an ABORT frame began but did not complete in time.
+        """
+        assert self.identity is not None, "a watched channel knows its run identity"
+        sock = self.stream.socket
+        raw = socket.socket(fileno=sock.dup().detach())  # to peek without a checkpoint
         try:
-            with trio.fail_after(self.budgets.receive) if budget else nullcontext():
+            while True:
+                if self._reading:
+                    await self._lot.park()
+                    continue
+                with trio.CancelScope() as scope:
+                    self._watch_scope = scope
+                    try:
+                        await trio.lowlevel.wait_readable(sock)
+                    finally:
+                        self._watch_scope = None
+                if scope.cancelled_caught or self._reading:
+                    continue
+                try:
+                    head = raw.recv(len(_ABORT_HEAD), socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except OSError as error:
+                    raise self._lost("waiting for its next frame", str(error)) from None
+                if not head:
+                    if self._eof_expected:
+                        return
+                    raise self._lost(
+                        "waiting for its next frame",
+                        "the peer closed its connection while frames were still due",
+                    )
+                if len(head) < len(_ABORT_HEAD):
+                    await trio.sleep(_PEEK_PAUSE)
+                elif head == _ABORT_HEAD:
+                    await self._take_abort()
+                else:
+                    await self._lot.park()  # until the schedule's receive takes that frame
+        finally:
+            raw.close()
+
+    async def _take_abort(self) -> None:
+        assert self.identity is not None
+        self._taking_abort = True
+        try:
+            slot = ReceiveSlot(abort_spec(self.identity, self.peer, self.role))
+            reception = slot.arm()
+            sock = self.stream.socket
+            with self._bounded(self.where.at("receiving an abort", self.peer)):
+                while not reception.verified:
+                    count = await sock.recv_into(reception.into())
+                    if count == 0:
+                        reception.eof()
+                    reception.advance(count)
+            payload = reception.finish()
+        finally:
+            self._taking_abort = False
+            self._lot.unpark_all()
+        raise self._aborted(payload)
+
+    async def _claim(self) -> None:
+        """Take the reading side from the watch before a receive."""
+        while self._taking_abort:  # the ABORT it takes ends the session; wait for that
+            await self._lot.park()
+        self._reading = True
+        if self._watch_scope is not None:
+            # Delivered at once: the watch no longer waits on the socket when this returns.
+            self._watch_scope.cancel()
+
+    def _release(self) -> None:
+        self._reading = False
+        self._lot.unpark_all()
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def _aborted(self, payload: memoryview) -> RoundAborted:
+        cause = decode_cause(bytes(payload), role=self.role, peer=self.peer)
+        return RoundAborted(
+            role=self.role,
+            peer=self.peer,
+            origin=cause.origin,
+            cause=cause.cause,
+            edge=cause.edge,
+            round=cause.round,
+            detail=cause.detail,
+        )
+
+    def _lost(self, step: str, cause: str) -> PeerLost:
+        return PeerLost(
+            role=self.role, peer=self.peer, step=step, cause=cause, when=self.where.when()
+        )
+
+    @contextmanager
+    def _bounded(
+        self, step: str, *, budget: str = "receive", seconds: float | None = None
+    ) -> Iterator[None]:
+        """Bound a wait by a budget (the receive budget unless named) and turn transport
+        failures into Alpha's errors, naming this edge, ``step`` and the round."""
+        limit = self.budgets.receive if seconds is None else seconds
+        try:
+            with trio.fail_after(limit):
                 yield
         except trio.TooSlowError:
             raise BudgetExhausted(
                 role=self.role,
                 peer=self.peer,
                 step=step,
-                budget="receive",
-                seconds=self.budgets.receive,
+                budget=budget,
+                seconds=limit,
+                when=self.where.when(),
             ) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
-            raise PeerLost(role=self.role, peer=self.peer, step=step, cause=str(error)) from None
+            raise self._lost(step, str(error)) from None

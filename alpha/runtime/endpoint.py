@@ -31,6 +31,7 @@ from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
 from alpha.role import Edge, RoleDescription
 from alpha.runtime.channel import FrameChannel
+from alpha.runtime.whereabouts import Whereabouts
 
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
 
@@ -56,15 +57,43 @@ def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
 class Establishment:
     """The live state of steps 1-4 for one role: listeners, then channels.
 
-    ``step`` always says what the role is doing, so a deadline that strikes names it.
+    ``where`` always says what the role is doing, so a deadline that strikes names it; the
+    channels made here share it.
     """
 
     def __init__(self, description: RoleDescription) -> None:
         self.description = description
         self.listeners: dict[int, trio.socket.SocketType] = {}
         self.channels: dict[int, FrameChannel] = {}
-        self.step = "starting"
-        self.waiting_for: int | None = None
+        self.where = Whereabouts(description.role)
+
+    @property
+    def step(self) -> str:
+        return self.where.step
+
+    @step.setter
+    def step(self, value: str) -> None:
+        self.where.step = value
+
+    @property
+    def waiting_for(self) -> int | None:
+        return self.where.peer
+
+    @waiting_for.setter
+    def waiting_for(self, value: int | None) -> None:
+        self.where.peer = value
+
+    def channel(self, stream: trio.SocketStream, peer: int) -> FrameChannel:
+        channel = FrameChannel(
+            stream,
+            role=self.role,
+            peer=peer,
+            budgets=self.budgets,
+            identity=self.description.identity,
+            where=self.where,
+        )
+        self.channels[peer] = channel
+        return channel
 
     @property
     def role(self) -> int:
@@ -87,26 +116,37 @@ class Establishment:
         return ports
 
     async def connect(self, edge: Edge, port: int) -> FrameChannel:
-        """Step 3 for one lower peer: connect (bounded attempts), then exchange hellos."""
+        """Step 3 for one lower peer: connect (bounded attempts, each and all of them within
+        the connect budget), then exchange hellos."""
         budgets = self.budgets
         self.step = f"connecting to role {edge.peer} at {edge.address}:{port}"
         self.waiting_for = edge.peer
         stream: trio.SocketStream | None = None
-        for attempt in range(budgets.connect_attempts):
-            sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
-            try:
-                await sock.connect((edge.address, port))
-            except OSError as error:
-                sock.close()
-                if error.errno not in _RETRY_ERRNOS:
-                    raise PeerLost(
-                        role=self.role, peer=edge.peer, step=self.step, cause=str(error)
-                    ) from None
-                if attempt + 1 < budgets.connect_attempts:
-                    await trio.sleep(budgets.connect_interval)
-                continue
-            stream = trio.SocketStream(sock)
-            break
+        # A connect to an address that drops packets waits for the kernel's SYN retries (two
+        # minutes); the connect budget bounds every attempt, and all of them together.
+        with trio.move_on_after(budgets.connect):
+            for attempt in range(budgets.connect_attempts):
+                sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+                try:
+                    await sock.connect((edge.address, port))
+                except OSError as error:
+                    sock.close()
+                    if error.errno not in _RETRY_ERRNOS:
+                        raise PeerLost(
+                            role=self.role,
+                            peer=edge.peer,
+                            step=self.step,
+                            cause=str(error),
+                            when=self.where.when(),
+                        ) from None
+                    if attempt + 1 < budgets.connect_attempts:
+                        await trio.sleep(budgets.connect_interval)
+                    continue
+                except BaseException:
+                    sock.close()
+                    raise
+                stream = trio.SocketStream(sock)
+                break
         if stream is None:
             raise BudgetExhausted(
                 role=self.role,
@@ -114,9 +154,9 @@ class Establishment:
                 step=self.step,
                 budget="connect",
                 seconds=budgets.connect,
+                when=self.where.when(),
             )
-        channel = FrameChannel(stream, role=self.role, peer=edge.peer, budgets=budgets)
-        self.channels[edge.peer] = channel
+        channel = self.channel(stream, edge.peer)
         identity = self.description.identity
         self.step = f"greeting role {edge.peer}"
         await channel.send(
@@ -143,13 +183,11 @@ class Establishment:
                 step=self.step,
                 budget="accept",
                 seconds=self.budgets.accept,
+                when=self.where.when(),
             )
         listener.close()
         del self.listeners[edge.peer]
-        channel = FrameChannel(
-            trio.SocketStream(sock), role=self.role, peer=edge.peer, budgets=self.budgets
-        )
-        self.channels[edge.peer] = channel
+        channel = self.channel(trio.SocketStream(sock), edge.peer)
         identity = self.description.identity
         self.step = f"checking the hello of role {edge.peer}"
         await channel.receive(
@@ -191,7 +229,12 @@ async def read_ports(
                 data += chunk
         if scope.cancelled_caught:
             raise BudgetExhausted(
-                role=role, peer=peer, step=step, budget="connect", seconds=budgets.connect
+                role=role,
+                peer=peer,
+                step=step,
+                budget="connect",
+                seconds=budgets.connect,
+                when="before the first round",
             )
         ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
         del data[:PORT_BYTES]

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
-import trio
 
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
@@ -23,8 +22,11 @@ from alpha.identity import RunIdentity
 from alpha.learner.program import LearnerState
 from alpha.protocol.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
 from alpha.runtime.channel import FrameChannel
-from alpha.runtime.endpoint import hello_spec
 from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
+from alpha.runtime.whereabouts import RUNNING, Whereabouts
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word"]
 
@@ -61,6 +63,7 @@ class Interpreter:
         *,
         on_round: Callable[[int], None] | None = None,
         learner: LearnerState | None = None,
+        where: Whereabouts | None = None,
     ) -> None:
         self.schedule = schedule
         self.role = schedule.role
@@ -80,6 +83,7 @@ class Interpreter:
         self.rounds = 0
         self.arms = [0, 0]  # how often each arm of a choice ran here
         self.on_round = on_round
+        self.where = where or Whereabouts(self.role, phase=RUNNING)
 
     # --- slots ------------------------------------------------------------------------------
 
@@ -103,9 +107,14 @@ class Interpreter:
     async def _receive(self, peer: int, slot: ReceiveSlot, step: str) -> memoryview:
         # The first frame after the hello may wait for the whole run to start (docs/budgets.md).
         first = peer not in self.heard
-        payload = await self.channels[peer].receive(slot, step=step, late_start=first)
+        self.where.at(step, peer)
+        payload = await self.channels[peer].receive(slot, step=step, first=first)
         self.heard.add(peer)
         return payload
+
+    async def _send(self, peer: int, slot: SendSlot, payload: Buffer, step: str) -> None:
+        self.where.at(step, peer)
+        await self.channels[peer].send(slot, payload, step=step)
 
     # --- execution --------------------------------------------------------------------------
 
@@ -122,7 +131,7 @@ class Interpreter:
             buffer = self.buffers[ins.region]
             sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
             step = f"sending {ins.region!r} to role {ins.peer} (slot {ins.slot}, round {ctx.round})"
-            await self.channels[ins.peer].send(sender, buffer.data, step=step)
+            await self._send(ins.peer, sender, buffer.data, step)
         elif isinstance(ins, Recv):
             buffer = self.buffers[ins.region]
             receiver = self._receive_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes, buffer)
@@ -143,7 +152,7 @@ class Interpreter:
         elif isinstance(ins, Loop):
             for index in range(ins.count):
                 if depth == 0:
-                    ctx.round = index
+                    ctx.round = self.where.round = index
                 await self._body(ins.body, depth + 1)
                 if depth == 0:
                     self.rounds = index + 1
@@ -172,19 +181,9 @@ class Interpreter:
         for peer in ins.forward:
             slot_out = self._send_slot(peer, ins.slot, FrameKind.CHOICE, WORD_BYTES)
             step = f"relaying the choice word to role {peer} (round {ctx.round})"
-            await self.channels[peer].send(slot_out, data, step=step)
+            await self._send(peer, slot_out, data, step)
         self.arms[word] += 1
         await self._body(ins.arm1 if word else ins.arm0, depth)
-
-    async def close(self) -> None:
-        """End every edge: send end-of-stream, and refuse any byte after the last frame."""
-        last: dict[int, ReceiveSlot] = {}
-        for (peer, _, _), slot in self.receiving.items():
-            last[peer] = slot
-        async with trio.open_nursery() as nursery:
-            for peer, channel in self.channels.items():
-                blame = last.get(peer) or ReceiveSlot(hello_spec(self.identity, peer, self.role))
-                nursery.start_soon(channel.close, blame)
 
     def digests(self) -> dict[str, str]:
         return {

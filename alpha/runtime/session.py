@@ -1,15 +1,20 @@
-"""One participant's session: establish every edge, do its work, close every edge.
+"""One participant's session: establish every edge, do its work, complete or abort the run.
 
-The work, until compiled schedules replace it, is the edge exchange: on every edge at once the
-role sends the payload ``exchange_payload(role, peer)`` and receives the one its peer computes
-for it, checks the content, and closes the edge, refusing any byte after the last frame. The
-whole session runs under the role's deadline budget.
+The work is the role's compiled schedule or, without one, the edge exchange: on every edge at
+once the role sends the payload ``exchange_payload(role, peer)`` and receives the one its peer
+computes for it. After the work comes the completion (``docs/failure.md``): completion digests
+travel up the participant tree in DONE frames, role 0 publishes the commit record (the run's
+one commit point), and COMMIT frames carry the news down; each role publishes its staged report
+only when it learns of the commit. A role that fails sends an ABORT frame with the cause on
+every edge it can still write, discards its staged report, and raises the cause.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -21,7 +26,18 @@ from typing import Final
 import trio
 
 from alpha._files import write_bytes_atomically
-from alpha.errors import AlphaError, BudgetExhausted, PayloadMismatch
+from alpha.abort import AbortCause
+from alpha.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
+from alpha.errors import (
+    AlphaError,
+    BudgetExhausted,
+    CommitUnknown,
+    FrameRefused,
+    PayloadMismatch,
+    RoundAborted,
+    TrailingBytes,
+    WrongFrame,
+)
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule
@@ -29,11 +45,26 @@ from alpha.role import RoleDescription, exchange_payload
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
+from alpha.runtime.parent import watch_launcher
+from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 
-__all__ = ["EXCHANGE_SLOT", "EdgeReport", "RoleReport", "first_alpha_error", "run_role"]
+__all__ = [
+    "COMPLETION_SLOT",
+    "EXCHANGE_SLOT",
+    "EdgeReport",
+    "RoleReport",
+    "first_alpha_error",
+    "run_role",
+]
 
 EXCHANGE_SLOT: Final = 1
 """The slot of the edge exchange's one data frame each way (slot 0 is the hello)."""
+
+COMPLETION_SLOT: Final = 0
+"""The slot of the END, DONE and COMMIT frames of an edge (their kinds keep them apart)."""
+
+STAGED_SUFFIX: Final = ".staged"
+"""A report waiting for the commit is ``role-NNNNNN.json.staged``; the commit renames it."""
 
 
 @dataclass
@@ -60,6 +91,7 @@ class RoleReport:
     arms: list[int] = field(default_factory=lambda: [0, 0])
     history: list[list[float]] = field(default_factory=list)
     digests: dict[str, str] = field(default_factory=dict)
+    committed: bool = False  # set once the role learned of the commit; not in the file
 
     def to_json(self) -> str:
         return json.dumps(
@@ -78,6 +110,46 @@ class RoleReport:
         )
 
 
+class _Reports:
+    """Where this role's report goes: staged first, published only through the commit."""
+
+    def __init__(self, path: str | None, role: int) -> None:
+        self.final = None if path is None else Path(path)
+        self.role = role
+        self.staged = None if self.final is None else Path(f"{self.final}{STAGED_SUFFIX}")
+        self.commit = None if self.final is None else self.final.parent / COMMIT_NAME
+
+    def clear(self) -> None:
+        """Remove what an earlier run left: this role's report, and role 0's commit record.
+        Nothing of this run exists yet, and a stale report must never pass for a new one."""
+        stale = [self.final, self.staged] + ([self.commit] if self.role == 0 else [])
+        for path in stale:
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    def stage(self, data: bytes) -> None:
+        if self.staged is not None:
+            write_bytes_atomically(self.staged, data)
+
+    def write_commit(self, record: CommitRecord) -> None:
+        """The commit point: one atomic, durable rename of the commit record into place."""
+        if self.commit is not None:
+            write_bytes_atomically(self.commit, record.encode())
+
+    def publish(self) -> None:
+        if self.staged is not None and self.final is not None:
+            os.replace(self.staged, self.final)
+            folder = os.open(self.final.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+
+    def discard(self) -> None:
+        if self.staged is not None:
+            self.staged.unlink(missing_ok=True)
+
+
 async def _exchange_on(
     description: RoleDescription, channel: FrameChannel, edge: EdgeReport
 ) -> None:
@@ -92,29 +164,53 @@ async def _exchange_on(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(send)
-        payload = await channel.receive(incoming, step=step, late_start=True)
+        payload = await channel.receive(incoming, step=step, first=True)
         if bytes(payload) != exchange_payload(peer, role, size):
             raise PayloadMismatch(
                 f"role {role}: the payload from role {peer} passed every frame check but is "
                 "not the one its schedule computes; the peer runs another program"
             )
         edge.received_sha256 = hashlib.sha256(payload).hexdigest()
-    await channel.close(incoming)
-    edge.sent_bytes = channel.sent_bytes
-    edge.received_bytes = channel.received_bytes
 
 
 def first_alpha_error(error: BaseException) -> AlphaError | None:
-    """The first :class:`AlphaError` in ``error``, looking inside exception groups (trio's
-    nurseries wrap what their tasks raise), or None."""
-    if isinstance(error, AlphaError):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = first_alpha_error(inner)
-            if found is not None:
-                return found
-    return None
+    """The cause among what ``error`` holds, looking inside exception groups (trio's
+    nurseries wrap what their tasks raise), or None. An abort from a peer wins over the broken
+    connections it leaves behind; otherwise the first :class:`AlphaError` found."""
+    found: list[AlphaError] = []
+
+    def collect(inner: BaseException) -> None:
+        if isinstance(inner, AlphaError):
+            found.append(inner)
+        elif isinstance(inner, BaseExceptionGroup):
+            for each in inner.exceptions:
+                collect(each)
+
+    collect(error)
+    aborts = [each for each in found if isinstance(each, RoundAborted)]
+    return (aborts or found or [None])[0]
+
+
+def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
+    """What this role tells its peers about ``error``: an abort it received passes on as it
+    came; its own failure names itself, the edge at fault and the round."""
+    if isinstance(error, RoundAborted):
+        return AbortCause(error.origin, error.cause, error.edge, error.round, error.detail)
+    edge: tuple[int, int] | None = None
+    if isinstance(error, FrameRefused):
+        edge = error.edge
+    elif where.peer is not None:
+        edge = (where.role, where.peer)
+    detail = " ".join(str(error).split()) or type(error).__name__
+    return AbortCause(where.role, type(error).__name__, edge, where.round, detail)
+
+
+async def _abort(channels: dict[int, FrameChannel], cause: AbortCause, skip: int | None) -> None:
+    """Send ``cause`` on every edge that can still carry a frame, all at once."""
+    async with trio.open_nursery() as nursery:
+        for peer, channel in channels.items():
+            if peer != skip:
+                nursery.start_soon(channel.send_abort, cause)
 
 
 async def run_role(
@@ -127,68 +223,95 @@ async def run_role(
     report_path: str | None = None,
     learner: LearnerState | None = None,
 ) -> RoleReport:
-    """Run one participant's whole session; return its report (also written to
-    ``description.report`` when set).
+    """Run one participant's whole session; return its report once the run committed.
 
     The work is ``schedule``, the role's projected local schedule, or without one the edge
     exchange (``docs/roles.md``). ``on_failure`` is called with the cause the moment the
-    session fails, before any connection is torn down: a peer that sees this role's
-    connections close must not be able to report its own failure first. The report goes to
-    ``description.report`` when set, else to ``report_path``.
+    session fails, before any ABORT is sent or connection torn down: a peer that hears of
+    the failure must not be able to report it first. The report goes to
+    ``description.report`` when set, else to ``report_path``: staged during the completion,
+    published when the role learns that the run committed (``docs/failure.md``).
 
     Raises:
-        BudgetExhausted: a budget ran out; the deadline names the step it struck.
+        RoundAborted: a peer aborted the run; carries the original cause.
+        CommitUnknown: this role completed but could not learn whether the run committed.
+        BudgetExhausted: a budget ran out; the optional deadline names the step it struck.
         FrameRefused: a frame was refused.
         PeerLost: a connection broke.
         PayloadMismatch: a verified payload differs from the one the schedule computes.
         PortMissing: stdin ended before a lower peer's port.
+        LauncherLost: the launcher that started this participant died.
     """
     started = time.monotonic()
     report = RoleReport(role=description.role, pid=os.getpid())
     state = Establishment(description)
+    where = state.where
     budgets = description.budgets
+    reports = _Reports(description.report or report_path, description.role)
+    reports.clear()
     failure: AlphaError | None = None
+    limit = math.inf if budgets.deadline is None else budgets.deadline
     try:
-        with trio.move_on_after(budgets.deadline) as deadline:
+        with trio.move_on_after(limit) as deadline:
             async with AsyncExitStack() as stack:
                 try:
-                    await _session(
-                        description,
-                        stack,
-                        state,
-                        report,
-                        announce,
-                        ports_in,
-                        started,
-                        schedule,
-                        learner,
-                    )
+                    async with trio.open_nursery() as guard:
+                        # A launched participant dies with its launcher (alpha.runtime.parent).
+                        guard.start_soon(watch_launcher)
+                        await _session(
+                            description, stack, state, report, reports, announce, ports_in,
+                            started, schedule, learner,
+                        )  # fmt: skip
+                        guard.cancel_scope.cancel()
                 except BaseException as error:
                     if deadline.cancel_called:
                         failure = BudgetExhausted(
                             role=description.role,
-                            peer=state.waiting_for,
-                            step=state.step,
+                            peer=where.peer,
+                            step=where.step,
                             budget="deadline",
-                            seconds=budgets.deadline,
+                            seconds=limit,
+                            when=where.when(),
                         )
                     else:
                         failure = first_alpha_error(error)
                     if failure is not None and on_failure is not None:
                         on_failure(failure)
+                    with trio.CancelScope(shield=True):
+                        await _fail(state.channels, where, reports, failure or error)
                     raise
     except BaseException as error:
-        # Raise the cause itself, not trio's group around it.
-        if failure is not None and not isinstance(error, KeyboardInterrupt):
+        # Raise the cause itself, not trio's group around it; Ctrl-C stays Ctrl-C.
+        interrupted = isinstance(error, KeyboardInterrupt) or (
+            isinstance(error, BaseExceptionGroup)
+            and error.subgroup(KeyboardInterrupt) is not None
+        )
+        if interrupted:
+            raise KeyboardInterrupt from None
+        if failure is not None:
             raise failure from None
         raise
     if failure is not None:  # the deadline struck and move_on_after absorbed it
         raise failure
-    report.finished_s = time.monotonic() - started
-    path = description.report or report_path
-    if path is not None:
-        _write_report(path, report.to_json())
     return report
+
+
+async def _fail(
+    channels: dict[int, FrameChannel],
+    where: Whereabouts,
+    reports: _Reports,
+    error: BaseException,
+) -> None:
+    """What a failing role does before it raises: unless the run already committed, tell every
+    peer it can still reach, and discard its staged report (a role that cannot learn whether
+    the run committed keeps it staged, never final, for the operator)."""
+    if where.committed:
+        return  # a fault after the commit point cannot undo it; the role reports it and exits
+    skip = error.peer if isinstance(error, RoundAborted) else None
+    await _abort(channels, _abort_cause(error, where), skip)
+    if not isinstance(error, CommitUnknown):
+        with contextlib.suppress(OSError):  # the staged report is not final either way
+            reports.discard()
 
 
 async def _session(
@@ -196,6 +319,7 @@ async def _session(
     stack: AsyncExitStack,
     state: Establishment,
     report: RoleReport,
+    reports: _Reports,
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
     started: float,
@@ -205,6 +329,7 @@ async def _session(
     channels = await establish(
         description, stack, announce=announce, ports_in=ports_in, state=state
     )
+    where = state.where
     report.established_s = time.monotonic() - started
     edges = [
         EdgeReport(
@@ -216,30 +341,138 @@ async def _session(
         for peer, channel in sorted(channels.items())
     ]
     report.edges = edges
-    if schedule is not None:
-        state.step = "running its schedule"
-        interpreter = Interpreter(
-            schedule, description.identity, description.participants, channels, learner=learner
-        )
-        try:
-            await interpreter.run()
-            state.step = "closing its edges"
-            await interpreter.close()
-        finally:
-            report.rounds = interpreter.rounds
-        report.digests = interpreter.digests()
-        report.arms = list(interpreter.arms)
-        if learner is not None:
-            report.history = [list(entry) for entry in learner.history]
+    async with trio.open_nursery() as watches:
+        for channel in channels.values():
+            watches.start_soon(channel.watch)
+        where.phase = RUNNING
+        if schedule is not None:
+            interpreter = Interpreter(
+                schedule,
+                description.identity,
+                description.participants,
+                channels,
+                learner=learner,
+                where=where,
+            )
+            try:
+                await interpreter.run()
+            finally:
+                report.rounds = interpreter.rounds
+            report.digests = interpreter.digests()
+            report.arms = list(interpreter.arms)
+            if learner is not None:
+                report.history = [list(entry) for entry in learner.history]
+        else:
+            where.at("exchanging payloads")
+            async with trio.open_nursery() as nursery:
+                for edge in edges:
+                    nursery.start_soon(_exchange_on, description, channels[edge.peer], edge)
         for edge in edges:
             channel = channels[edge.peer]
             edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes
-        return
-    state.step = "exchanging payloads"
-    async with trio.open_nursery() as nursery:
-        for edge in edges:
-            nursery.start_soon(_exchange_on, description, channels[edge.peer], edge)
+        report.finished_s = time.monotonic() - started
+        where.phase = COMPLETING
+        await _complete(description, channels, where, report, reports)
+        watches.cancel_scope.cancel()
 
 
-def _write_report(path: str, text: str) -> None:
-    write_bytes_atomically(Path(path), text.encode())
+async def _receive_completion(
+    channel: FrameChannel, slot: ReceiveSlot, step: str, *, last: bool
+) -> bytes:
+    """Receive an END, DONE or COMMIT frame. Bytes of another kind of frame there (a frame
+    sent twice, or anything after the schedule's last frame) are bytes where the schedule has
+    none: ``TrailingBytes``."""
+    try:
+        return bytes(await channel.receive(slot, step=step, last=last))
+    except WrongFrame as error:
+        raise TrailingBytes(
+            f"bytes arrived after the last frame of the schedule, where the {slot.spec.kind.name} "
+            f"frame was due ({error.detail})",
+            role=error.role,
+            peer=error.peer,
+            slot=error.slot,
+            version=error.version,
+            field=error.field,
+            expected=error.expected,
+            received=error.received,
+        ) from None
+
+
+async def _complete(
+    description: RoleDescription,
+    channels: dict[int, FrameChannel],
+    where: Whereabouts,
+    report: RoleReport,
+    reports: _Reports,
+) -> None:
+    """The completion of ``docs/failure.md``, at one role: END down, END from the parent, DONE
+    (and end-of-stream) from each child, the report staged, DONE up; then the commit (role 0)
+    or COMMIT from the parent; the report published; COMMIT down; the parent's end-of-stream."""
+    role = description.role
+    parent = description.lower[0].peer if description.lower else None
+    children = [edge.peer for edge in description.higher]
+
+    def spec(kind: FrameKind, sender: int, receiver: int) -> FrameSpec:
+        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
+        return FrameSpec(description.identity, kind, sender, receiver, COMPLETION_SLOT, extent)
+
+    for child in children:
+        step = where.at(f"ending its schedule toward role {child}", child)
+        await channels[child].send(SendSlot(spec(FrameKind.END, role, child)), b"", step=step)
+    if parent is not None:
+        step = where.at(f"waiting for the end of role {parent}'s schedule", parent)
+        end = ReceiveSlot(spec(FrameKind.END, parent, role))
+        await _receive_completion(channels[parent], end, step, last=False)
+    subtrees: list[bytes] = []
+    for child in children:
+        step = where.at(f"waiting for the completion of role {child}'s subtree", child)
+        done = ReceiveSlot(spec(FrameKind.DONE, child, role))
+        subtrees.append(await _receive_completion(channels[child], done, step, last=True))
+        await channels[child].expect_eof(done, step=f"checking that role {child} ended its side")
+    data = report.to_json().encode()
+    reports.stage(data)
+    mine = subtree_digest(data, subtrees)
+    if parent is None:
+        where.at("committing the run")
+        record = CommitRecord(
+            identity=description.identity.encode().hex(),
+            participants=description.participants,
+            reports=mine.hex(),
+            rounds=report.rounds,
+        )
+        reports.write_commit(record)  # the commit point
+        commit = record.digest()
+    else:
+        upward = channels[parent]
+        step = where.at(f"reporting its subtree's completion to role {parent}", parent)
+        await upward.send(SendSlot(spec(FrameKind.DONE, role, parent)), mine, step=step)
+        await upward.send_eof(step=step)
+        step = where.at(f"waiting for role {parent} to say whether the run committed", parent)
+        slot = ReceiveSlot(spec(FrameKind.COMMIT, parent, role))
+        try:
+            commit = await _receive_completion(upward, slot, step, last=True)
+        except RoundAborted:
+            raise
+        except AlphaError as error:
+            raise CommitUnknown(
+                f"role {role} reported its completion but cannot learn whether the run "
+                f"committed: {error}; role 0's {COMMIT_NAME} says whether it did. Its report "
+                "stays staged, not final"
+            ) from error
+    where.committed = report.committed = True
+    reports.publish()
+    failures: list[AlphaError] = []
+    for child in children:
+        step = where.at(f"telling role {child} that the run committed", child)
+        try:
+            await channels[child].send(
+                SendSlot(spec(FrameKind.COMMIT, role, child)), commit, step=step
+            )
+            await channels[child].send_eof(step=step)
+        except AlphaError as error:
+            failures.append(error)
+    if failures:
+        raise failures[0]
+    if parent is not None:
+        step = where.at(f"checking that role {parent} ended its side", parent)
+        await channels[parent].expect_eof(slot, step=step)

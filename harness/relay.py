@@ -1,0 +1,183 @@
+"""A fault-injecting relay: a TCP hop on one edge that forwards frames and breaks one on purpose.
+
+The relay listens on 127.0.0.1, and for the connection it accepts it opens one to the real
+listener, then forwards each direction frame by frame: it reads the 132-byte header, takes the
+extent from it (an attacker may parse; participants never do), reads the payload and trailer,
+and forwards the whole frame. At the frame a :class:`Fault` names, counted per direction from
+the hello (index 0) or given as the first frame of a kind, it does what the fault says.
+
+Directions are named from the edge's roles: ``"down"`` is from the lower role (the listener)
+to the higher (the connector), ``"up"`` the other way. A relay serves one connection.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Literal
+
+import trio
+
+from alpha.frame import HEADER_SIZE, TRAILER_SIZE, FrameKind
+
+__all__ = ["Fault", "FaultKind", "Relay"]
+
+FaultKind = Literal[
+    "insert",  # send `data` just before the frame
+    "append",  # send `data` just after the frame
+    "replay",  # send the previous frame again just before the frame
+    "duplicate",  # send the frame twice
+    "drop",  # do not send the frame
+    "corrupt",  # flip the bits of the byte at `offset` of the frame
+    "truncate",  # send `offset` bytes of the frame, then end both directions
+    "stall",  # send nothing more in this direction, and keep the connection open
+    "reset",  # reset both connections at this frame
+    "delay",  # wait `seconds` before sending the frame
+]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: what, in which direction, at which frame."""
+
+    kind: FaultKind
+    direction: Literal["down", "up"]
+    frame: int | FrameKind  # an index from the hello, or the first frame of this kind
+    data: bytes = b"\xa5" * 16
+    offset: int = 0
+    seconds: float = 0.0
+
+    def hits(self, index: int, kind: int) -> bool:
+        if isinstance(self.frame, FrameKind):
+            return kind == self.frame
+        return index == self.frame
+
+
+_EXTENT = struct.Struct(">Q")
+_EXTENT_AT = HEADER_SIZE - 8  # the extent is the header's last field
+_KIND_AT = 5
+
+
+@dataclass
+class Relay:
+    """Forward one connection to ``target`` on 127.0.0.1, applying ``fault`` once."""
+
+    target: int
+    fault: Fault | None = None
+    port: int = 0
+    frames: dict[str, list[int]] = field(default_factory=lambda: {"down": [], "up": []})
+    applied: bool = False
+    _listener: trio.SocketListener | None = None
+
+    async def open(self) -> int:
+        """Listen; return the port the connecting role should be given instead of target."""
+        (self._listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = int(self._listener.socket.getsockname()[1])
+        return self.port
+
+    async def serve(self) -> None:
+        """Accept one connection and relay it until both directions end."""
+        assert self._listener is not None, "open() first"
+        async with self._listener:
+            upper = await self._listener.accept()
+        lower = await trio.open_tcp_stream("127.0.0.1", self.target)
+        async with upper, lower, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump, lower, upper, "down", nursery.cancel_scope)
+            nursery.start_soon(self._pump, upper, lower, "up", nursery.cancel_scope)
+
+    async def _pump(
+        self,
+        source: trio.SocketStream,
+        sink: trio.SocketStream,
+        direction: str,
+        scope: trio.CancelScope,
+    ) -> None:
+        previous = b""
+        index = 0
+        try:
+            while True:
+                header = await _read(source, HEADER_SIZE)
+                if not header:
+                    await sink.send_eof()
+                    return
+                if len(header) < HEADER_SIZE:
+                    await sink.send_all(header)
+                    await sink.send_eof()
+                    return
+                (extent,) = _EXTENT.unpack_from(header, _EXTENT_AT)
+                rest = await _read(source, extent + TRAILER_SIZE)
+                frame = header + rest
+                self.frames[direction].append(header[_KIND_AT])
+                fault = self.fault
+                if (
+                    fault is not None
+                    and not self.applied
+                    and fault.direction == direction
+                    and fault.hits(index, header[_KIND_AT])
+                ):
+                    self.applied = True
+                    if await self._apply(fault, frame, previous, source, sink, scope):
+                        return
+                else:
+                    await sink.send_all(frame)
+                previous = frame
+                index += 1
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            scope.cancel()  # one side broke: end both, as a real hop would
+
+    async def _apply(
+        self,
+        fault: Fault,
+        frame: bytes,
+        previous: bytes,
+        source: trio.SocketStream,
+        sink: trio.SocketStream,
+        scope: trio.CancelScope,
+    ) -> bool:
+        """Do ``fault`` to ``frame``; return True when this direction is over."""
+        kind = fault.kind
+        if kind == "insert":
+            await sink.send_all(fault.data + frame)
+        elif kind == "append":
+            await sink.send_all(frame + fault.data)
+        elif kind == "replay":
+            await sink.send_all(previous + frame)
+        elif kind == "duplicate":
+            await sink.send_all(frame + frame)
+        elif kind == "drop":
+            pass
+        elif kind == "corrupt":
+            damaged = bytearray(frame)
+            damaged[fault.offset] ^= 0xFF
+            await sink.send_all(bytes(damaged))
+        elif kind == "truncate":
+            await sink.send_all(frame[: fault.offset])
+            scope.cancel()
+            return True
+        elif kind == "stall":
+            await trio.sleep(math.inf)
+        elif kind == "reset":
+            for stream in (source, sink):
+                stream.socket.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                stream.socket.close()
+            scope.cancel()
+            return True
+        elif kind == "delay":
+            await trio.sleep(fault.seconds)
+            await sink.send_all(frame)
+        return False
+
+
+async def _read(stream: trio.SocketStream, count: int) -> bytes:
+    """Up to ``count`` bytes; fewer only when the stream ended."""
+    data = bytearray()
+    while len(data) < count:
+        chunk = await stream.receive_some(min(count - len(data), 1 << 20))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)

@@ -1,0 +1,341 @@
+"""A failed run commits nothing and every wait is bounded: faults injected by a relay on one
+edge of a real multi-process learner run, at the first frame, the last frame and the frames of
+the completion; every role must exit non-zero naming the original cause, within its budgets,
+with no commit record, no final report, and no process left."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trio
+
+from alpha.artifact import launch_specs
+from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.compile import compile_plan
+from alpha.frame import FrameKind
+from alpha.launch import LaunchResult, launch
+from alpha.plan import Plan, parse_plan
+from harness.relay import Fault, Relay
+
+pytestmark = pytest.mark.slow
+
+# A 5-role tree of fan-out 2: role 0 has children 1 and 3; role 1 has child 2, role 3 child 4.
+# Edge 0-1 joins the root to an inner node; edge 1-2 an inner node to a leaf.
+N = 5
+ROUNDS = 3
+# The code's own bounds, small so that a silent peer costs seconds; not test timeouts.
+RECEIVE = 4.0
+START = 8.0
+
+
+def _plan() -> Plan:
+    return parse_plan(f"""
+[run]
+name = "faults"
+rounds = {ROUNDS}
+[membership]
+group = "(group (stride 0 1 {N}))"
+[topology]
+shape = "tree"
+fanout = 2
+[budgets]
+accept = 30.0
+receive = {RECEIVE}
+start = {START}
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = 4
+rate = 0.1
+seed = 1
+batch = 4
+""")
+
+
+PLAN = _plan()
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("compiled")
+    compile_plan(PLAN, folder, range(N))
+    return folder
+
+
+@dataclass
+class Outcome:
+    result: LaunchResult
+    folder: Path
+    relay: Relay
+
+    def log(self, role: int) -> str:
+        return (self.folder / "logs" / f"role-{role:06d}.log").read_text()
+
+    def cause(self, role: int) -> str:
+        """The class named on the role's failure line."""
+        lines = [line for line in self.log(role).splitlines() if ": failed: " in line]
+        assert lines, f"role {role} logged no failure:\n{self.log(role)}"
+        return lines[-1].split(": failed: ", 1)[1].split(":", 1)[0]
+
+    def committed(self) -> bool:
+        return (self.folder / "reports" / COMMIT_NAME).exists()
+
+    def final_reports(self) -> list[Path]:
+        return sorted((self.folder / "reports").glob("role-*.json"))
+
+
+Route = Callable[[int, int, int], Awaitable[int]]
+
+
+async def _run(compiled: Path, folder: Path, edge: tuple[int, int], fault: Fault | None) -> Outcome:
+    shutil.copytree(compiled, folder)
+    specs, deadline = launch_specs(folder)
+    relay: Relay | None = None
+    async with trio.open_nursery() as nursery:
+
+        async def route(listener: int, connector: int, port: int) -> int:
+            nonlocal relay
+            if (listener, connector) != edge:
+                return port
+            relay = Relay(port, fault)
+            relayed = await relay.open()
+            nursery.start_soon(relay.serve)
+            return relayed
+
+        # Without fail-fast the launcher stops no one: each role must end on its own.
+        result = await launch(specs, deadline=deadline, fail_fast=False, route=route)
+        nursery.cancel_scope.cancel()
+    assert relay is not None
+    return Outcome(result, folder, relay)
+
+
+def _assert_nothing_committed(outcome: Outcome) -> None:
+    for role, each in outcome.result.outcomes.items():
+        assert each.returncode not in (0, None), (role, each)
+    assert not outcome.committed()
+    assert outcome.final_reports() == []
+
+
+def _assert_everyone_names(outcome: Outcome, origin: int, cause: str) -> None:
+    """The role at fault fails with ``cause``; every other role fails with the abort it
+    relayed, naming the same origin and cause."""
+    assert outcome.cause(origin) == cause, outcome.log(origin)
+    for role in range(N):
+        if role != origin:
+            assert outcome.cause(role) == "RoundAborted", (role, outcome.log(role))
+            assert f"aborted by role {origin}" in outcome.log(role)
+            assert f": {cause}" in outcome.log(role)
+    first = outcome.result.first_failure
+    assert first is not None and first.role == origin, first
+
+
+# --- the control run ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def frames(compiled: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
+    """A run through a relay that changes nothing commits, and tells how many frames each
+    direction of the relayed edges carries."""
+    counts: dict[str, list[int]] = {}
+    for edge in ((0, 1), (1, 2)):
+        folder = tmp_path_factory.mktemp("control") / "run"
+        outcome = trio.run(_run, compiled, folder, edge, None)
+        assert outcome.result.ok, outcome.result.first_failure
+        record = CommitRecord.decode((folder / "reports" / COMMIT_NAME).read_bytes())
+        reports = {int(p.stem[5:]): p.read_bytes() for p in outcome.final_reports()}
+        check_reports(record, reports, PLAN.tree.children)
+        assert record.rounds == ROUNDS and record.participants == N
+        assert not list((folder / "reports").glob("*.staged"))
+        down, up = outcome.relay.frames["down"], outcome.relay.frames["up"]
+        assert down[0] == up[0] == FrameKind.HELLO
+        assert down[-2:] == [FrameKind.END, FrameKind.COMMIT] and up[-1] == FrameKind.DONE
+        counts[f"{edge[0]}-{edge[1]}"] = [len(down), len(up)]
+    return counts
+
+
+def test_a_relayed_run_without_a_fault_commits(frames: dict[str, list[int]]) -> None:
+    assert frames["0-1"][0] > 3 and frames["1-2"][1] > 2
+
+
+# --- faults before the commit point ---------------------------------------------------------
+
+
+TRAILING = [
+    # bytes appended after the schedule's last frame, toward the child and toward the parent
+    pytest.param("insert", "down", FrameKind.END, 1, id="bytes-after-last-frame-down"),
+    pytest.param("insert", "up", FrameKind.DONE, 0, id="bytes-after-last-frame-up"),
+    # the last frame sent twice
+    pytest.param("replay", "down", FrameKind.END, 1, id="last-frame-twice-down"),
+    pytest.param("replay", "up", FrameKind.DONE, 0, id="last-frame-twice-up"),
+]
+
+
+@pytest.mark.parametrize(("kind", "direction", "at", "receiver_side"), TRAILING)
+@pytest.mark.parametrize("edge", [(0, 1), (1, 2)], ids=["edge-0-1", "edge-1-2"])
+async def test_bytes_after_the_last_frame_abort_every_role_and_commit_nothing(
+    compiled: Path,
+    tmp_path: Path,
+    frames: dict[str, list[int]],
+    edge: tuple[int, int],
+    kind: str,
+    direction: str,
+    at: FrameKind,
+    receiver_side: int,
+) -> None:
+    fault = Fault(kind, direction, at)  # type: ignore[arg-type]
+    outcome = await _run(compiled, tmp_path / "run", edge, fault)
+    assert outcome.relay.applied
+    _assert_nothing_committed(outcome)
+    _assert_everyone_names(outcome, edge[receiver_side], "TrailingBytes")
+
+
+async def test_bytes_after_the_last_done_abort_before_the_commit(
+    compiled: Path, tmp_path: Path, frames: dict[str, list[int]]
+) -> None:
+    outcome = await _run(compiled, tmp_path / "run", (1, 2), Fault("append", "up", FrameKind.DONE))
+    _assert_nothing_committed(outcome)
+    _assert_everyone_names(outcome, 1, "TrailingBytes")
+
+
+@pytest.mark.parametrize(
+    ("edge", "direction", "origin"),
+    [((0, 1), "down", 1), ((0, 1), "up", 0), ((1, 2), "down", 2), ((1, 2), "up", 1)],
+)
+async def test_a_corrupted_last_frame_in_the_last_round_aborts_every_role(
+    compiled: Path,
+    tmp_path: Path,
+    frames: dict[str, list[int]],
+    edge: tuple[int, int],
+    direction: str,
+    origin: int,
+) -> None:
+    down, up = frames[f"{edge[0]}-{edge[1]}"]
+    last = down - 3 if direction == "down" else up - 2  # the frame before END / DONE
+    fault = Fault("corrupt", direction, last, offset=-1)  # type: ignore[arg-type]
+    outcome = await _run(compiled, tmp_path / "run", edge, fault)
+    _assert_nothing_committed(outcome)
+    _assert_everyone_names(outcome, origin, "Corrupted")
+    assert f"round {ROUNDS - 1}" in outcome.log(0)
+
+
+@pytest.mark.parametrize("frame", [FrameKind.DONE, FrameKind.END])
+async def test_a_corrupted_completion_frame_aborts_before_the_commit(
+    compiled: Path, tmp_path: Path, frames: dict[str, list[int]], frame: FrameKind
+) -> None:
+    direction = "up" if frame == FrameKind.DONE else "down"
+    fault = Fault("corrupt", direction, frame, offset=-1)  # type: ignore[arg-type]
+    outcome = await _run(compiled, tmp_path / "run", (0, 1), fault)
+    _assert_nothing_committed(outcome)
+    _assert_everyone_names(outcome, 0 if frame == FrameKind.DONE else 1, "Corrupted")
+
+
+# --- every wait bounded, the first frame of an edge included --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "budget"),
+    [
+        # a dropped first frame: both ends wait for a first frame within their start budget
+        pytest.param(Fault("drop", "up", 1), "start", id="first-frame-dropped"),
+        # a peer that sends its hello and then nothing
+        pytest.param(Fault("stall", "up", 1), "start", id="silent-after-hello"),
+        # a peer that goes silent in the middle of the run
+        pytest.param(Fault("stall", "up", 3), "receive", id="silent-mid-run"),
+    ],
+)
+async def test_a_silent_edge_is_bounded_by_its_budget_and_aborts_every_role(
+    compiled: Path, tmp_path: Path, frames: dict[str, list[int]], fault: Fault, budget: str
+) -> None:
+    outcome = await _run(compiled, tmp_path / "run", (0, 1), fault)
+    _assert_nothing_committed(outcome)
+    # Both ends of the silent edge wait, and so may roles whose next frame depends on it: the
+    # first whose budget runs out is the origin. Each says which budget, for whom, and when.
+    first = outcome.result.first_failure
+    assert first is not None
+    origin = first.role
+    assert outcome.cause(origin) == "BudgetExhausted"
+    assert f"past its {budget} budget" in outcome.log(origin)
+    # (A role that waits on the silent edge through others, e.g. for a broadcast its parent
+    # cannot send, may run out first: docs/failure.md, "Silence".) Every role stops, by its
+    # own budget or by the abort, which names an origin whose budget ran out.
+    for role in range(N):
+        assert outcome.cause(role) in ("BudgetExhausted", "RoundAborted"), outcome.log(role)
+        if outcome.cause(role) == "RoundAborted":
+            assert "BudgetExhausted" in outcome.log(role)
+
+
+async def test_a_truncated_frame_aborts_every_role(
+    compiled: Path, tmp_path: Path, frames: dict[str, list[int]]
+) -> None:
+    outcome = await _run(compiled, tmp_path / "run", (1, 2), Fault("truncate", "up", 2, offset=50))
+    _assert_nothing_committed(outcome)
+    # Role 1 sees its child's frame cut off; role 2 sees its connection end.
+    assert outcome.cause(1) in ("Truncated", "PeerLost")
+    for role in (0, 3, 4):
+        assert outcome.cause(role) == "RoundAborted"
+
+
+async def test_a_stranger_that_replays_a_hello_and_goes_silent_is_bounded(
+    compiled: Path, tmp_path: Path
+) -> None:
+    from alpha.artifact import read_artifact
+    from alpha.frame import SendSlot
+    from alpha.role import RoleDescription
+    from alpha.runtime.endpoint import hello_spec
+
+    folder = tmp_path / "run"
+    shutil.copytree(compiled, folder)
+    specs, deadline = launch_specs(folder)
+    payload = read_artifact(folder / "role-000000.pyz")
+    identity = RoleDescription.from_dict(payload["description"]).identity
+    hello = SendSlot(hello_spec(identity, 3, 0)).prepare(b"").join()
+    strangers: list[socket.socket] = []
+
+    async def stranger(role: int, ports: tuple[int, ...]) -> None:
+        if role == 0:  # before role 3 starts, take its place on role 0's listener for it
+            sock = socket.create_connection(("127.0.0.1", ports[1]))
+            sock.sendall(hello)
+            strangers.append(sock)
+
+    result = await launch(specs, deadline=deadline, fail_fast=False, on_announce=stranger)
+    for sock in strangers:
+        sock.close()
+    outcome = Outcome(result, folder, Relay(0))
+    _assert_nothing_committed(outcome)
+    # Role 0 took the stranger for role 3 (its hello was right), and waits for its first frame
+    # within the start budget, unless a role whose next frame depends on it runs out first.
+    # The real role 3 cannot connect, and says so within its connect budget.
+    assert outcome.cause(3) == "BudgetExhausted"
+    assert "role 3 waited for role 0 past its connect budget" in outcome.log(3)
+    assert outcome.cause(0) in ("BudgetExhausted", "RoundAborted")
+    if outcome.cause(0) == "BudgetExhausted":
+        assert "role 0 waited for role 3 past its start budget" in outcome.log(0)
+    for role in range(N):
+        assert outcome.cause(role) in ("BudgetExhausted", "RoundAborted"), outcome.log(role)
+
+
+# --- after the commit point -----------------------------------------------------------------
+
+
+async def test_bytes_after_the_last_commit_are_refused_but_cannot_undo_the_commit(
+    compiled: Path, tmp_path: Path, frames: dict[str, list[int]]
+) -> None:
+    outcome = await _run(
+        compiled, tmp_path / "run", (1, 2), Fault("append", "down", FrameKind.COMMIT)
+    )
+    # The run committed before role 1 sent its COMMIT; role 2 refuses the bytes after it and
+    # exits 1, but its report is final: it learned of the commit first.
+    assert outcome.committed()
+    assert outcome.cause(2) == "TrailingBytes"
+    assert outcome.result.outcomes[2].returncode == 1
+    assert len(outcome.final_reports()) == N
+    assert all(outcome.result.outcomes[r].returncode == 0 for r in (0, 1, 3, 4))
+    data = json.loads((outcome.folder / "reports" / "role-000002.json").read_text())
+    assert data["rounds"] == ROUNDS
