@@ -17,6 +17,7 @@ from alpha.errors import (
     BudgetExhausted,
     PeerLost,
     PortMissing,
+    RoleDescriptionInvalid,
     RoundAborted,
     TrailingBytes,
     Truncated,
@@ -325,3 +326,34 @@ async def test_an_abort_cannot_follow_a_frame_cut_off_mid_send() -> None:
             await low.send(SendSlot(spec(0, 1, size)), bytes(size))
         assert not low.can_abort
         assert not await low.send_abort(CAUSE)
+
+
+async def test_a_connect_attempt_that_hangs_is_bounded_by_the_connect_budget() -> None:
+    # A listener whose backlog is full drops new SYNs: a connect to it would wait for the
+    # kernel's retries (minutes). The connect budget bounds every attempt, and all of them.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = socket.create_connection(("127.0.0.1", port))
+    ports_send, ports_in = trio.testing.memory_stream_pair()
+    await ports_send.send_all(port.to_bytes(2, "big"))
+
+    async def announce(data: bytes) -> None:
+        pass
+
+    try:
+        with pytest.raises(BudgetExhausted) as caught:
+            await run_role(_description(1, [0], BUDGETS), announce=announce, ports_in=ports_in)
+    finally:
+        queued.close()
+        listener.close()
+    assert (caught.value.budget, caught.value.peer) == ("connect", 0)
+    assert caught.value.when == "before the first round"
+
+
+def test_the_session_deadline_is_off_by_default() -> None:
+    assert Budgets().deadline is None
+    assert Budgets(deadline=7200.0).deadline == 7200.0
+    with pytest.raises(RoleDescriptionInvalid):
+        Budgets(deadline=0.0)

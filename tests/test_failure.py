@@ -34,8 +34,7 @@ RECEIVE = 4.0
 START = 8.0
 
 
-def _plan() -> Plan:
-    return parse_plan(f"""
+PLAN_TEXT = f"""
 [run]
 name = "faults"
 rounds = {ROUNDS}
@@ -56,10 +55,8 @@ hidden = 4
 rate = 0.1
 seed = 1
 batch = 4
-""")
-
-
-PLAN = _plan()
+"""
+PLAN = parse_plan(PLAN_TEXT)
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +113,38 @@ async def _run(compiled: Path, folder: Path, edge: tuple[int, int], fault: Fault
     return Outcome(result, folder, relay)
 
 
+# How long after the first failure every role must have stopped by its own hand: the abort
+# reaches it at once, or its own budget (start, receive or connect) runs out.
+SPAN = START + RECEIVE
+
+
 def _assert_nothing_committed(outcome: Outcome) -> None:
+    """Every role exited non-zero by itself (the launcher killed no one), within the budgets
+    after the first failure; nothing is committed; no process is left."""
+    clocks = []
     for role, each in outcome.result.outcomes.items():
         assert each.returncode not in (0, None), (role, each)
+        assert not each.killed, (role, each)
+        assert each.failed_at is not None and each.logged, (role, each)
+        clocks.append(each.failed_at)
+    assert max(clocks) - min(clocks) <= SPAN, clocks
     assert not outcome.committed()
     assert outcome.final_reports() == []
+    assert not _running(outcome.folder), "no participant is left running"
+
+
+def _running(folder: Path) -> list[int]:
+    """Processes whose command line names an artifact of ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in argv:
+                found.append(int(entry.name))
+    return found
 
 
 def _assert_everyone_names(outcome: Outcome, origin: int, cause: str) -> None:
@@ -339,3 +363,69 @@ async def test_bytes_after_the_last_commit_are_refused_but_cannot_undo_the_commi
     assert all(outcome.result.outcomes[r].returncode == 0 for r in (0, 1, 3, 4))
     data = json.loads((outcome.folder / "reports" / "role-000002.json").read_text())
     assert data["rounds"] == ROUNDS
+
+
+# --- a stopped participant, and the optional deadline ---------------------------------------
+
+
+async def test_a_participant_stopped_after_its_hello_is_blamed_and_nothing_commits(
+    compiled: Path, tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    folder = tmp_path / "run"
+    shutil.copytree(compiled, folder)
+    specs, deadline = launch_specs(folder)
+    victim: list[int] = []
+
+    async def stop_role_2(role: int, ports: tuple[int, ...]) -> None:
+        if role == N - 1:  # every role has started; role 2 has greeted its parent
+            pid = next(p for p in _running(folder) if b"role-000002" in _cmdline(p))
+            os.kill(pid, signal.SIGSTOP)
+            victim.append(pid)
+
+    try:
+        result = await launch(specs, deadline=deadline, on_announce=stop_role_2)
+    finally:
+        for pid in victim:
+            if pid in _running(folder):  # only if the launcher failed to kill and reap it
+                os.kill(pid, signal.SIGKILL)
+    outcome = Outcome(result, folder, Relay(0))
+    first = result.first_failure
+    assert first is not None and first.role == 2 and first.stopped, first
+    # Its parent waited for it within a budget and aborted the run; nothing commits, and the
+    # launcher killed the stopped role on its way out.
+    assert outcome.cause(1) == "BudgetExhausted" and "for role 2" in outcome.log(1)
+    assert not outcome.committed() and outcome.final_reports() == []
+    assert result.outcomes[2].returncode == -signal.SIGKILL
+    assert not _running(folder)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+async def test_the_optional_deadline_names_the_step_the_peer_and_the_round(
+    tmp_path: Path,
+) -> None:
+    plan = parse_plan(
+        PLAN_TEXT.replace("rounds = 3", "rounds = 1000000").replace(
+            "[budgets]", "[budgets]\ndeadline = 6.0"
+        )
+    )
+    compile_plan(plan, tmp_path, range(N))
+    specs, deadline = launch_specs(tmp_path)
+    assert deadline == 6.0
+    result = await launch(specs, deadline=deadline, fail_fast=False)
+    outcome = Outcome(result, tmp_path, Relay(0))
+    assert not outcome.committed() and outcome.final_reports() == []
+    first = result.first_failure
+    assert first is not None
+    log = outcome.log(first.role)
+    assert outcome.cause(first.role) == "BudgetExhausted"
+    assert "past its deadline budget (6 s) while it was" in log
+    assert "(round " in log and "role ?" not in log
