@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 # Each module has NAME and run(repeat) -> markdown section.
-MODULES = ("bench.frames", "bench.endpoints", "bench.projection", "bench.startup")
+MODULES = ("bench.frames", "bench.endpoints", "bench.projection", "bench.startup", "bench.watch")
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
