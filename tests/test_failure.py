@@ -20,7 +20,7 @@ from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind
 from alpha.launch import LaunchResult, launch
-from alpha.plan import Plan, parse_plan
+from alpha.plan import parse_plan
 from harness.relay import Fault, Relay
 
 pytestmark = pytest.mark.slow

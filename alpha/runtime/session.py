@@ -283,8 +283,7 @@ async def run_role(
     except BaseException as error:
         # Raise the cause itself, not trio's group around it; Ctrl-C stays Ctrl-C.
         interrupted = isinstance(error, KeyboardInterrupt) or (
-            isinstance(error, BaseExceptionGroup)
-            and error.subgroup(KeyboardInterrupt) is not None
+            isinstance(error, BaseExceptionGroup) and error.subgroup(KeyboardInterrupt) is not None
         )
         if interrupted:
             raise KeyboardInterrupt from None
