@@ -429,3 +429,71 @@ async def test_the_optional_deadline_names_the_step_the_peer_and_the_round(
     assert outcome.cause(first.role) == "BudgetExhausted"
     assert "past its deadline budget (6 s) while it was" in log
     assert "(round " in log and "role ?" not in log
+
+
+# --- every frame of an edge -----------------------------------------------------------------
+
+PAIR_TEXT = PLAN_TEXT.replace(f"stride 0 1 {N}", "stride 0 1 2").replace(
+    'shape = "tree"\nfanout = 2', 'shape = "pair"'
+)
+
+
+@pytest.fixture(scope="module")
+def pair_compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pair")
+    compile_plan(parse_plan(PAIR_TEXT), folder, range(2))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pair_frames(pair_compiled: Path, tmp_path_factory: pytest.TempPathFactory) -> list[int]:
+    folder = tmp_path_factory.mktemp("pair-control") / "run"
+    outcome = trio.run(_run, pair_compiled, folder, (0, 1), None)
+    assert outcome.result.ok and outcome.committed()
+    return [len(outcome.relay.frames["down"]), len(outcome.relay.frames["up"])]
+
+
+# Every frame the pair sends before the commit point, each way: the hello, every data frame of
+# every round, END and DONE. (COMMIT, the last frame toward role 1, comes after it: below.)
+PAIR_FRAMES = [("down", index) for index in range(ROUNDS + 2)] + [
+    ("up", index) for index in range(ROUNDS + 2)
+]
+
+
+@pytest.mark.parametrize(("direction", "index"), PAIR_FRAMES, ids=lambda v: str(v))
+async def test_a_corrupted_frame_anywhere_before_the_commit_aborts_both_roles(
+    pair_compiled: Path, tmp_path: Path, pair_frames: list[int], direction: str, index: int
+) -> None:
+    down, up = pair_frames
+    assert index < (down - 1 if direction == "down" else up), "the sweep covers every frame"
+    fault = Fault("corrupt", direction, index, offset=-1)  # type: ignore[arg-type]
+    outcome = await _run(pair_compiled, tmp_path / "run", (0, 1), fault)
+    assert outcome.relay.applied
+    for each in outcome.result.outcomes.values():
+        assert each.returncode == 1 and not each.killed, each
+    assert not outcome.committed() and outcome.final_reports() == []
+    receiver, sender = (1, 0) if direction == "down" else (0, 1)
+    assert outcome.cause(receiver) == "Corrupted"
+    assert outcome.cause(sender) == "RoundAborted"
+    assert f"aborted by role {receiver}" in outcome.log(sender)
+    assert not list((outcome.folder / "reports").glob("*.staged"))
+
+
+def test_the_sweep_covers_every_frame_before_the_commit(pair_frames: list[int]) -> None:
+    down, up = pair_frames
+    assert len(PAIR_FRAMES) == (down - 1) + up
+
+
+async def test_a_corrupted_commit_leaves_the_child_staged_and_the_run_committed(
+    pair_compiled: Path, tmp_path: Path, pair_frames: list[int]
+) -> None:
+    fault = Fault("corrupt", "down", FrameKind.COMMIT, offset=-1)
+    outcome = await _run(pair_compiled, tmp_path / "run", (0, 1), fault)
+    # Role 0 committed; role 1 cannot learn it: it exits 1 and its report stays staged.
+    assert outcome.committed()
+    assert outcome.result.outcomes[0].returncode == 0
+    assert outcome.result.outcomes[1].returncode == 1
+    assert outcome.cause(1) == "CommitUnknown"
+    reports = outcome.folder / "reports"
+    assert [p.name for p in outcome.final_reports()] == ["role-000000.json"]
+    assert (reports / "role-000001.json.staged").exists()
