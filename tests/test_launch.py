@@ -39,6 +39,7 @@ from alpha.role import RoleDescription, exchange_payload, exchange_roles
 from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.topology import ParticipantTree, pair, star
+from harness.processes import running
 
 pytestmark = pytest.mark.slow
 
@@ -125,14 +126,9 @@ async def pid_running(argument: str) -> int:
     of exec, after the parent learned that exec succeeded. The wait is bounded by the run's
     own budgets: a launch that cannot go on fails and cancels the hook that waits here."""
     while True:
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    argv = (entry / "cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue  # it exited meanwhile
-                if argument.encode() in argv:
-                    return int(entry.name)
+        found = running(argument, whole=True)
+        if found:
+            return found[0]
         await trio.sleep(0.005)
 
 

@@ -21,6 +21,7 @@ from alpha.learner.model import Model, contribute, initial_parameters
 from alpha.learner.replicate import replicate, require_learner
 from alpha.plan import Plan, load_plan, parse_plan
 from alpha.topology import ParticipantTree, pair, star
+from harness.processes import running
 
 DIGITS = load_digits()
 
@@ -343,15 +344,9 @@ def test_progress_off_a_terminal_writes_a_line_a_second_and_always_the_last() ->
 
 def _pid_running(path: Path) -> int:
     """The pid of the process whose command line names ``path`` (an artifact)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue  # it exited meanwhile
-            if str(path).encode() in argv:
-                return int(entry.name)
-    raise AssertionError(f"no process runs {path}")
+    found = running(path, whole=True)
+    assert found, f"no process runs {path}"
+    return found[0]
 
 
 @pytest.mark.slow
