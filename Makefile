@@ -30,6 +30,8 @@ run: bytecode
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	# Imports run one way, from the shell to the pure core (docs/architecture.md).
+	$(BIN)/python scripts/check_layers.py
 
 typecheck: $(STAMP)
 	# The whole package is strict-clean, the pure layers included; keep it so.

@@ -31,10 +31,9 @@ import trio
 
 from alpha._files import output_folder, read_regular_file
 from alpha.errors import RoleDescriptionInvalid
-from alpha.participant import FAILURE_CLOCK
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import PORT_BYTES
-from alpha.runtime.parent import LAUNCHER_PID_ENV
+from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
 
 __all__ = [
     "ANNOUNCE_WAIT",

@@ -22,12 +22,10 @@ from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
+from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
 
 __all__ = ["FAILURE_CLOCK", "main", "run_description", "run_payload"]
-
-FAILURE_CLOCK = "failure-clock"
-"""The word before the monotonic time of a failure, on the line before the one-line cause."""
 
 
 def _log(role: int | str, text: str) -> None:

@@ -15,9 +15,14 @@ import alpha.runtime.parent as parent
 from alpha.budgets import Budgets
 from alpha.errors import LauncherLost, UsageError
 from alpha.launch import write_roles
-from alpha.participant import FAILURE_CLOCK
 from alpha.role import exchange_roles
-from alpha.runtime.parent import LAUNCHER_PID_ENV, LAUNCHER_POLL, launcher_pid, watch_launcher
+from alpha.runtime.parent import (
+    FAILURE_CLOCK,
+    LAUNCHER_PID_ENV,
+    LAUNCHER_POLL,
+    launcher_pid,
+    watch_launcher,
+)
 from alpha.topology import pair
 
 

@@ -23,7 +23,11 @@ import trio
 
 from alpha.errors import LauncherLost, UsageError
 
-__all__ = ["LAUNCHER_PID_ENV", "LAUNCHER_POLL", "launcher_pid", "watch_launcher"]
+__all__ = ["FAILURE_CLOCK", "LAUNCHER_PID_ENV", "LAUNCHER_POLL", "launcher_pid", "watch_launcher"]
+
+FAILURE_CLOCK: Final = "failure-clock"
+"""The word before the monotonic time of a failure, on the line a failing participant logs
+just before its one-line cause: with it the launcher tells which role failed first."""
 
 LAUNCHER_PID_ENV: Final = "ALPHA_LAUNCHER_PID"
 """The environment variable in which the launcher gives each participant its own pid."""
