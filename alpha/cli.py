@@ -1,9 +1,11 @@
 """The ``alpha`` command line.
 
-Every subcommand is a thin shell over a library call. A bad argument or input
-prints one line naming what is wrong and exits with :data:`EXIT_USAGE`; no
-traceback reaches the user for an error Alpha raised on purpose. Exit codes
-are documented in ``docs/exit-codes.md``.
+Every subcommand is a thin shell over a library call. An error Alpha raised on
+purpose prints one line naming what is wrong and exits with the code its family
+carries (``AlphaError.exit_code``): :data:`EXIT_USAGE` for a bad argument or
+input (``InputInvalid``), :data:`EXIT_FAILURE` for a run that failed
+(``RunFailed``); no traceback reaches the user. Exit codes are documented in
+``docs/exit-codes.md``.
 """
 
 from __future__ import annotations
@@ -17,32 +19,13 @@ from typing import NoReturn
 
 from alpha import __version__
 from alpha._files import output_folder
-from alpha.errors import (
-    AdmissionError,
-    AlphaError,
-    ArtifactInvalid,
-    GroupSyntaxError,
-    PlanInvalid,
-    ProtocolRejected,
-    RoleDescriptionInvalid,
-    TopologyError,
-    UsageError,
-)
+from alpha.errors import AlphaError, UsageError
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.membership import ParticipantGroup, parse_group
 from alpha.topology import ParticipantTree
 
-# Errors that mean "what you typed is wrong", as opposed to a run that failed.
-_INPUT_ERRORS = (
-    UsageError,
-    PlanInvalid,
-    ProtocolRejected,
-    ArtifactInvalid,
-    GroupSyntaxError,
-    AdmissionError,
-    TopologyError,
-    RoleDescriptionInvalid,
-)
+# The exit codes are re-exported: a caller of main() compares its result with them.
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 # How many of a node's children `describe tree` lists before abbreviating:
 # a fan-out of 64 still fits on one terminal line or two.
@@ -355,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except AlphaError as error:
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(error, _INPUT_ERRORS) else EXIT_FAILURE
+        return error.exit_code  # its family's: InputInvalid is 2, RunFailed 1
     except OSError as error:
         # The machine refused a file operation (disk full, permissions): not a bug, one line.
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)

@@ -2,14 +2,29 @@
 
 Every refusal Alpha makes is an instance of exactly one leaf class below
 :class:`AlphaError`, so that callers and tests can name the cause precisely.
-Families group causes of one layer (membership admission, the participant
-tree, the frame codec, ...). Each class's docstring says when it is raised and
-what an operator should do about it; each message names the offending part.
+Directly below :class:`AlphaError` are two families, and every other class is in
+exactly one of them:
+
+- :class:`InputInvalid`: what was typed or built is wrong (a command line, a
+  plan, a group, a tree, a role description, an artifact); nothing ran.
+- :class:`RunFailed`: something ran and failed (a refused frame, an exhausted
+  budget, a lost peer, an aborted round, an unknown commit).
+
+A family carries the process exit code of its members as ``exit_code``
+(``docs/exit-codes.md``), so the command line reads the code off the class
+instead of keeping its own list. Inside the families, smaller ones group the
+causes of one layer (membership admission, the participant tree, the frame
+codec, ...). Each class's docstring says when it is raised and what an operator
+should do about it; each message names the offending part.
 
 Later layers add their families here, so the whole tree reads in one file.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 __all__ = [
     "AbortInvalid",
@@ -39,6 +54,7 @@ __all__ = [
     "IdentityMismatch",
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
+    "InputInvalid",
     "LaunchFailed",
     "LauncherLost",
     "LearnerInputInvalid",
@@ -59,6 +75,8 @@ __all__ = [
     "RoleOutOfRange",
     "RoleOutsideUniverse",
     "RoundAborted",
+    "RoundFailed",
+    "RunFailed",
     "SelectorNotAtAuthority",
     "SelectorOutOfRange",
     "SelfTransfer",
@@ -76,17 +94,40 @@ __all__ = [
 
 
 class AlphaError(Exception):
-    """Base of every error Alpha raises on purpose."""
+    """Base of every error Alpha raises on purpose. Never raised itself: every error is in
+    :class:`InputInvalid` or :class:`RunFailed`."""
+
+    #: The exit code of a command that stops on this error (``docs/exit-codes.md``). Each
+    #: family sets its own; a command reads it off the error's class.
+    exit_code: ClassVar[int] = EXIT_FAILURE
 
 
-class UsageError(AlphaError, ValueError):
+class InputInvalid(AlphaError):
+    """What was typed or built is wrong: a command-line argument, a plan, a participant group
+    or tree, a run identity's inputs, a role description, a protocol, an artifact or its
+    target. It is found before anything runs, so nothing ran; fix the input named in the
+    message and run the command again. Exit code 2 (``EXIT_USAGE``)."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE
+
+
+class RunFailed(AlphaError):
+    """Something Alpha started ran and failed: a frame was refused, a wait ran out, a peer
+    was lost, a round was aborted, a participant or its launcher failed, or the run's commit
+    is missing or unknown. The input was fine as far as it could be checked; the message
+    names the role and what to look at. Exit code 1 (``EXIT_FAILURE``)."""
+
+    exit_code: ClassVar[int] = EXIT_FAILURE
+
+
+class UsageError(InputInvalid, ValueError):
     """A command-line argument or option is wrong; the message names it."""
 
 
 # --- membership -------------------------------------------------------------
 
 
-class GroupSyntaxError(AlphaError, ValueError):
+class GroupSyntaxError(InputInvalid, ValueError):
     """The textual form of a participant group does not parse.
 
     The message gives the position of the first token that does not fit and
@@ -94,7 +135,7 @@ class GroupSyntaxError(AlphaError, ValueError):
     """
 
 
-class AdmissionError(AlphaError, ValueError):
+class AdmissionError(InputInvalid, ValueError):
     """A participant group was refused at admission; the subclass names why."""
 
 
@@ -123,14 +164,14 @@ class GroupFieldInvalid(AdmissionError):
     ``0..2**64-1``, identity at most ``MAX_IDENTITY_BYTES`` bytes)."""
 
 
-class NotAMember(AlphaError, LookupError):
+class NotAMember(InputInvalid, LookupError):
     """A role was looked up in a group whose selection does not contain it."""
 
 
 # --- topology ---------------------------------------------------------------
 
 
-class TopologyError(AlphaError, ValueError):
+class TopologyError(InputInvalid, ValueError):
     """A participant tree was asked for something that cannot exist."""
 
 
@@ -153,20 +194,20 @@ class CoverageBroken(TopologyError):
 # --- frames -----------------------------------------------------------------
 
 
-class FrameSpecInvalid(AlphaError, ValueError):
+class FrameSpecInvalid(RunFailed, ValueError):
     """A frame slot or a payload to send does not fit the frame layout: a
     field wider than its width, an extent past ``MAX_EXTENT``, or a payload
     whose length differs from the slot's extent. A bug in the caller or the
     plan, never in a peer."""
 
 
-class FrameIncomplete(AlphaError, RuntimeError):
+class FrameIncomplete(RunFailed, RuntimeError):
     """A reception was asked for its payload, or fed, in a state that does not
     allow it (before its trailer checked, or after it finished). A bug in the
     caller, never in a peer."""
 
 
-class FrameRefused(AlphaError):
+class FrameRefused(RunFailed):
     """A frame, or the stream that carries it, is not what this receive slot
     was built to accept. The subclass names the cause.
 
@@ -296,7 +337,7 @@ class TrailingBytes(FrameRefused):
 # --- identity ---------------------------------------------------------------
 
 
-class IdentityError(AlphaError, ValueError):
+class IdentityError(InputInvalid, ValueError):
     """A run identity or one of its digests cannot be made from the values
     given; the subclass names why."""
 
@@ -321,12 +362,12 @@ class LearnerInputInvalid(IdentityError):
 # --- runtime ----------------------------------------------------------------
 
 
-class RoleDescriptionInvalid(AlphaError, ValueError):
+class RoleDescriptionInvalid(InputInvalid, ValueError):
     """A role description (what one participant is built to do) is missing a
     field or has a wrong value; the message names the field."""
 
 
-class BudgetExhausted(AlphaError):
+class BudgetExhausted(RunFailed):
     """A bounded wait ran out: connecting, reading a peer's port, accepting,
     receiving a frame, or the session-wide deadline.
 
@@ -364,7 +405,7 @@ class BudgetExhausted(AlphaError):
         )
 
 
-class PeerLost(AlphaError):
+class PeerLost(RunFailed):
     """The connection to a peer broke (reset, refused after it was up, or
     closed where the schedule expects more); the run aborts."""
 
@@ -380,7 +421,13 @@ class PeerLost(AlphaError):
         )
 
 
-class RoundAborted(AlphaError):
+class RoundFailed(RunFailed):
+    """A round stopped: a value agreed or computed in it is wrong at this role (the subclass
+    names which), or a peer aborted it (:class:`RoundAborted`). Either way the run stops
+    everywhere without committing (``docs/failure.md``)."""
+
+
+class RoundAborted(RoundFailed):
     """A peer sent an ABORT frame: a role of the run failed, and the run stops everywhere
     without committing. Carries the original cause, whichever role it struck first:
     ``origin`` (the role that failed), ``cause`` (its class name), ``edge`` (the edge at
@@ -415,24 +462,24 @@ class RoundAborted(AlphaError):
         )
 
 
-class CommitInvalid(AlphaError, ValueError):
+class CommitInvalid(RunFailed, ValueError):
     """A commit record, or the reports it names, is not what the run committed: the record
     is malformed, or a report is missing, extra or changed since the commit."""
 
 
-class CommitUnknown(AlphaError):
+class CommitUnknown(RunFailed):
     """A role reported its completion up the tree but could not learn whether the run
     committed (its parent vanished or went silent before the commit reached it). It exits
     non-zero and leaves its report staged, never final; the run's commit record, written by
     role 0, says whether the run counts."""
 
 
-class PayloadMismatch(AlphaError):
+class PayloadMismatch(RunFailed):
     """A frame passed every check but its payload is not what the schedule
     computes (the edge-exchange demonstration checks content)."""
 
 
-class LaunchFailed(AlphaError):
+class LaunchFailed(RunFailed):
     """A launched participant failed; ``role`` failed first, ``cause`` is its
     one-line reason."""
 
@@ -444,13 +491,13 @@ class LaunchFailed(AlphaError):
         super().__init__(f"role {role} failed first: {cause}{tail}")
 
 
-class PortMissing(AlphaError):
+class PortMissing(RunFailed):
     """A participant's stdin ended before the launcher gave it the port of a
     lower peer: the launcher stopped, or the participant was started by hand
     without its ports."""
 
 
-class LauncherLost(AlphaError):
+class LauncherLost(RunFailed):
     """The launcher that started this participant is gone (killed or crashed):
     no one relays ports, collects outcomes or stops the run any more, so the
     participant stops at once instead of finishing a run no one watches.
@@ -472,7 +519,7 @@ class LauncherLost(AlphaError):
 # --- the global protocol ----------------------------------------------------
 
 
-class ProtocolFailure(AlphaError):
+class ProtocolFailure(InputInvalid):
     """One reason a global protocol cannot be projected; the subclass names it
     and the message names the roles and the form. ``form`` is the path of the
     offending form in the protocol (e.g. ``body.1.repeat.choice.arm0``)."""
@@ -501,6 +548,12 @@ class NoRealization(ProtocolFailure):
     a pair of roles that is not an edge of the run."""
 
 
+class OperationUnimplemented(ProtocolFailure):
+    """A local operation or selector the protocol declares has no implementation
+    in this Alpha (``alpha.operations``): its participants could not run it.
+    Implement it there, or stop naming it."""
+
+
 class ChoiceAuthorityInvalid(ProtocolFailure):
     """A choice's authority is out of range or not a member of the run."""
 
@@ -521,7 +574,7 @@ class ChoiceUninformed(ProtocolFailure):
     informed of the arm taken (neither the authority nor a receiver)."""
 
 
-class ProtocolRejected(AlphaError, ValueError):
+class ProtocolRejected(InputInvalid, ValueError):
     """A protocol failed its checks; ``failures`` holds every refusal found,
     not only the first."""
 
@@ -534,17 +587,17 @@ class ProtocolRejected(AlphaError, ValueError):
 # --- agreed choices and rounds ----------------------------------------------
 
 
-class SelectorOutOfRange(AlphaError):
+class SelectorOutOfRange(RoundFailed):
     """A choice's selector evaluated to something other than 0 or 1 at its
     authority; the round is aborted."""
 
 
-class NoncanonicalWord(AlphaError):
+class NoncanonicalWord(RoundFailed):
     """A choice word that passed the frame checks is not the canonical
     encoding of 0 or 1; the round is aborted."""
 
 
-class CheckFailed(AlphaError):
+class CheckFailed(RoundFailed):
     """A value computed by the run differs from the one the plan says it must
     be (the demonstration's sum check); the round is aborted."""
 
@@ -552,7 +605,7 @@ class CheckFailed(AlphaError):
 # --- plans and artifacts ----------------------------------------------------
 
 
-class PlanInvalid(AlphaError, ValueError):
+class PlanInvalid(InputInvalid, ValueError):
     """A plan is not valid TOML or a field is missing or wrong; ``field`` names
     it (e.g. ``topology.fanout``)."""
 
@@ -561,16 +614,16 @@ class PlanInvalid(AlphaError, ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
-class ArtifactInvalid(AlphaError, ValueError):
+class ArtifactInvalid(InputInvalid, ValueError):
     """A role artifact (role-NNNNNN.pyz) or its run.json is unreadable or not
     one Alpha built."""
 
 
-class TargetMismatch(AlphaError):
+class TargetMismatch(InputInvalid):
     """A role artifact was started on a machine of another target than the one
     it was built for (x86_64 or aarch64)."""
 
 
-class GpuUnavailable(AlphaError):
+class GpuUnavailable(RunFailed):
     """A role bound to a GPU cannot use it: PyCUDA is not installed, there is no CUDA driver,
     or no device has the bound UUID. The role fails; it never falls back to the host."""

@@ -50,10 +50,10 @@ class Edge:
     def __post_init__(self) -> None:
         try:
             ipaddress.IPv4Address(self.address)
-        except ValueError:
+        except ValueError as error:
             raise RoleDescriptionInvalid(
                 f"edges[peer={self.peer}].address must be an IPv4 address, got {self.address!r}"
-            ) from None
+            ) from error
 
 
 def _int(data: Mapping[str, object], name: str, low: int = 0, label: str = "") -> int:
@@ -172,8 +172,8 @@ class RoleDescription:
                 Edge(_int(e, "peer", label="edges[].peer"), e.get("address", DEFAULT_ADDRESS))
                 for e in edges
             )
-        except AttributeError:
-            raise RoleDescriptionInvalid("edges must be a list of {peer, address}") from None
+        except AttributeError as error:
+            raise RoleDescriptionInvalid("edges must be a list of {peer, address}") from error
         report = data.get("report")
         if report is not None and not isinstance(report, str):
             raise RoleDescriptionInvalid(f"report must be a path or null, got {report!r}")

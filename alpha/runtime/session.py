@@ -288,7 +288,7 @@ async def run_role(
         if interrupted:
             raise KeyboardInterrupt from None
         if failure is not None:
-            raise failure from None
+            raise failure from failure.__cause__  # its own cause, not the group
         raise
     if failure is not None:  # the deadline struck and move_on_after absorbed it
         raise failure
