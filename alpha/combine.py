@@ -2,28 +2,27 @@
 
 At every node of the contract's tree, the node's own contribution and its children's subtree
 totals are folded left to right, the node first and then its children in ascending role order,
-whatever order they arrive in. Floating-point addition is not associative, so this order is
-part of the result: it is fixed by the contract (dtype, operation, topology, fan-out,
-delivery), whose digest is in every frame's run identity. ``ordered_sum`` computes, in one
-process, exactly what the distributed combine computes.
+whatever order they arrive in. ``fold_order`` is the one definition of that order; projection
+(``alpha.protocol.projection``) and ``ordered_sum`` both derive from it. Floating-point
+addition is not associative, so this order is part of the result: it is fixed by the contract
+(dtype, operation, topology, fan-out, delivery), whose digest is in every frame's run
+identity. ``ordered_sum`` computes, in one process, exactly what the distributed combine
+computes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, final
+from typing import final
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.identity import contract_digest
+from alpha.identity import OPERATIONS, contract_digest
 from alpha.topology import ParticipantTree
 
 __all__ = ["OPERATIONS", "Contract", "fold_order", "ordered_sum"]
-
-OPERATIONS: Final = ("sum",)
-"""The combine operations a contract may name."""
 
 
 @final
@@ -49,7 +48,13 @@ class Contract:
 
 
 def fold_order(tree: ParticipantTree, role: int) -> tuple[int, ...]:
-    """The order ``role`` folds in: itself, then each child (standing for its subtree)."""
+    """The order ``role`` folds in: itself (its own contribution), then each child in ascending
+    role order (standing for its subtree's total), left to right.
+
+    The one definition of the contract's order: projection's ``Fold`` and ``ordered_sum``
+    both read it. The role comes first because the interpreter folds into the role's own
+    region in place.
+    """
     return (role, *tree.children(role))
 
 
@@ -60,19 +65,20 @@ def ordered_sum(tree: ParticipantTree, contribution: Callable[[int], Array]) -> 
     """The total of every role's contribution, folded exactly as the distributed combine does.
 
     Walks the tree in post-order without recursion (a chain of any length is fine); each
-    node's total is its own contribution plus its children's totals, left to right.
+    node's total folds its own contribution and its children's totals in ``fold_order``.
     """
     totals: dict[int, Array] = {}
     stack: list[tuple[int, bool]] = [(0, False)]
     while stack:
         role, expanded = stack.pop()
-        children = tree.children(role)
+        order = fold_order(tree, role)
         if not expanded:
             stack.append((role, True))
-            stack.extend((child, False) for child in reversed(children))
+            stack.extend((r, False) for r in reversed(order) if r != role)
             continue
-        total = np.array(contribution(role), copy=True)
-        for child in children:
-            np.add(total, totals.pop(child), out=total)
+        first, *rest = (contribution(r) if r == role else totals.pop(r) for r in order)
+        total = np.array(first, copy=True)
+        for part in rest:
+            np.add(total, part, out=total)
         totals[role] = total
     return totals[0]

@@ -17,14 +17,15 @@ from typing import Final
 from alpha import __version__
 from alpha._files import output_folder
 from alpha.artifact import ARTIFACT_FORMAT, RUN_FORMAT, build_artifact, file_sha256, write_run_json
-from alpha.errors import UsageError
+from alpha.errors import ProtocolRejected, UsageError
 from alpha.identity import RunIdentity
+from alpha.operations import unimplemented
 from alpha.plan import Plan
 from alpha.program import protocol_for, run_identity
-from alpha.protocol import encode, project, require_valid
+from alpha.protocol import Protocol, check, encode, project
 from alpha.role import Edge, RoleDescription
 
-__all__ = ["ALL_ROLES_LIMIT", "CompileResult", "compile_plan", "parse_roles"]
+__all__ = ["ALL_ROLES_LIMIT", "CompileResult", "compile_plan", "parse_roles", "require_runnable"]
 
 ALL_ROLES_LIMIT: Final = 4096
 """The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
@@ -82,6 +83,18 @@ def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) ->
     )
 
 
+def require_runnable(protocol: Protocol) -> None:
+    """Check ``protocol`` as projection needs it, and that every operation and selector it
+    names is implemented, so that no participant meets an unknown name mid-run.
+
+    Raises:
+        ProtocolRejected: one or more refusals, all of them in ``failures``.
+    """
+    failures = [*check(protocol), *unimplemented(protocol)]
+    if failures:
+        raise ProtocolRejected(tuple(failures))
+
+
 def compile_plan(
     plan: Plan,
     directory: Path,
@@ -93,11 +106,12 @@ def compile_plan(
     and ``run.json`` into ``directory``.
 
     Raises:
-        ProtocolRejected: the protocol failed its checks (every refusal is listed).
+        ProtocolRejected: the protocol failed its checks, or names an operation or selector
+            with no implementation (``OperationUnimplemented``); every refusal is listed.
         PlanInvalid: the plan's work cannot be compiled (e.g. sums not exact in its dtype).
     """
     protocol = protocol_for(plan)
-    require_valid(protocol)
+    require_runnable(protocol)
     digits = None
     parts = None
     if plan.work_kind == "learn":

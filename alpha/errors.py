@@ -61,6 +61,7 @@ __all__ = [
     "NoRealization",
     "NoncanonicalWord",
     "NotAMember",
+    "OperationUnimplemented",
     "OverlappingParts",
     "ParticipantOutOfRange",
     "PayloadMismatch",

@@ -39,6 +39,7 @@ from alpha.errors import (
 )
 from alpha.identity import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
 from alpha.membership import MAX_EPOCH, MAX_ROLES, ParticipantGroup, group, parse_group
+from alpha.operations import SELECTORS
 from alpha.role import DEFAULT_ADDRESS
 from alpha.topology import ParticipantTree, pair, star
 
@@ -97,9 +98,9 @@ WORK_KINDS: Final = ("sum-check", "learn")
 MAX_WORK_SIZE: Final = 2**28
 _DEFAULT_WORK_SIZE: Final = 1024
 
-#: The per-round agreed choice's selector. ``const-2`` evaluates to 2, which is not an arm: it
-#: exists to show that a selector out of range is refused at run time, so a plan may name it.
-CHOICES: Final = ("none", "parity", "const-0", "const-1", "const-2")
+#: The per-round agreed choice's selector: none, or any selector implemented in
+#: ``alpha.operations`` (``const-2`` among them, to show a word out of range refused at run time).
+CHOICES: Final = ("none", *SELECTORS)
 
 #: Learner models, and the data sets a learner can read (bundled in fixtures/).
 LEARNER_KINDS: Final = ("mlp", "linear")

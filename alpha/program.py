@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.operations import SELECTORS, SUM_CHECK_OPS
 from alpha.plan import TARGETS, Plan
 from alpha.protocol.forms import (
     Choice,
@@ -41,19 +42,11 @@ SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 _HOSTS: Final = frozenset(TARGETS)
 
 OPERATIONS: Final = {
-    op.name: op
-    for op in (
-        Operation("fill", "local", _HOSTS),
-        Operation("fill_neg", "local", _HOSTS),
-        Operation("check_sum", "local", _HOSTS),
-        Operation("check_neg_sum", "local", _HOSTS),
-        Operation("parity", "selector", _HOSTS),
-        Operation("const-0", "selector", _HOSTS),
-        Operation("const-1", "selector", _HOSTS),
-        Operation("const-2", "selector", _HOSTS),
-    )
+    **{name: Operation(name, "local", _HOSTS) for name in SUM_CHECK_OPS},
+    **{name: Operation(name, "selector", _HOSTS) for name in SELECTORS},
 }
-"""Every operation a plan may name, with the targets that realize it (``alpha.runtime.ops``)."""
+"""Every operation the sum check may name, with the targets that realize it: the names are
+those implemented in ``alpha.operations``, every one realized on every host."""
 
 # Whole numbers add exactly in a float up to its significand's width.
 _EXACT: Final = {"float32": 2**24, "float64": 2**53}

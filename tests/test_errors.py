@@ -49,6 +49,7 @@ INPUT = {
     "IndexBudgetExceeded",
     "GroupFieldInvalid",
     "NotAMember",
+    "OperationUnimplemented",
     "TopologyError",
     "TreeSizeInvalid",
     "FanoutInvalid",

@@ -20,7 +20,8 @@ from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
-from alpha.plan import Plan
+from alpha.operations import LEARNER_OPS
+from alpha.plan import TARGETS, Plan
 from alpha.protocol.forms import (
     Combine,
     Everyone,
@@ -47,7 +48,10 @@ __all__ = [
 LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
 """The learner digest's program name: a change of the learner's meaning changes this."""
 
-_HOSTS: Final = frozenset({"x86_64", "aarch64"})
+_HOSTS: Final = frozenset(TARGETS)
+
+_KERNELS: Final = ("contribute",)
+"""The learner operations that have GPU kernels (for the MLP only); the others are staged."""
 
 GPU_TARGET: Final = "cuda"
 """The target a role's operations must be realized for when the plan binds it a GPU. The MLP's
@@ -60,16 +64,12 @@ _STAGED: Final = _HOSTS | {GPU_TARGET}
 
 
 def learner_operations(model: Model) -> dict[str, Operation]:
-    """The learner's operations and where each is realized, for ``model``."""
+    """The learner's operations (those implemented in ``alpha.operations``) and where each is
+    realized, for ``model``."""
     kernels = _STAGED if model.hidden is not None else _HOSTS
     return {
-        op.name: op
-        for op in (
-            Operation("init", "local", _STAGED),
-            Operation("contribute", "local", kernels),
-            Operation("update", "local", _STAGED),
-            Operation("observe", "local", _STAGED),
-        )
+        name: Operation(name, "local", kernels if name in _KERNELS else _STAGED)
+        for name in LEARNER_OPS
     }
 
 

@@ -13,6 +13,7 @@ membership along one path, and nothing visits every role.
 
 from __future__ import annotations
 
+from alpha.combine import fold_order
 from alpha.protocol.forms import (
     Choice,
     Combine,
@@ -110,9 +111,11 @@ def _project_combine(
     region = form.region
     out: list[Instruction] = [Recv(c, scratch_name(region, c), slot) for c in children]
     if children:
-        # Contract order: the role's own contribution, then each child's subtree in ascending
-        # role order, folded left to right.
-        out.append(Fold(region, (region, *(scratch_name(region, c) for c in children))))
+        # The contract's order, from its one definition: the role stands for its own
+        # contribution (the region), each child for its subtree's total (its scratch buffer).
+        order = fold_order(tree, role)
+        sources = tuple(region if r == role else scratch_name(region, r) for r in order)
+        out.append(Fold(region, sources))
     if parent is not None:
         out.append(Send(parent, region, slot))
     if form.delivery == "all":
