@@ -36,8 +36,9 @@ import sys
 import zipfile
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Final, final
 
 import alpha
 from alpha._files import write_atomically, write_bytes_atomically
@@ -60,7 +61,6 @@ from alpha.exitcodes import EXIT_USAGE
 from alpha.topology import MAX_ROLES
 
 if TYPE_CHECKING:
-    from alpha.launch import LaunchSpec
     from alpha.role import RoleDescription
 
 __all__ = [
@@ -71,16 +71,17 @@ __all__ = [
     "RUN_FORMAT",
     "RUN_JSON",
     "TARGETS",
+    "VerifiedRole",
     "artifact_entry",
     "artifact_name",
     "build_artifact",
     "check_target",
     "file_sha256",
     "host_target",
-    "launch_specs",
     "read_artifact",
     "read_run_json",
     "run_embedded",
+    "verified_roles",
     "verify_artifact",
     "write_run_json",
 ]
@@ -712,10 +713,21 @@ def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], 
         )
 
 
-def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
-    """Launch specs for the artifacts ``run.json`` lists in ``directory``, and the largest
-    session deadline among them (None when a role has none). Each starts as
-    ``sys.executable ARTIFACT`` and logs to ``directory/logs/role-NNNNNN.log``.
+@final
+@dataclass(frozen=True, slots=True)
+class VerifiedRole:
+    """One role's artifact, checked against ``run.json`` and against itself."""
+
+    role: int
+    path: Path
+    lower: tuple[int, ...]
+    higher: tuple[int, ...]
+
+
+def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
+    """The artifacts ``run.json`` lists in ``directory``, every one checked, and the largest
+    session deadline among them (None when a role has none). The launcher turns them into
+    what it starts (:func:`alpha.launch.launch_specs`).
 
     ``run.json`` is trusted for nothing the artifacts do not confirm: every artifact must
     match its entry's size and SHA-256, pass its own checks (:func:`verify_artifact`: each
@@ -729,8 +741,6 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
             missing, changed since it was built (size or SHA-256), damaged (its manifest),
             invalid, or disagrees with ``run.json``.
     """
-    from alpha.launch import LaunchSpec  # the launcher needs trio; an artifact does not
-
     run = read_run_json(directory)
     participants = run["participants"]
     roles = run["roles"]
@@ -774,14 +784,6 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
             )
         _agree_on_the_run(run, payload, name)
         deadlines.append(seconds)
-        specs.append(
-            LaunchSpec(
-                role=role,
-                argv=(sys.executable, str(path.resolve())),
-                lower=lower,
-                higher=higher,
-                log=directory / "logs" / f"role-{role:06d}.log",
-            )
-        )
+        specs.append(VerifiedRole(role, path, lower, higher))
     bounded = [seconds for seconds in deadlines if seconds is not None]
     return specs, (max(bounded) if len(bounded) == len(deadlines) and bounded else None)

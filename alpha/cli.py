@@ -128,8 +128,8 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
 def _launch_dir(directory: Path) -> int:
     import trio
 
-    from alpha.artifact import RUN_JSON, launch_specs
-    from alpha.launch import launch, specs_from_dir
+    from alpha.artifact import RUN_JSON
+    from alpha.launch import launch, launch_specs, specs_from_dir
 
     if (directory / RUN_JSON).exists():
         specs, deadline = launch_specs(directory)

@@ -30,6 +30,7 @@ from typing import Final
 import trio
 
 from alpha._files import output_folder, read_regular_file
+from alpha.artifact import verified_roles
 from alpha.errors import RoleDescriptionInvalid
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import PORT_BYTES
@@ -46,6 +47,7 @@ __all__ = [
     "RoleOutcome",
     "first_failure",
     "launch",
+    "launch_specs",
     "read_cause",
     "specs_from_dir",
     "write_roles",
@@ -525,6 +527,29 @@ async def _stop_on_signals(scope: trio.CancelScope, state: _Launch) -> None:
             )
             scope.cancel()
             return
+
+
+def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
+    """What to start for the compiled run in ``directory``: one spec per artifact ``run.json``
+    lists, each checked (:func:`alpha.artifact.verified_roles`), and the largest session
+    deadline among them (None when a role has none). Each role starts as
+    ``sys.executable ARTIFACT`` and logs to ``directory/logs/role-NNNNNN.log``.
+
+    Raises:
+        ArtifactInvalid: as :func:`alpha.artifact.verified_roles`.
+    """
+    roles, deadline = verified_roles(directory)
+    specs = [
+        LaunchSpec(
+            role=entry.role,
+            argv=(sys.executable, str(entry.path.resolve())),
+            lower=entry.lower,
+            higher=entry.higher,
+            log=directory / "logs" / f"role-{entry.role:06d}.log",
+        )
+        for entry in roles
+    ]
+    return specs, deadline
 
 
 def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float | None]:

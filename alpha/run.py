@@ -19,12 +19,12 @@ from typing import Any, Final, TextIO
 
 import trio
 
-from alpha.artifact import REPORTS_DIR, launch_specs
+from alpha.artifact import REPORTS_DIR
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan, parse_roles
 from alpha.errors import CommitInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
-from alpha.launch import launch
+from alpha.launch import launch, launch_specs
 from alpha.learner.data import load_digits
 from alpha.learner.replicate import replicate, require_learner
 from alpha.plan import Plan, load_plan

@@ -64,6 +64,7 @@ SHELL_ARROWS = frozenset(
         ("run", "launch"),
         ("run", "artifact"),
         ("run", "plot"),
+        ("launch", "artifact"),
         ("compile", "artifact"),
         ("artifact", "_loader"),
         ("artifact", "participant"),
@@ -80,12 +81,7 @@ IO_ALLOWED = frozenset(
 FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", "pycuda"})
 
 # (importer, imported): why it is still here. Issue 11 removes them.
-KNOWN: dict[tuple[str, str], str] = {
-    ("alpha.artifact", "alpha.launch"): (
-        "launch_specs builds the launcher's LaunchSpec; it leaves artifact.py when that module's "
-        "jobs (build, read, manifest, launch specs, run) are split"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> str:

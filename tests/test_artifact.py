@@ -44,7 +44,6 @@ from alpha.artifact import (
     check_target,
     file_sha256,
     host_target,
-    launch_specs,
     read_artifact,
     read_run_json,
     run_embedded,
@@ -54,7 +53,7 @@ from alpha.artifact import (
 from alpha.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
-from alpha.launch import launch
+from alpha.launch import launch, launch_specs
 from alpha.role import RoleDescription, exchange_roles
 from alpha.topology import ParticipantTree
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpha.artifact import launch_specs, read_artifact
+from alpha.artifact import read_artifact
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
 from alpha.errors import PlanInvalid, UsageError
-from alpha.launch import launch
+from alpha.launch import launch, launch_specs
 from alpha.plan import Plan, load_plan, parse_plan
 
 PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"

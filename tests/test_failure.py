@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.artifact import launch_specs
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind
-from alpha.launch import LaunchResult, launch
+from alpha.launch import LaunchResult, launch, launch_specs
 from alpha.plan import parse_plan
 from harness.processes import running
 from harness.relay import Fault, Relay

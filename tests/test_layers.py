@@ -75,10 +75,9 @@ def test_an_import_for_types_only_does_not_count(tree: Path) -> None:
     assert _run(tree).returncode == 0
 
 
-def test_a_known_violation_that_is_gone_must_leave_the_list(tree: Path) -> None:
-    path = tree / "artifact.py"
-    text = path.read_text().replace("from alpha.launch import LaunchSpec", "LaunchSpec = object")
-    path.write_text(text)
-    result = _run(tree)
-    assert result.returncode == 1
-    assert "no longer imports alpha.launch; remove it from KNOWN" in result.stdout
+def test_a_known_violation_that_is_gone_must_leave_the_list(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A list entry for an import that does not occur is reported, so the list only shrinks.
+    monkeypatch.setattr(CHECK, "KNOWN", {("alpha.frame", "alpha.cli"): "an old reason"})
+    assert CHECK.main(["check_layers", str(tree)]) == 1

@@ -11,11 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.artifact import launch_specs
 from alpha.combine import Contract, fold_order, ordered_sum
 from alpha.compile import compile_plan, parse_roles
 from alpha.errors import PlanInvalid
-from alpha.launch import launch
+from alpha.launch import launch, launch_specs
 from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
 from alpha.learner.replicate import replicate, require_learner
