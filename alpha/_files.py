@@ -13,7 +13,20 @@ from typing import IO
 
 from alpha.errors import UsageError
 
-__all__ = ["output_folder", "read_regular_file", "write_atomically", "write_bytes_atomically"]
+__all__ = [
+    "output_folder",
+    "read_regular_file",
+    "role_file",
+    "write_atomically",
+    "write_bytes_atomically",
+]
+
+
+def role_file(role: int, suffix: str) -> str:
+    """The name of one of a role's files: ``role-NNNNNN`` (six digits, the role) and ``suffix``
+    (``.pyz`` artifact, ``.json`` description or report, ``.log`` log). The one spelling, so
+    that files sort in role order and every reader finds what every writer wrote."""
+    return f"role-{role:06d}{suffix}"
 
 
 def output_folder(path: Path) -> Path:

@@ -29,7 +29,7 @@ from typing import Final
 
 import trio
 
-from alpha._files import output_folder, read_regular_file
+from alpha._files import output_folder, read_regular_file, role_file
 from alpha.artifact import verified_roles
 from alpha.errors import RoleDescriptionInvalid
 from alpha.role import RoleDescription
@@ -545,7 +545,7 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
             argv=(sys.executable, str(entry.path.resolve())),
             lower=entry.lower,
             higher=entry.higher,
-            log=directory / "logs" / f"role-{entry.role:06d}.log",
+            log=directory / "logs" / role_file(entry.role, ".log"),
         )
         for entry in roles
     ]
@@ -588,7 +588,7 @@ def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float | None]:
                 argv=(sys.executable, "-m", "alpha.participant", str(path.resolve())),
                 lower=tuple(e.peer for e in description.lower),
                 higher=tuple(e.peer for e in description.higher),
-                log=directory / "logs" / f"role-{description.role:06d}.log",
+                log=directory / "logs" / role_file(description.role, ".log"),
             )
         )
     roles = sorted(spec.role for spec in specs)
@@ -610,6 +610,6 @@ def write_roles(directory: Path, descriptions: Iterable[RoleDescription]) -> int
         stale.unlink()
     count = 0
     for description in descriptions:
-        (directory / f"role-{description.role:06d}.json").write_text(description.to_json())
+        (directory / role_file(description.role, ".json")).write_text(description.to_json())
         count += 1
     return count

@@ -1,9 +1,10 @@
 """Role descriptions: what one participant is built to do, as a documented JSON value.
 
 A role description holds a participant's role, its edges (peers ascending, each with the IPv4
-address compiled for it), the run identity, its budgets, and its work. Until per-role artifacts
-carry compiled schedules, the work is the edge exchange: one checked payload each way on every
-edge. The format is documented in ``docs/roles.md``. Pure: values in, values out.
+address compiled for it), the run identity and its budgets. A compiled artifact carries one
+beside its schedule; a description alone (``python -m alpha.participant``) does the edge
+exchange: one checked payload each way on every edge. The format is documented in
+``docs/roles.md``. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, final
 
+from alpha._files import role_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import RoleDescriptionInvalid
 from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
@@ -239,5 +241,5 @@ def exchange_roles(
             edges=tuple(Edge(peer, address) for peer in tree.edges(role)),
             budgets=budgets,
             exchange=exchange,
-            report=None if report_dir is None else f"{report_dir}/role-{role:06d}.json",
+            report=None if report_dir is None else f"{report_dir}/{role_file(role, '.json')}",
         )
