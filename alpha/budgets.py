@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Final, final
 
+from alpha._checks import int_in
 from alpha.errors import RoleDescriptionInvalid
 
 __all__ = ["DEFAULT_BUDGETS", "Budgets"]
@@ -50,7 +51,7 @@ class Budgets:
 
     def __post_init__(self) -> None:
         attempts = self.connect_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        if not int_in(attempts, 1):
             raise RoleDescriptionInvalid(
                 f"budgets.connect_attempts must be an int >= 1, got {attempts!r}"
             )

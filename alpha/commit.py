@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
+from alpha._checks import int_in
 from alpha.errors import CommitInvalid
 
 __all__ = [
@@ -108,7 +109,7 @@ class CommitRecord:
             raise CommitInvalid(f"the commit record's fields are not {fields}")
         for name in ("participants", "rounds"):
             number = value[name]
-            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            if not int_in(number, 0):
                 raise CommitInvalid(f"the commit record's {name} is not a count: {number!r}")
         for name in ("identity", "reports"):
             text = value[name]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
+from alpha._checks import int_in
 from alpha.abort import ABORT_EXTENT, ABORT_SLOT
 from alpha.errors import (
     Corrupted,
@@ -166,7 +167,7 @@ def field_at(offset: int) -> str:
 
 
 def _check_width(name: str, value: int, maximum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+    if not int_in(value, 0, maximum):
         raise FrameSpecInvalid(f"{name} must be an int in 0..{maximum}, got {value!r}")
 
 

@@ -23,6 +23,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from alpha._checks import int_in
 from alpha._files import write_bytes_atomically
 
 __all__ = ["encode_png", "render_curves", "write_loss_curve", "write_png"]
@@ -245,9 +246,9 @@ def render_curves(
             names the round), an accuracy lies outside 0..1, ``accuracies`` has a different
             length from ``losses``, or the image is smaller than 120x80.
     """
-    if isinstance(width, bool) or not isinstance(width, int) or width < MIN_WIDTH:
+    if not int_in(width, MIN_WIDTH):
         raise ValueError(f"width must be an integer of at least {MIN_WIDTH}, got {width!r}")
-    if isinstance(height, bool) or not isinstance(height, int) or height < MIN_HEIGHT:
+    if not int_in(height, MIN_HEIGHT):
         raise ValueError(f"height must be an integer of at least {MIN_HEIGHT}, got {height!r}")
     loss = _checked(losses, "loss")
     accuracy: npt.NDArray[np.float64] | None = None

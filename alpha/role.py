@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, final
 
+from alpha._checks import int_in
 from alpha._files import role_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import RoleDescriptionInvalid
@@ -60,7 +61,7 @@ class Edge:
 
 def _int(data: Mapping[str, object], name: str, low: int = 0, label: str = "") -> int:
     value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not int_in(value, low):
         raise RoleDescriptionInvalid(f"{label or name} must be an int >= {low}, got {value!r}")
     return value
 

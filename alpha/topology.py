@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, final
 
+from alpha._checks import int_in
 from alpha.errors import CoverageBroken, FanoutInvalid, RoleOutOfRange, TreeSizeInvalid
 
 __all__ = [
@@ -38,7 +39,7 @@ _Node = tuple[int, int]
 
 def _check_size(n: object) -> int:
     # bool is an int subclass, but True/False as a size is always a caller's mistake.
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ROLES:
+    if not int_in(n, 1, MAX_ROLES):
         raise TreeSizeInvalid(
             f"a participant tree needs n roles with 1 <= n <= {MAX_ROLES} (MAX_ROLES), got n={n!r}"
         )
@@ -46,7 +47,7 @@ def _check_size(n: object) -> int:
 
 
 def _check_fanout(fanout: object) -> int:
-    if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 1:
+    if not int_in(fanout, 1):
         raise FanoutInvalid(
             f"a participant tree needs a fan-out F that is an int >= 1, got fanout={fanout!r}"
         )
@@ -210,7 +211,7 @@ class ParticipantTree:
 
     def _check_role(self, role: object) -> int:
         # Bools are ints to Python, but never roles; refusing them catches swapped arguments.
-        if isinstance(role, bool) or not isinstance(role, int) or not 0 <= role < self.n:
+        if not int_in(role, 0, self.n - 1):
             raise RoleOutOfRange(
                 f"a role of this {self.n}-role tree is an int in 0..{self.n - 1}, got {role!r}"
             )

@@ -8,7 +8,7 @@ Layers, top to bottom (docs/architecture.md):
     program   protocol.*, plan, learner.*, program, operations, role, budgets
     values    frame, identity, combine, abort, commit
     shape     membership, topology
-    base      errors, exitcodes, _files, __init__
+    base      errors, exitcodes, _files, _checks, __init__
 
 A module may import modules of its own layer or of a lower one; a module of a pure layer
 (program, values, shape and base, less the I/O helpers named in ``IO_ALLOWED``) imports no
@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("program", ("protocol", "plan", "learner", "program", "operations", "role", "budgets")),
     ("values", ("frame", "identity", "combine", "abort", "commit")),
     ("shape", ("membership", "topology")),
-    ("base", ("errors", "exitcodes", "_files", "__init__")),
+    ("base", ("errors", "exitcodes", "_files", "_checks", "__init__")),
 )
 
 PURE_LAYERS = frozenset({"program", "values", "shape", "base"})

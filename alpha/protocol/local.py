@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
+from alpha._checks import int_in
 from alpha.errors import ArtifactInvalid
 from alpha.protocol.forms import DTYPES, Region
 
@@ -152,7 +153,7 @@ def _bad(why: str) -> ArtifactInvalid:
 
 
 def _int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not int_in(value, 0):
         raise _bad(f"{what} must be an int >= 0, got {value!r}")
     return value
 
