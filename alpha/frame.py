@@ -697,21 +697,27 @@ class Reception:
         self._phase = _FINISHED
         slot._armed = None
         slot._next_version += 1
+        if self._origin is not None:
+            self._origin._armed = None  # its version stays: its own frame never came
         return slot._buffer.toreadonly()
 
     # --- checks -----------------------------------------------------------------------------
 
     def _live(self) -> None:
         if self._phase == _REFUSED:
+            if self._origin is not None:
+                self._origin._raise_if_refused()
             self._slot._raise_if_refused()
         if self._phase == _FINISHED:
             raise FrameIncomplete("this reception already finished; arm the slot again")
 
     def _refuse_origin(self, refusal: FrameRefused) -> None:
         """A refused ABORT frame refuses the slot it took the place of too: the edge is
-        broken for good."""
-        if self._origin is not None:
-            self._origin._refusal = refusal
+        broken for good. A slot refused already keeps its first refusal."""
+        origin = self._origin
+        if origin is not None and origin._refusal is None:
+            origin._refusal = refusal
+            origin._armed = None
 
     def _take_abort(self) -> None:
         """The kind byte says ABORT where another kind is due: check an ABORT frame instead."""
@@ -719,8 +725,7 @@ class Reception:
         spec = origin.spec
         alternate = ReceiveSlot(abort_spec(spec.identity, spec.sender, spec.receiver))
         alternate._header[: self._position] = origin._header[: self._position]
-        alternate._armed = self
-        origin._armed = None
+        alternate._armed = self  # the armed slot stays armed with this reception until it ends
         self._origin = origin
         self._slot = alternate
         self._expected = alternate.spec.header(alternate.next_version)
