@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final, final
 
 import alpha
-from alpha._files import write_atomically, write_bytes_atomically
+from alpha._files import role_file, write_atomically, write_bytes_atomically
 from alpha._loader import (
     FILE_MODE,
     HASH_CHUNK,
@@ -207,7 +207,7 @@ def check_target(payload: Mapping[str, object], host: str | None = None) -> None
 
 def artifact_name(role: int) -> str:
     """The file name of ``role``'s artifact: ``role-NNNNNN.pyz`` (at least six digits)."""
-    return f"role-{role:06d}.pyz"
+    return role_file(role, ".pyz")
 
 
 def _role(value: object, where: str) -> int:
@@ -293,6 +293,21 @@ def _package_sources() -> list[tuple[str, Path]]:
         if "__pycache__" not in path.relative_to(root).parts and path.is_file()
     ]
     return sorted(sources)
+
+
+@functools.cache
+def package_code_digest() -> bytes:
+    """The code digest (``alpha.identity.code_digest``) of the sources every artifact carries:
+    each ``.py`` file of the package by its archive name, so neither where the package lies
+    nor the interpreter enters it. Read and hashed once per process.
+
+    Raises:
+        OSError: a source cannot be read.
+    """
+    # Imported here: alpha.identity needs numpy, which this module leaves to the participant.
+    from alpha.identity import code_digest
+
+    return code_digest((name, path.read_bytes()) for name, path in _package_sources())
 
 
 def _ordered(code: object) -> bool:
@@ -551,7 +566,8 @@ def run_embedded(archive: Path | None = None) -> int:
     reports = path.resolve().parent / REPORTS_DIR
     reports.mkdir(exist_ok=True)
     role = payload["role"]
-    return run_payload(payload, report_path=str(reports / f"role-{role:06d}.json"))
+    assert isinstance(role, int), "read_artifact checked the payload's role"
+    return run_payload(payload, report_path=str(reports / role_file(role, ".json")))
 
 
 # --- run.json ---------------------------------------------------------------

@@ -12,20 +12,37 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
 from alpha._files import output_folder
-from alpha.artifact import ARTIFACT_FORMAT, RUN_FORMAT, build_artifact, file_sha256, write_run_json
+from alpha.artifact import (
+    ARTIFACT_FORMAT,
+    RUN_FORMAT,
+    build_artifact,
+    file_sha256,
+    package_code_digest,
+    write_run_json,
+)
 from alpha.errors import ProtocolRejected, UsageError
-from alpha.identity import RunIdentity
+from alpha.identity import RunIdentity, bind_code
 from alpha.operations import unimplemented
 from alpha.plan import Plan
 from alpha.program import protocol_for, run_identity
 from alpha.protocol import Protocol, check, encode, project
 from alpha.role import Edge, RoleDescription
 
-__all__ = ["ALL_ROLES_LIMIT", "CompileResult", "compile_plan", "parse_roles", "require_runnable"]
+if TYPE_CHECKING:
+    from alpha.learner.data import Digits
+
+__all__ = [
+    "ALL_ROLES_LIMIT",
+    "CompileResult",
+    "compile_plan",
+    "compiled_identity",
+    "parse_roles",
+    "require_runnable",
+]
 
 ALL_ROLES_LIMIT: Final = 4096
 """The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
@@ -68,8 +85,23 @@ class CompileResult:
     run_json: Path
 
 
+def compiled_identity(
+    plan: Plan, digits: Digits | None = None, *, code: bytes | None = None
+) -> RunIdentity:
+    """The identity ``plan``'s artifacts carry: the plan's run identity with its learner part
+    bound to the code that computes the run (``alpha.identity.bind_code``), by default the
+    sources every artifact of this build carries (``package_code_digest``). ``code`` stands
+    in another code digest, as a build from other sources would have.
+
+    Raises:
+        LearnerInputInvalid: ``code`` is not 32 bytes.
+    """
+    return bind_code(run_identity(plan, digits), package_code_digest() if code is None else code)
+
+
 def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) -> RoleDescription:
-    """The role description a role's artifact carries: edges with their compiled addresses."""
+    """The role description a role's artifact carries: edges with their compiled addresses.
+    Without ``identity``, it is :func:`compiled_identity` of the plan."""
     tree = plan.tree
     edges = tuple(
         Edge(peer, plan.address(min(role, peer), max(role, peer))) for peer in tree.edges(role)
@@ -77,7 +109,7 @@ def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) ->
     return RoleDescription(
         role=role,
         participants=plan.participants,
-        identity=identity or run_identity(plan),
+        identity=identity or compiled_identity(plan),
         edges=edges,
         budgets=plan.budgets,
     )
@@ -101,14 +133,17 @@ def compile_plan(
     roles: Iterable[int],
     *,
     progress: Callable[[int, int], None] | None = None,
+    code: bytes | None = None,
 ) -> CompileResult:
     """Check ``plan``'s protocol, project it to each of ``roles``, and write their artifacts
-    and ``run.json`` into ``directory``.
+    and ``run.json`` into ``directory``. Every artifact carries :func:`compiled_identity`;
+    ``code`` stands in another code digest for it (a test builds a run from "other sources").
 
     Raises:
         ProtocolRejected: the protocol failed its checks, or names an operation or selector
             with no implementation (``OperationUnimplemented``); every refusal is listed.
         PlanInvalid: the plan's work cannot be compiled (e.g. sums not exact in its dtype).
+        LearnerInputInvalid: ``code`` is not 32 bytes.
     """
     protocol = protocol_for(plan)
     require_runnable(protocol)
@@ -120,7 +155,7 @@ def compile_plan(
 
         digits = load_digits()
         parts = split_of(plan, digits)
-    identity = run_identity(plan, digits)
+    identity = compiled_identity(plan, digits, code=code)
     output_folder(directory)
     for stale in directory.glob("role-*.pyz"):
         stale.unlink()

@@ -3,7 +3,10 @@
 Three SHA-256 digests, each over a canonical byte encoding, bind a run:
 
 * the **learner** digest binds the learner's program (its code identity), its
-  configuration, its initial state, its rate and its samples;
+  configuration, its initial state, its rate and its samples; a compiled run's
+  learner part also binds the code that computes the run (:func:`code_digest`
+  of the sources every artifact carries, joined in by :func:`bind_code`), so
+  artifacts built from different sources refuse each other;
 * the **contract** digest binds the numerical contract: dtype, operation, the
   combine tree (participant count ``n`` and fan-out ``F``, after normalization)
   and delivery. Together these fix the floating-point order of every combine;
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, final
 
@@ -36,6 +39,8 @@ from alpha.membership import ParticipantGroup
 from alpha.topology import MAX_ROLES
 
 __all__ = [
+    "CODE_BOUND_LEARNER_DOMAIN",
+    "CODE_DOMAIN",
     "CONTRACT_DOMAIN",
     "DELIVERIES",
     "DTYPES",
@@ -46,7 +51,9 @@ __all__ = [
     "OPERATIONS",
     "TOPOLOGIES",
     "RunIdentity",
+    "bind_code",
     "canonical_fanout",
+    "code_digest",
     "contract_digest",
     "learner_digest",
     "membership_digest",
@@ -73,6 +80,11 @@ _SHORT_HEX_DIGITS: Final = 8
 LEARNER_DOMAIN: Final = b"alpha/learner/v1"
 #: Starts every contract digest input (ASCII, no length prefix), for the same reason.
 CONTRACT_DOMAIN: Final = b"alpha/contract/v1"
+#: Starts every code digest input (ASCII, no length prefix), for the same reason.
+CODE_DOMAIN: Final = b"alpha/code/v1"
+#: Starts the input of a learner part bound to code (ASCII, no length prefix): a bound
+#: part can never equal a learner digest or a code digest computed from the same bytes.
+CODE_BOUND_LEARNER_DOMAIN: Final = b"alpha/learner+code/v1"
 
 # --- the numerical contract's allowed values ------------------------------------------------
 
@@ -523,6 +535,69 @@ def _array_data(plan: _ArrayPlan) -> memoryview:
     """
     contiguous = np.ascontiguousarray(plan.array, dtype=plan.little)
     return contiguous.reshape(-1).view(np.uint8).data
+
+
+# --- the code --------------------------------------------------------------------------
+
+
+def code_digest(sources: Iterable[tuple[str, bytes]]) -> bytes:
+    """SHA-256 (32 bytes) of the code that computes a run: each source's name and bytes.
+
+    ``sources`` are ``(name, bytes)`` pairs, the name relative to the package's
+    parent (``"alpha/frame.py"``), as an artifact's archive names its members. The
+    input is ``CODE_DOMAIN``, ``u64`` count, then for each source in order of its
+    name's UTF-8 bytes: ``bytes(name)`` and ``bytes(source)``. Only names and bytes
+    enter, so where the sources lie, their timestamps and the interpreter that
+    reads them do not; the order the pairs come in does not either. See
+    ``docs/identity.md``.
+
+    Raises:
+        TypeError: a name is not a str or a source is not bytes.
+        LearnerInputInvalid: a name holds a lone surrogate, or two sources share a name
+            (which one is the code would be a guess).
+    """
+    named: list[tuple[bytes, bytes]] = []
+    for name, source in sources:
+        if not isinstance(name, str):
+            raise TypeError(f"a source's name must be a str, not {type(name).__name__}")
+        if not isinstance(source, bytes):
+            raise TypeError(f"the source {name!r} must be bytes, not {type(source).__name__}")
+        named.append((_utf8(name, f"the source name {name!r}"), source))
+    named.sort(key=lambda entry: entry[0])
+    for index in range(1, len(named)):
+        if named[index][0] == named[index - 1][0]:
+            raise LearnerInputInvalid(f"two sources are named {named[index][0].decode()!r}")
+    h = hashlib.sha256(CODE_DOMAIN)
+    h.update(_U64.pack(len(named)))
+    for name_bytes, source in named:
+        h.update(_lengthed(name_bytes))
+        h.update(_U64.pack(len(source)))
+        h.update(source)
+    return h.digest()
+
+
+def bind_code(identity: RunIdentity, code: bytes) -> RunIdentity:
+    """``identity`` with its learner part bound to ``code`` (a :func:`code_digest`).
+
+    The learner part becomes the SHA-256 of ``CODE_BOUND_LEARNER_DOMAIN``, the
+    learner digest and the code digest (32 bytes each, no length prefixes); the
+    contract and membership parts are kept. Every compiled run's identity is bound
+    so: the same learner computed by other code is another learner.
+
+    Raises:
+        TypeError: ``identity`` is not a :class:`RunIdentity` or ``code`` is not bytes.
+        LearnerInputInvalid: ``code`` is not ``IDENTITY_PART_SIZE`` (32) bytes.
+    """
+    if not isinstance(identity, RunIdentity):
+        raise TypeError(f"bind_code binds a RunIdentity, not {type(identity).__name__}")
+    if not isinstance(code, bytes):
+        raise TypeError(f"the code digest must be bytes, not {type(code).__name__}")
+    if len(code) != IDENTITY_PART_SIZE:
+        raise LearnerInputInvalid(
+            f"the code digest must be {IDENTITY_PART_SIZE} bytes, got {len(code)}"
+        )
+    learner = hashlib.sha256(CODE_BOUND_LEARNER_DOMAIN + identity.learner + code).digest()
+    return RunIdentity(learner, identity.contract, identity.membership)
 
 
 # --- the contract digest ------------------------------------------------------------------

@@ -38,7 +38,14 @@ from alpha.errors import (
     TopologyError,
 )
 from alpha.identity import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
-from alpha.membership import MAX_EPOCH, MAX_ROLES, ParticipantGroup, group, parse_group
+from alpha.membership import (
+    MAX_EPOCH,
+    MAX_IDENTITY_BYTES,
+    MAX_ROLES,
+    ParticipantGroup,
+    group,
+    parse_group,
+)
 from alpha.operations import SELECTORS
 from alpha.role import DEFAULT_ADDRESS
 from alpha.topology import ParticipantTree, pair, star
@@ -150,7 +157,9 @@ _TABLES: Final = (
     "gpu",
 )
 _RUN_KEYS: Final = ("name", "rounds", "epoch")
-_MEMBERSHIP_KEYS: Final = ("group", "universe")
+_MEMBERSHIP_KEYS: Final = ("group", "universe", "identity")
+# The group identity as the plan writes it: hex digits, two per byte, either case.
+_HEX_BYTES: Final = re.compile(r"(?:[0-9a-fA-F]{2})*")
 _TOPOLOGY_KEYS: Final = ("shape", "fanout")
 _CONTRACT_KEYS: Final = ("dtype", "delivery", "operation")
 _BUDGET_KEYS: Final = tuple(Budgets.__dataclass_fields__)
@@ -535,10 +544,38 @@ def _read_membership(root: _Table, epoch: int) -> _Membership:
             field="membership.group",
         )
     universe = _optional_int(table, "membership.universe", low=n, high=MAX_ROLES)
-    if universe is not None and universe != admitted.universe:
-        # In range by the check above, so admission cannot refuse it.
-        admitted = group(admitted.selection, universe=universe, epoch=epoch)
+    identity = _group_identity(table)
+    if (universe is not None and universe != admitted.universe) or identity:
+        # In range by the checks above, so admission cannot refuse it.
+        admitted = group(
+            admitted.selection,
+            universe=admitted.universe if universe is None else universe,
+            epoch=epoch,
+            identity=identity,
+        )
     return _Membership(admitted, text)
+
+
+def _group_identity(table: _Table) -> bytes:
+    """The bytes of ``membership.identity`` (empty when absent): the group's identity, which
+    enters the membership digest, so two runs of the same group can be kept apart.
+
+    Raises:
+        PlanInvalid: not a string of hex digits, two per byte, at most
+            ``MAX_IDENTITY_BYTES`` bytes.
+    """
+    value = table.get("identity", "")
+    if (
+        not isinstance(value, str)
+        or not _HEX_BYTES.fullmatch(value)
+        or len(value) > 2 * MAX_IDENTITY_BYTES
+    ):
+        raise PlanInvalid(
+            f"must be a string of hex digits, two per byte, at most {MAX_IDENTITY_BYTES} bytes "
+            f"(MAX_IDENTITY_BYTES), got {_shown(value)}",
+            field="membership.identity",
+        )
+    return bytes.fromhex(value)
 
 
 def _read_topology(root: _Table, n: int) -> tuple[str, ParticipantTree]:

@@ -8,7 +8,10 @@ import hashlib
 import inspect
 import re
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,8 +21,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import alpha.identity as identity
-from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid
+from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
 from alpha.identity import (
+    CODE_BOUND_LEARNER_DOMAIN,
+    CODE_DOMAIN,
     CONTRACT_DOMAIN,
     DELIVERIES,
     DTYPES,
@@ -35,7 +40,9 @@ from alpha.identity import (
     learner_digest,
     membership_digest,
 )
-from alpha.membership import DIGEST_SIZE, parse_group
+from alpha.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
+from alpha.plan import parse_plan
+from alpha.program import run_identity
 from alpha.topology import MAX_ROLES, ParticipantTree
 
 # Hypothesis examples are kept small so the file runs in seconds; no deadline,
@@ -64,6 +71,8 @@ def test_constants() -> None:
     assert IDENTITY_PARTS == ("learner", "contract", "membership")
     assert LEARNER_DOMAIN == b"alpha/learner/v1"
     assert CONTRACT_DOMAIN == b"alpha/contract/v1"
+    assert CODE_DOMAIN == b"alpha/code/v1"
+    assert CODE_BOUND_LEARNER_DOMAIN == b"alpha/learner+code/v1"
     assert DTYPES == ("float32", "float64")
     assert OPERATIONS == ("sum",)
     assert TOPOLOGIES == ("tree", "star", "pair")
@@ -772,6 +781,115 @@ def test_membership_digest_is_the_group_digest() -> None:
 
 def test_membership_digest_refuses_non_groups() -> None:
     raises_exactly(TypeError, membership_digest, "(group (stride 0 1 8))")
+
+
+# --- the plan's group identity (membership.identity) ------------------------------------------
+
+PAIR_PLAN = """
+[run]
+name = "pair"
+rounds = 4
+
+[membership]
+group = "(group (stride 0 1 2))"
+{extra}
+
+[topology]
+shape = "pair"
+
+[work]
+kind = "sum-check"
+size = 256
+"""
+
+
+def pair_plan(extra: str = "") -> str:
+    return PAIR_PLAN.format(extra=extra)
+
+
+JOB = "6a6f622d3432" + "00" * 26  # 32 bytes: "job-42", then zeros
+
+
+def test_a_plan_sets_the_group_identity_and_so_the_membership_part() -> None:
+    plain = parse_plan(pair_plan())
+    tagged = parse_plan(pair_plan(f'identity = "{JOB}"'))
+    assert plain.group.identity == b""
+    assert tagged.group.identity == bytes.fromhex(JOB)
+    assert tagged.group.digest() != plain.group.digest()
+    # Two runs of the same group, kept apart by the membership part alone.
+    assert run_identity(tagged).differing_parts(run_identity(plain)) == ("membership",)
+    assert (
+        membership_digest(tagged.group)
+        == parse_group("(group (stride 0 1 2))", identity=bytes.fromhex(JOB)).digest()
+    )
+    # Bytes, not text: either case of the same hex is the same identity.
+    upper = parse_plan(pair_plan(f'identity = "{JOB.upper()}"'))
+    assert upper.group == tagged.group
+    other = parse_plan(pair_plan(f'identity = "{JOB[:-2]}01"'))
+    assert other.group.digest() != tagged.group.digest()
+
+
+def test_the_group_identity_keeps_the_universe_and_epoch() -> None:
+    text = pair_plan(f'universe = 9\nidentity = "{JOB}"').replace(
+        "rounds = 4", "rounds = 4\nepoch = 5"
+    )
+    plan = parse_plan(text)
+    assert (plan.group.universe, plan.group.epoch) == (9, 5)
+    assert plan.group == parse_group(
+        "(group (stride 0 1 2))", universe=9, epoch=5, identity=bytes.fromhex(JOB)
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "identity_bytes"),
+    [
+        ('""', b""),
+        ('"00"', b"\x00"),
+        (f'"{"ff" * MAX_IDENTITY_BYTES}"', b"\xff" * MAX_IDENTITY_BYTES),
+    ],
+)
+def test_the_group_identity_bounds(value: str, identity_bytes: bytes) -> None:
+    assert parse_plan(pair_plan(f"identity = {value}")).group.identity == identity_bytes
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '"abc"',  # an odd count of digits
+        '"zz"',
+        '"0x00"',
+        '" 00"',
+        '"00 "',
+        '"00\\n"',
+        '"é0"',
+        f'"{"00" * (MAX_IDENTITY_BYTES + 1)}"',  # one byte past MAX_IDENTITY_BYTES
+        "1",
+        "true",
+        '["00"]',
+    ],
+)
+def test_a_malformed_group_identity_is_refused_naming_the_field(value: str) -> None:
+    error = raises_exactly(PlanInvalid, parse_plan, pair_plan(f"identity = {value}"))
+    assert isinstance(error, PlanInvalid)
+    assert error.field == "membership.identity"
+    assert str(error).startswith("membership.identity: must be a string of hex digits")
+    assert "\n" not in str(error)
+
+
+def test_compile_refuses_a_malformed_group_identity_with_exit_2(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(pair_plan('identity = "xyz"'))
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "compile", str(plan), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "membership.identity" in lines[0]
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_run_identity_binds_all_three() -> None:
