@@ -3,7 +3,7 @@
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
 (``alpha.plan.CHOICES``), the programs' declarations of where each is realized
-(``alpha.program.OPERATIONS``, ``alpha.learner.program.learner_operations``) and the
+(``alpha.program.OPERATIONS``, ``alpha.learner.protocol.learner_operations``) and the
 interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
 implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.
@@ -106,7 +106,7 @@ LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "update": lambda ctx, g: ctx.need_learner().update(ctx.buffers["w"], g),
     "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
 }
-"""The learner's local operations (``alpha.learner.program`` declares where each runs)."""
+"""The learner's local operations (``alpha.learner.protocol`` declares where each runs)."""
 
 LOCAL_OPS: Final[Mapping[str, LocalOp]] = ChainMap(SUM_CHECK_OPS, LEARNER_OPS)
 """Every local operation, by name: a live view of the two tables above, not a copy."""

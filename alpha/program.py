@@ -4,15 +4,18 @@ The sum check, the work of a ``sum-check`` plan: every round, every role fills r
 with ``(role + 1) * (round + 1)``, the tree combines it in contract order, and every owner
 checks the total against the closed form. With a choice, role 0 (the authority) evaluates the
 plan's selector each round and sends the word down the tree; arm 1 runs the same round on
-negated values. The learner's protocol (``work.kind = "learn"``) is added by the learner.
+negated values. The learner's protocol and its part of the identity (``work.kind = "learn"``)
+are the learner's own (``alpha.learner.protocol``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.learner.data import Digits, load_digits
+from alpha.learner.protocol import learner_digest_of, learner_protocol
 from alpha.operations import SELECTORS, SUM_CHECK_OPS
 from alpha.plan import TARGETS, Plan
 from alpha.protocol.forms import (
@@ -30,9 +33,6 @@ from alpha.protocol.forms import (
     Seq,
     Targets,
 )
-
-if TYPE_CHECKING:
-    from alpha.learner.data import Digits
 
 __all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "protocol_for", "run_identity"]
 
@@ -68,18 +68,17 @@ def run_identity(plan: Plan, digits: Digits | None = None) -> RunIdentity:
     """The identity every frame of ``plan``'s run carries (a learner's includes its data:
     ``digits``, or the shipped data set read here)."""
     if plan.work_kind == "learn":
-        from alpha.learner.data import load_digits
-        from alpha.learner.replicate import learner_identity
-
-        return learner_identity(plan, digits or load_digits())
-    return RunIdentity(
-        learner=learner_digest(
+        learner = learner_digest_of(plan, digits or load_digits())
+    else:
+        learner = learner_digest(
             program=SUM_CHECK_PROGRAM,
             config={"size": plan.work_size, "choice": plan.choice, "rounds": plan.rounds},
             initial_state=(),
             rate=0.0,
             samples=(),
-        ),
+        )
+    return RunIdentity(
+        learner=learner,
         contract=plan_contract(plan),
         membership=membership_digest(plan.group),
     )
@@ -104,8 +103,6 @@ def protocol_for(plan: Plan) -> Protocol:
             its dtype (``work.size`` is fine; ``run.rounds`` or the role count is too large).
     """
     if plan.work_kind == "learn":
-        from alpha.learner.program import learner_protocol
-
         return learner_protocol(plan)
     if plan.work_kind != "sum-check" or plan.work_size is None:
         raise PlanInvalid(

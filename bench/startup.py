@@ -19,6 +19,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from alpha._loader import MANIFEST_NAME, decode_manifest, encode_manifest
 from alpha.artifact import artifact_name
 from alpha.compile import compile_plan, parse_roles
 from alpha.plan import load_plan
@@ -29,13 +30,18 @@ ROLE = 1
 
 
 def _without_bytecode(source: Path, target: Path) -> None:
-    """Copy the artifact ``source`` to ``target`` without its ``.pyc`` members."""
+    """Copy the artifact ``source`` to ``target`` without its ``.pyc`` members, and without
+    their lines in its manifest, so that the copy is still an artifact its loader accepts."""
     data = source.read_bytes()
     target.write_bytes(data[: data.index(b"PK")])  # the shebang line
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "a") as new:
-        for info in old.infolist():
-            if not info.filename.endswith(".pyc"):
-                new.writestr(info, old.read(info.filename))
+        kept = [i for i in old.infolist() if not i.filename.endswith(".pyc")]
+        *members, manifest = kept
+        assert manifest.filename == MANIFEST_NAME, "the manifest is an artifact's last member"
+        for info in members:
+            new.writestr(info, old.read(info.filename))
+        listed = decode_manifest(old.read(manifest))
+        new.writestr(manifest, encode_manifest(e for e in listed if not e[0].endswith(".pyc")))
 
 
 def _seconds(argv: list[str], expect: int) -> float:

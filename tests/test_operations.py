@@ -15,7 +15,7 @@ from alpha.compile import compile_plan
 from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
 from alpha.learner.model import Model
-from alpha.learner.program import GPU_TARGET, learner_operations, learner_protocol
+from alpha.learner.protocol import GPU_TARGET, learner_operations, learner_protocol
 from alpha.operations import LEARNER_OPS, LOCAL_OPS, SELECTORS, SUM_CHECK_OPS, unimplemented
 from alpha.plan import CHOICES, load_plan
 from alpha.program import OPERATIONS, protocol_for

@@ -1,17 +1,22 @@
-"""The data-parallel learner as a global protocol, its run identity, and its local state.
+"""One role's learner: its local state, the operations that step it, and how a plan's learner
+sets it up.
 
 Every round: every role computes its contribution (the gradient summed over its batch, with
 its summed loss and correct count) into ``g``; the tree combines ``g`` in contract order and
 delivers the total to every role; every role takes the same SGD step on its own copy of the
 parameters ``w``; role 0 records the round's loss and accuracy. Before the first round every
 role initializes ``w`` from the plan's seed.
+
+A participant loads this module (the runtime steps a ``LearnerState``), so it reads a plan only
+through its fields: the plan reader is imported for types alone. The learner's global protocol
+and run identity, which only compiling needs, are in ``alpha.learner.protocol``.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -20,57 +25,11 @@ from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
-from alpha.operations import LEARNER_OPS
-from alpha.plan import TARGETS, Plan
-from alpha.protocol.forms import (
-    Combine,
-    Everyone,
-    Local,
-    Operation,
-    Protocol,
-    Region,
-    Repeat,
-    Roles,
-    Seq,
-    Targets,
-)
 
-__all__ = [
-    "GPU_TARGET",
-    "LEARNER_PROGRAM",
-    "LearnerState",
-    "learner_operations",
-    "learner_protocol",
-    "model_of",
-    "split_of",
-]
+if TYPE_CHECKING:
+    from alpha.plan import Plan
 
-LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
-"""The learner digest's program name: a change of the learner's meaning changes this."""
-
-_HOSTS: Final = frozenset(TARGETS)
-
-_KERNELS: Final = ("contribute",)
-"""The learner operations that have GPU kernels (for the MLP only); the others are staged."""
-
-GPU_TARGET: Final = "cuda"
-"""The target a role's operations must be realized for when the plan binds it a GPU. The MLP's
-contribution has kernels (``alpha.learner.gpu``); initialising, updating and observing run on
-the GPU role's host, which stages the contribution and uploads the parameters again. The linear
-model has no kernels, so binding it a GPU is a compile error naming ``contribute``: never a
-silent fallback to the host."""
-
-_STAGED: Final = _HOSTS | {GPU_TARGET}
-
-
-def learner_operations(model: Model) -> dict[str, Operation]:
-    """The learner's operations (those implemented in ``alpha.operations``) and where each is
-    realized, for ``model``."""
-    kernels = _STAGED if model.hidden is not None else _HOSTS
-    return {
-        name: Operation(name, "local", kernels if name in _KERNELS else _STAGED)
-        for name in LEARNER_OPS
-    }
+__all__ = ["LearnerState", "model_of", "split_of"]
 
 
 def model_of(plan: Plan) -> Model:
@@ -85,52 +44,6 @@ def model_of(plan: Plan) -> Model:
             field="work.kind",
         )
     return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
-
-
-def learner_protocol(plan: Plan) -> Protocol:
-    """The global protocol of a ``learn`` plan.
-
-    Raises:
-        PlanInvalid: the plan has no learner, or asks for delivery to one owner (every role
-            steps its own copy of the parameters, so every role needs the total).
-    """
-    model = model_of(plan)
-    if plan.delivery != "all":
-        raise PlanInvalid(
-            "the learner steps every role's own parameters, so every role needs the combined "
-            'gradient: use delivery = "all"',
-            field="contract.delivery",
-        )
-    round_form = Seq(
-        (
-            Local(Everyone(), "contribute", "g"),
-            Combine("g", "all"),
-            Local(Everyone(), "update", "g"),
-            Local(Roles((0,)), "observe", "g"),
-        )
-    )
-    return Protocol(
-        participants=plan.participants,
-        tree=plan.tree,
-        regions={
-            "w": Region("w", plan.dtype, model.size),
-            "g": Region("g", plan.dtype, model.contribution_size),
-        },
-        operations=learner_operations(model),
-        body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
-        targets=Targets(plan.default_target, _with_gpus(plan)),
-    )
-
-
-def _with_gpus(plan: Plan) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The plan's listed targets, with every GPU-bound role moved to ``GPU_TARGET``."""
-    bound = tuple(role for role, _ in plan.gpus)
-    if not bound:
-        return plan.target_roles
-    others = tuple(
-        (target, tuple(r for r in roles if r not in bound)) for target, roles in plan.target_roles
-    )
-    return (*others, (GPU_TARGET, bound))
 
 
 def split_of(plan: Plan, digits: Digits) -> Split:

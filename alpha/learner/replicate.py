@@ -11,20 +11,14 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.combine import ordered_sum
-from alpha.identity import RunIdentity, learner_digest, membership_digest
 from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters, update
-from alpha.learner.program import (
-    LEARNER_PROGRAM,
-    LearnerState,
-    learner_protocol,
-    model_of,
-    split_of,
-)
-from alpha.plan import LearnerSpec, Plan
-from alpha.program import plan_contract
+from alpha.learner.program import LearnerState, model_of, split_of
+from alpha.learner.protocol import require_learner
+from alpha.plan import Plan
 
-__all__ = ["Replica", "RoundHook", "learner_identity", "replicate", "require_learner"]
+# require_learner is named here too: ``alpha run`` checks a plan with it before it replicates.
+__all__ = ["Replica", "RoundHook", "replicate", "require_learner"]
 
 
 @dataclass
@@ -35,45 +29,6 @@ class Replica:
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.parameters.tobytes()).hexdigest()
-
-
-def learner_identity(plan: Plan, digits: Digits) -> RunIdentity:
-    """The run identity of a ``learn`` plan: the learner's program, configuration, initial
-    parameters, rate and data; the contract; the membership."""
-    learner = require_learner(plan)
-    model = model_of(plan)
-    return RunIdentity(
-        learner=learner_digest(
-            program=LEARNER_PROGRAM,
-            config={
-                "kind": learner.kind,
-                "hidden": learner.hidden,
-                "batch": learner.batch,
-                "rounds": plan.rounds,
-                "holdout": learner.holdout,
-                "seed": learner.seed,
-                "dataset": learner.dataset,
-                "participants": plan.participants,
-            },
-            initial_state=[initial_parameters(model, learner.seed)],
-            rate=learner.rate,
-            samples=[digits.pixels, digits.labels],
-        ),
-        contract=plan_contract(plan),
-        membership=membership_digest(plan.group),
-    )
-
-
-def require_learner(plan: Plan) -> LearnerSpec:
-    """The plan's learner, once the plan is one that ``alpha compile`` would take as a learner.
-
-    Raises:
-        PlanInvalid: a sum-check plan (at ``work.kind``), or delivery to one owner (at
-            ``contract.delivery``): whatever ``learner_protocol`` refuses.
-    """
-    learner_protocol(plan)
-    assert plan.learner is not None, "learner_protocol refuses a plan without a learner"
-    return plan.learner
 
 
 RoundHook = Callable[[int, float, float], None]

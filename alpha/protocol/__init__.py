@@ -1,6 +1,7 @@
 """The global protocol: forms written once for every role, checked, and projected per role."""
 
-from alpha.protocol.checks import check, require_valid
+from typing import TYPE_CHECKING
+
 from alpha.protocol.forms import (
     Children,
     Choice,
@@ -22,6 +23,9 @@ from alpha.protocol.forms import (
 )
 from alpha.protocol.local import LocalSchedule, decode, encode
 from alpha.protocol.projection import project, slots
+
+if TYPE_CHECKING:
+    from alpha.protocol.checks import check, require_valid
 
 __all__ = [
     "Children",
@@ -49,3 +53,17 @@ __all__ = [
     "require_valid",
     "slots",
 ]
+
+_CHECKS = frozenset({"check", "require_valid"})
+
+
+def __getattr__(name: str) -> object:
+    # The checker is loaded on first use: a participant imports this package for its local
+    # schedule (alpha.protocol.local) and checks nothing, so its start does not pay for it.
+    if name in _CHECKS:
+        from alpha.protocol import checks
+
+        value = getattr(checks, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,151 @@
+"""The data-parallel learner as a global protocol, and its part of the run identity (pure).
+
+What compiling a ``learn`` plan needs and a participant does not: this module reads the plan
+(``alpha.plan``) and builds protocol forms to check and project. The role's state and the
+operations that step it are in ``alpha.learner.program``, which participants load.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from alpha.errors import PlanInvalid
+from alpha.identity import learner_digest
+from alpha.learner.data import Digits
+from alpha.learner.model import Model, initial_parameters
+from alpha.learner.program import model_of
+from alpha.operations import LEARNER_OPS
+from alpha.plan import TARGETS, LearnerSpec, Plan
+from alpha.protocol.forms import (
+    Combine,
+    Everyone,
+    Local,
+    Operation,
+    Protocol,
+    Region,
+    Repeat,
+    Roles,
+    Seq,
+    Targets,
+)
+
+__all__ = [
+    "GPU_TARGET",
+    "LEARNER_PROGRAM",
+    "learner_digest_of",
+    "learner_operations",
+    "learner_protocol",
+    "require_learner",
+]
+
+LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
+"""The learner digest's program name: a change of the learner's meaning changes this."""
+
+_HOSTS: Final = frozenset(TARGETS)
+
+_KERNELS: Final = ("contribute",)
+"""The learner operations that have GPU kernels (for the MLP only); the others are staged."""
+
+GPU_TARGET: Final = "cuda"
+"""The target a role's operations must be realized for when the plan binds it a GPU. The MLP's
+contribution has kernels (``alpha.learner.gpu``); initialising, updating and observing run on
+the GPU role's host, which stages the contribution and uploads the parameters again. The linear
+model has no kernels, so binding it a GPU is a compile error naming ``contribute``: never a
+silent fallback to the host."""
+
+_STAGED: Final = _HOSTS | {GPU_TARGET}
+
+
+def learner_operations(model: Model) -> dict[str, Operation]:
+    """The learner's operations (those implemented in ``alpha.operations``) and where each is
+    realized, for ``model``."""
+    kernels = _STAGED if model.hidden is not None else _HOSTS
+    return {
+        name: Operation(name, "local", kernels if name in _KERNELS else _STAGED)
+        for name in LEARNER_OPS
+    }
+
+
+def learner_protocol(plan: Plan) -> Protocol:
+    """The global protocol of a ``learn`` plan.
+
+    Raises:
+        PlanInvalid: the plan has no learner, or asks for delivery to one owner (every role
+            steps its own copy of the parameters, so every role needs the total).
+    """
+    model = model_of(plan)
+    if plan.delivery != "all":
+        raise PlanInvalid(
+            "the learner steps every role's own parameters, so every role needs the combined "
+            'gradient: use delivery = "all"',
+            field="contract.delivery",
+        )
+    round_form = Seq(
+        (
+            Local(Everyone(), "contribute", "g"),
+            Combine("g", "all"),
+            Local(Everyone(), "update", "g"),
+            Local(Roles((0,)), "observe", "g"),
+        )
+    )
+    return Protocol(
+        participants=plan.participants,
+        tree=plan.tree,
+        regions={
+            "w": Region("w", plan.dtype, model.size),
+            "g": Region("g", plan.dtype, model.contribution_size),
+        },
+        operations=learner_operations(model),
+        body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
+        targets=Targets(plan.default_target, _with_gpus(plan)),
+    )
+
+
+def _with_gpus(plan: Plan) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The plan's listed targets, with every GPU-bound role moved to ``GPU_TARGET``."""
+    bound = tuple(role for role, _ in plan.gpus)
+    if not bound:
+        return plan.target_roles
+    others = tuple(
+        (target, tuple(r for r in roles if r not in bound)) for target, roles in plan.target_roles
+    )
+    return (*others, (GPU_TARGET, bound))
+
+
+def require_learner(plan: Plan) -> LearnerSpec:
+    """The plan's learner, once the plan is one that ``alpha compile`` would take as a learner.
+
+    Raises:
+        PlanInvalid: a sum-check plan (at ``work.kind``), or delivery to one owner (at
+            ``contract.delivery``): whatever ``learner_protocol`` refuses.
+    """
+    learner_protocol(plan)
+    assert plan.learner is not None, "learner_protocol refuses a plan without a learner"
+    return plan.learner
+
+
+def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
+    """The learner part of a ``learn`` plan's run identity: the learner's program,
+    configuration, initial parameters, rate and data (``alpha.program.run_identity`` adds the
+    contract and the membership).
+
+    Raises:
+        PlanInvalid: whatever ``require_learner`` refuses.
+    """
+    learner = require_learner(plan)
+    return learner_digest(
+        program=LEARNER_PROGRAM,
+        config={
+            "kind": learner.kind,
+            "hidden": learner.hidden,
+            "batch": learner.batch,
+            "rounds": plan.rounds,
+            "holdout": learner.holdout,
+            "seed": learner.seed,
+            "dataset": learner.dataset,
+            "participants": plan.participants,
+        },
+        initial_state=[initial_parameters(model_of(plan), learner.seed)],
+        rate=learner.rate,
+        samples=[digits.pixels, digits.labels],
+    )
