@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final, final
 
 import alpha
+from alpha._checks import int_in
 from alpha._files import role_file, write_atomically, write_bytes_atomically
 from alpha._loader import (
     FILE_MODE,
@@ -211,7 +212,7 @@ def artifact_name(role: int) -> str:
 
 
 def _role(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_ROLES:
+    if not int_in(value, 0, MAX_ROLES - 1):
         raise ArtifactInvalid(f"{where} must be an int in 0..{MAX_ROLES - 1}, got {value!r}")
     return value
 
@@ -628,7 +629,7 @@ def _check_run(run: object, where: str) -> dict[str, object]:
                 f"{at}.file must be {artifact_name(role)!r}, got {entry.get('file')!r}"
             )
         size = entry.get("bytes")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if not int_in(size, 1):
             raise ArtifactInvalid(f"{at}.bytes must be a positive int, got {size!r}")
         _hex64(entry.get("sha256"), f"{at}.sha256")
         _peers(entry.get("lower"), f"{at}.lower", 0, role)
@@ -645,7 +646,7 @@ def _peers(value: object, where: str, low: int, high: int) -> None:
     """``value`` is a list of distinct peers ascending (edge order) in ``low..high-1``."""
     if (
         not isinstance(value, list)
-        or any(isinstance(p, bool) or not isinstance(p, int) for p in value)
+        or any(not int_in(p) for p in value)
         or value != sorted(set(value))
         or any(not low <= p < high for p in value)
     ):

@@ -34,6 +34,7 @@ from typing import Any, Final, TypeAlias, final
 import numpy as np
 from numpy.typing import NDArray
 
+from alpha._checks import int_in
 from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid
 from alpha.membership import ParticipantGroup
 from alpha.topology import MAX_ROLES
@@ -631,7 +632,7 @@ def _count(value: object, what: str) -> int:
     Raises:
         TypeError: it is not.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not int_in(value):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     return value
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
+from alpha._checks import int_in
 from alpha._files import read_regular_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import (
@@ -297,7 +298,7 @@ class Plan:
         Raises:
             RoleOutOfRange: ``role`` is not an int in ``0..participants-1`` (bools refused).
         """
-        if isinstance(role, bool) or not isinstance(role, int) or not 0 <= role < self.participants:
+        if not int_in(role, 0, self.participants - 1):
             raise RoleOutOfRange(
                 f"a role of this {self.participants}-role plan is an int in "
                 f"0..{self.participants - 1}, got {role!r}"
@@ -425,7 +426,7 @@ def _optional_int(table: _Table, dotted: str, *, low: int, high: int) -> int | N
     if key not in table:
         return None
     value = table[key]
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not int_in(value):
         raise PlanInvalid(f"must be an integer in {low}..{high}, got {_shown(value)}", field=dotted)
     if not low <= value <= high:
         raise PlanInvalid(f"must be in {low}..{high}, got {value}", field=dotted)
@@ -689,7 +690,7 @@ def _read_targets(root: _Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int
                 f"must be an array of roles in 0..{n - 1}, got {_shown(roles)}", field=dotted
             )
         for role in roles:
-            if isinstance(role, bool) or not isinstance(role, int) or not 0 <= role < n:
+            if not int_in(role, 0, n - 1):
                 raise PlanInvalid(
                     f"lists roles, each an integer in 0..{n - 1}; got {_shown(role)}",
                     field=dotted,

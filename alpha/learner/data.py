@@ -36,6 +36,7 @@ from typing import Final, TypeVar, final
 import numpy as np
 import numpy.typing as npt
 
+from alpha._checks import int_in
 from alpha.errors import ArtifactInvalid, PlanInvalid, RoleOutOfRange
 
 __all__ = [
@@ -218,7 +219,7 @@ class Split:
         Raises:
             RoleOutOfRange: ``role`` is not an int in ``0..participants-1``.
         """
-        if isinstance(role, bool) or not isinstance(role, int):
+        if not int_in(role):
             raise RoleOutOfRange(f"a shard's role must be an int, got {type(role).__name__}")
         if not 0 <= role < self.participants:
             raise RoleOutOfRange(
@@ -329,7 +330,7 @@ def split(digits: Digits, *, participants: int, holdout: float, seed: int) -> Sp
             ``field="membership.group"`` for fewer than one role, or more roles than training
             samples (each role needs at least one).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+    if not int_in(seed, 0, MAX_SEED):
         raise PlanInvalid(f"must be an int in 0..{MAX_SEED}, got {seed!r}", field="learner.seed")
     if (
         isinstance(holdout, bool)
@@ -341,7 +342,7 @@ def split(digits: Digits, *, participants: int, holdout: float, seed: int) -> Sp
             f"must be a finite float with 0 < holdout < 1, got {holdout!r}",
             field="learner.holdout",
         )
-    if isinstance(participants, bool) or not isinstance(participants, int) or participants < 1:
+    if not int_in(participants, 1):
         raise PlanInvalid(
             f"a split needs at least one role, got {participants!r}", field="membership.group"
         )
@@ -393,7 +394,7 @@ def batch_indices(shard_size: int, batch: int, round: int) -> I64Array:
         ("batch", batch, 1, "learner.batch"),
         ("round", round, 0, "run.rounds"),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not int_in(value, low):
             raise PlanInvalid(
                 f"{name} must be an int of at least {low}, got {value!r}", field=field
             )
@@ -480,7 +481,7 @@ def decode_shard(encoded: Mapping[str, object]) -> tuple[U8Array, U8Array]:
             f"shard must have exactly the keys {sorted(_SHARD_KEYS)}, got {sorted(map(str, keys))}"
         )
     samples = encoded["samples"]
-    if isinstance(samples, bool) or not isinstance(samples, int):
+    if not int_in(samples):
         raise ArtifactInvalid(f"shard: samples must be an int, got {type(samples).__name__}")
     if not 1 <= samples <= DIGITS_SAMPLES:
         raise ArtifactInvalid(f"shard: samples must be in 1..{DIGITS_SAMPLES}, got {samples}")
