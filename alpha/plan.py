@@ -14,13 +14,15 @@ Reading costs O(size of the plan text), never O(number of roles): the group and 
 compact, and per-role facts (an edge's address, a role's target) are looked up in the entries the
 plan lists, so a plan of two million roles reads at once. Every field is documented in
 ``docs/plans.md``.
+
+This module is the schema: the tables in documentation order and what each field may hold. The
+generic readers of one field (an integer in a range, one of some strings, an IPv4 address, a
+sub-table, the refusal of an unknown key) are in :mod:`alpha._fields`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -28,6 +30,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
 from alpha._checks import int_in
+from alpha._fields import (
+    Table,
+    float_at,
+    int_at,
+    ipv4,
+    one_of,
+    optional_int_at,
+    refuse_unknown,
+    required_table,
+    shown,
+    str_at,
+    table_at,
+)
 from alpha._files import read_regular_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import (
@@ -318,194 +333,9 @@ class Plan:
         return frozenset(present)
 
 
-# --- reading values -----------------------------------------------------------------------
-
-_Table = dict[str, object]
-_EdgeAddress = tuple[tuple[int, int], str]
-
-
-def _kind_of(value: object) -> str:
-    """The TOML name of a value's type, for messages."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
-
-
-def _shown(value: object) -> str:
-    """A value quoted in a message, with its TOML type."""
-    text = repr(value)
-    if len(text) > 80:  # a log line stays readable; the head identifies the value
-        text = text[:77] + "..."
-    return f"{_kind_of(value)} ({text})"
-
-
-def _key(dotted: str) -> str:
-    return dotted.rsplit(".", 1)[-1]
-
-
-def _refuse_unknown(table: _Table, where: str, known: tuple[str, ...]) -> None:
-    """Refuse the first key of ``table`` that is not in ``known``.
-
-    Raises:
-        PlanInvalid: a key is unknown; ``field`` is ``where.key``.
-    """
-    for key in table:
-        if key in known:
-            continue
-        if not where:
-            what = (
-                f"table [{key}]" if isinstance(table[key], dict) else f"key {key!r} outside a table"
-            )
-            raise PlanInvalid(f"unknown {what}; a plan's tables are {', '.join(known)}", field=key)
-        raise PlanInvalid(
-            f"unknown key {key!r} in [{where}]; its keys are {', '.join(known)}",
-            field=f"{where}.{key}",
-        )
-
-
-def _table(parent: _Table, dotted: str, *, required: bool = False) -> _Table | None:
-    """The sub-table at ``dotted`` (its last part is the key in ``parent``), or None when it
-    is absent and not required.
-
-    Raises:
-        PlanInvalid: it is absent but required, or not a table.
-    """
-    key = _key(dotted)
-    if key not in parent:
-        if required:
-            raise PlanInvalid(f"the plan needs a [{dotted}] table", field=dotted)
-        return None
-    value = parent[key]
-    if not isinstance(value, dict):
-        raise PlanInvalid(f"must be a table, got {_shown(value)}", field=dotted)
-    return value
-
-
-def _required_table(parent: _Table, dotted: str) -> _Table:
-    """The sub-table at ``dotted``, which must be there.
-
-    Raises:
-        PlanInvalid: it is absent, or not a table.
-    """
-    table = _table(parent, dotted, required=True)
-    assert table is not None  # required=True raises rather than return None
-    return table
-
-
-def _int(table: _Table, dotted: str, *, low: int, high: int, default: int | None = None) -> int:
-    """The integer at ``dotted`` in ``low..high``; ``default`` when absent (None: required).
-
-    Raises:
-        PlanInvalid: absent and required, not an integer (booleans refused), or out of range.
-    """
-    value = _optional_int(table, dotted, low=low, high=high)
-    if value is not None:
-        return value
-    if default is None:
-        raise PlanInvalid(f"is required: an integer in {low}..{high}", field=dotted)
-    return default
-
-
-def _optional_int(table: _Table, dotted: str, *, low: int, high: int) -> int | None:
-    """The integer at ``dotted`` in ``low..high``, or None when absent.
-
-    Raises:
-        PlanInvalid: not an integer (booleans refused), or out of range.
-    """
-    key = _key(dotted)
-    if key not in table:
-        return None
-    value = table[key]
-    if not int_in(value):
-        raise PlanInvalid(f"must be an integer in {low}..{high}, got {_shown(value)}", field=dotted)
-    if not low <= value <= high:
-        raise PlanInvalid(f"must be in {low}..{high}, got {value}", field=dotted)
-    return value
-
-
-def _float(
-    table: _Table, dotted: str, *, high: float | None = None, default: float | None = None
-) -> float:
-    """The finite number at ``dotted``, above 0 and (when ``high`` is given) at most ``high``;
-    an integer is read as a float. ``default`` when absent (None: required).
-
-    Raises:
-        PlanInvalid: absent and required, not a number (booleans refused), not finite, or out
-            of range.
-    """
-    allowed = "a finite number above 0" if high is None else f"a number in (0, {high:g}]"
-    key = _key(dotted)
-    if key not in table:
-        if default is None:
-            raise PlanInvalid(f"is required: {allowed}", field=dotted)
-        return default
-    value = table[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PlanInvalid(f"must be {allowed}, got {_shown(value)}", field=dotted)
-    number = float(value)
-    if not (math.isfinite(number) and number > 0 and (high is None or number <= high)):
-        raise PlanInvalid(f"must be {allowed}, got {value!r}", field=dotted)
-    return number
-
-
-def _str(table: _Table, dotted: str, *, default: str | None = None) -> str:
-    """The string at ``dotted``; ``default`` when absent (None: required).
-
-    Raises:
-        PlanInvalid: absent and required, or not a string.
-    """
-    key = _key(dotted)
-    if key not in table:
-        if default is None:
-            raise PlanInvalid("is required: a string", field=dotted)
-        return default
-    value = table[key]
-    if not isinstance(value, str):
-        raise PlanInvalid(f"must be a string, got {_shown(value)}", field=dotted)
-    return value
-
-
-def _one_of(table: _Table, dotted: str, allowed: tuple[str, ...], *, default: str) -> str:
-    """The string at ``dotted``, one of ``allowed``; ``default`` when absent.
-
-    Raises:
-        PlanInvalid: not a string, or not one of ``allowed`` (the message lists them).
-    """
-    key = _key(dotted)
-    value = table.get(key, default)
-    if not isinstance(value, str) or value not in allowed:
-        choices = ", ".join(repr(a) for a in allowed)
-        raise PlanInvalid(f"must be one of {choices}, got {_shown(value)}", field=dotted)
-    return value
-
-
-def _ipv4(value: object, dotted: str) -> str:
-    """``value`` as a canonical IPv4 address string.
-
-    Raises:
-        PlanInvalid: not a string, or not a dotted-quad IPv4 address.
-    """
-    if not isinstance(value, str):
-        raise PlanInvalid(f"must be an IPv4 address string, got {_shown(value)}", field=dotted)
-    try:
-        return str(ipaddress.IPv4Address(value))
-    except ValueError as error:
-        raise PlanInvalid(
-            f"must be an IPv4 address such as '127.0.0.1', got {value!r} ({error})", field=dotted
-        ) from None
-
-
 # --- reading tables -----------------------------------------------------------------------
+
+_EdgeAddress = tuple[tuple[int, int], str]
 
 
 @final
@@ -515,24 +345,24 @@ class _Membership:
     text: str
 
 
-def _read_run(root: _Table) -> tuple[str, int, int]:
-    run = _required_table(root, "run")
-    _refuse_unknown(run, "run", _RUN_KEYS)
-    name = _str(run, "run.name")
+def _read_run(root: Table) -> tuple[str, int, int]:
+    run = required_table(root, "run")
+    refuse_unknown(run, "run", _RUN_KEYS)
+    name = str_at(run, "run.name")
     if len(name) > MAX_NAME_CHARS or not _NAME.fullmatch(name):
         raise PlanInvalid(
             f"must be 1..{MAX_NAME_CHARS} characters of a-z, 0-9, '.', '_' and '-', got {name!r}",
             field="run.name",
         )
-    rounds = _int(run, "run.rounds", low=1, high=MAX_ROUNDS)
-    epoch = _int(run, "run.epoch", low=0, high=MAX_EPOCH, default=0)
+    rounds = int_at(run, "run.rounds", low=1, high=MAX_ROUNDS)
+    epoch = int_at(run, "run.epoch", low=0, high=MAX_EPOCH, default=0)
     return name, rounds, epoch
 
 
-def _read_membership(root: _Table, epoch: int) -> _Membership:
-    table = _required_table(root, "membership")
-    _refuse_unknown(table, "membership", _MEMBERSHIP_KEYS)
-    text = _str(table, "membership.group")
+def _read_membership(root: Table, epoch: int) -> _Membership:
+    table = required_table(root, "membership")
+    refuse_unknown(table, "membership", _MEMBERSHIP_KEYS)
+    text = str_at(table, "membership.group")
     try:
         admitted = parse_group(text, epoch=epoch)
     except (GroupSyntaxError, AdmissionError) as error:
@@ -544,7 +374,7 @@ def _read_membership(root: _Table, epoch: int) -> _Membership:
             f"selects {n} role(s) from {admitted.first} to {admitted.last}, not 0..{n - 1}",
             field="membership.group",
         )
-    universe = _optional_int(table, "membership.universe", low=n, high=MAX_ROLES)
+    universe = optional_int_at(table, "membership.universe", low=n, high=MAX_ROLES)
     identity = _group_identity(table)
     if (universe is not None and universe != admitted.universe) or identity:
         # In range by the checks above, so admission cannot refuse it.
@@ -557,7 +387,7 @@ def _read_membership(root: _Table, epoch: int) -> _Membership:
     return _Membership(admitted, text)
 
 
-def _group_identity(table: _Table) -> bytes:
+def _group_identity(table: Table) -> bytes:
     """The bytes of ``membership.identity`` (empty when absent): the group's identity, which
     enters the membership digest, so two runs of the same group can be kept apart.
 
@@ -573,17 +403,17 @@ def _group_identity(table: _Table) -> bytes:
     ):
         raise PlanInvalid(
             f"must be a string of hex digits, two per byte, at most {MAX_IDENTITY_BYTES} bytes "
-            f"(MAX_IDENTITY_BYTES), got {_shown(value)}",
+            f"(MAX_IDENTITY_BYTES), got {shown(value)}",
             field="membership.identity",
         )
     return bytes.fromhex(value)
 
 
-def _read_topology(root: _Table, n: int) -> tuple[str, ParticipantTree]:
-    table = _table(root, "topology") or {}
-    _refuse_unknown(table, "topology", _TOPOLOGY_KEYS)
-    shape = _one_of(table, "topology.shape", SHAPES, default="tree")
-    fanout = _optional_int(table, "topology.fanout", low=1, high=MAX_ROLES)
+def _read_topology(root: Table, n: int) -> tuple[str, ParticipantTree]:
+    table = table_at(root, "topology") or {}
+    refuse_unknown(table, "topology", _TOPOLOGY_KEYS)
+    shape = one_of(table, "topology.shape", SHAPES, default="tree")
+    fanout = optional_int_at(table, "topology.fanout", low=1, high=MAX_ROLES)
     try:
         if shape == "tree":
             if fanout is None:
@@ -616,18 +446,18 @@ def _read_topology(root: _Table, n: int) -> tuple[str, ParticipantTree]:
         raise PlanInvalid(str(error), field="topology.fanout") from None
 
 
-def _read_contract(root: _Table) -> tuple[str, str, str]:
-    table = _table(root, "contract") or {}
-    _refuse_unknown(table, "contract", _CONTRACT_KEYS)
+def _read_contract(root: Table) -> tuple[str, str, str]:
+    table = table_at(root, "contract") or {}
+    refuse_unknown(table, "contract", _CONTRACT_KEYS)
     return (
-        _one_of(table, "contract.dtype", DTYPES, default="float32"),
-        _one_of(table, "contract.delivery", DELIVERIES, default="all"),
-        _one_of(table, "contract.operation", OPERATIONS, default="sum"),
+        one_of(table, "contract.dtype", DTYPES, default="float32"),
+        one_of(table, "contract.delivery", DELIVERIES, default="all"),
+        one_of(table, "contract.operation", OPERATIONS, default="sum"),
     )
 
 
-def _read_budgets(root: _Table) -> Budgets:
-    table = _table(root, "budgets")
+def _read_budgets(root: Table) -> Budgets:
+    table = table_at(root, "budgets")
     if table is None:
         return DEFAULT_BUDGETS
     if "connect" in table:  # the whole connect wait is derived; say how to set it
@@ -635,7 +465,7 @@ def _read_budgets(root: _Table) -> Budgets:
             "the connect wait is connect_attempts x connect_interval; set those two instead",
             field="budgets.connect",
         )
-    _refuse_unknown(table, "budgets", _BUDGET_KEYS)
+    refuse_unknown(table, "budgets", _BUDGET_KEYS)
     values: dict[str, object] = {}
     for key, value in table.items():
         if key != "connect_attempts" and type(value) is int:
@@ -650,11 +480,11 @@ def _read_budgets(root: _Table) -> Budgets:
     return Budgets(**values)  # type: ignore[arg-type]  # every value checked above
 
 
-def _read_addresses(root: _Table, tree: ParticipantTree) -> tuple[str, tuple[_EdgeAddress, ...]]:
-    table = _table(root, "addresses") or {}
-    _refuse_unknown(table, "addresses", _ADDRESSES_KEYS)
-    default = _ipv4(table.get("default", DEFAULT_ADDRESS), "addresses.default")
-    edges = _table(table, "addresses.edges") or {}
+def _read_addresses(root: Table, tree: ParticipantTree) -> tuple[str, tuple[_EdgeAddress, ...]]:
+    table = table_at(root, "addresses") or {}
+    refuse_unknown(table, "addresses", _ADDRESSES_KEYS)
+    default = ipv4(table.get("default", DEFAULT_ADDRESS), "addresses.default")
+    edges = table_at(table, "addresses.edges") or {}
     listed: list[_EdgeAddress] = []
     for key, value in edges.items():
         dotted = f"addresses.edges.{key}"
@@ -670,14 +500,14 @@ def _read_addresses(root: _Table, tree: ParticipantTree) -> tuple[str, tuple[_Ed
                 f"is HIGH's parent and HIGH is a role 1..{tree.n - 1}",
                 field=dotted,
             )
-        listed.append(((low, high), _ipv4(value, dotted)))
+        listed.append(((low, high), ipv4(value, dotted)))
     return default, tuple(sorted(listed))
 
 
-def _read_targets(root: _Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
-    table = _table(root, "targets") or {}
-    _refuse_unknown(table, "targets", _TARGETS_KEYS)
-    default = _one_of(table, "targets.default", TARGETS, default=TARGETS[0])
+def _read_targets(root: Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    table = table_at(root, "targets") or {}
+    refuse_unknown(table, "targets", _TARGETS_KEYS)
+    default = one_of(table, "targets.default", TARGETS, default=TARGETS[0])
     seen: dict[int, str] = {}
     lists: list[tuple[str, tuple[int, ...]]] = []
     for target in TARGETS:
@@ -687,12 +517,12 @@ def _read_targets(root: _Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int
         roles = table[target]
         if not isinstance(roles, list):
             raise PlanInvalid(
-                f"must be an array of roles in 0..{n - 1}, got {_shown(roles)}", field=dotted
+                f"must be an array of roles in 0..{n - 1}, got {shown(roles)}", field=dotted
             )
         for role in roles:
             if not int_in(role, 0, n - 1):
                 raise PlanInvalid(
-                    f"lists roles, each an integer in 0..{n - 1}; got {_shown(role)}",
+                    f"lists roles, each an integer in 0..{n - 1}; got {shown(role)}",
                     field=dotted,
                 )
             if role in seen:
@@ -705,10 +535,10 @@ def _read_targets(root: _Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int
     return default, tuple(lists)
 
 
-def _read_work(root: _Table) -> tuple[str, int | None, str | None]:
-    table = _table(root, "work") or {}
-    _refuse_unknown(table, "work", _WORK_KEYS)
-    kind = _one_of(table, "work.kind", WORK_KINDS, default="sum-check")
+def _read_work(root: Table) -> tuple[str, int | None, str | None]:
+    table = table_at(root, "work") or {}
+    refuse_unknown(table, "work", _WORK_KEYS)
+    kind = one_of(table, "work.kind", WORK_KINDS, default="sum-check")
     if kind != "sum-check":
         for key in _SUM_CHECK_KEYS:
             if key in table:
@@ -717,13 +547,13 @@ def _read_work(root: _Table) -> tuple[str, int | None, str | None]:
                     field=f"work.{key}",
                 )
         return kind, None, None
-    size = _int(table, "work.size", low=1, high=MAX_WORK_SIZE, default=_DEFAULT_WORK_SIZE)
-    choice = _one_of(table, "work.choice", CHOICES, default="none")
+    size = int_at(table, "work.size", low=1, high=MAX_WORK_SIZE, default=_DEFAULT_WORK_SIZE)
+    choice = one_of(table, "work.choice", CHOICES, default="none")
     return kind, size, choice
 
 
-def _read_learner(root: _Table, work_kind: str) -> LearnerSpec | None:
-    table = _table(root, "learner")
+def _read_learner(root: Table, work_kind: str) -> LearnerSpec | None:
+    table = table_at(root, "learner")
     if work_kind != "learn":
         if table is not None:
             raise PlanInvalid(
@@ -733,11 +563,11 @@ def _read_learner(root: _Table, work_kind: str) -> LearnerSpec | None:
         return None
     if table is None:
         raise PlanInvalid("work.kind = 'learn' needs a [learner] table", field="learner")
-    _refuse_unknown(table, "learner", _LEARNER_KEYS)
-    kind = _one_of(table, "learner.kind", LEARNER_KINDS, default="mlp")
+    refuse_unknown(table, "learner", _LEARNER_KEYS)
+    kind = one_of(table, "learner.kind", LEARNER_KINDS, default="mlp")
     hidden: int | None = None
     if kind == "mlp":
-        hidden = _int(table, "learner.hidden", low=1, high=MAX_HIDDEN, default=_DEFAULT_HIDDEN)
+        hidden = int_at(table, "learner.hidden", low=1, high=MAX_HIDDEN, default=_DEFAULT_HIDDEN)
     elif "hidden" in table:
         raise PlanInvalid(
             f"is a field of learner.kind = 'mlp' only; this learner is {kind!r}",
@@ -746,20 +576,20 @@ def _read_learner(root: _Table, work_kind: str) -> LearnerSpec | None:
     return LearnerSpec(
         kind=kind,
         hidden=hidden,
-        rate=_float(table, "learner.rate"),
-        seed=_int(table, "learner.seed", low=0, high=MAX_SEED, default=0),
-        dataset=_one_of(table, "learner.dataset", DATASETS, default=DATASETS[0]),
-        batch=_int(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
-        holdout=_float(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
+        rate=float_at(table, "learner.rate"),
+        seed=int_at(table, "learner.seed", low=0, high=MAX_SEED, default=0),
+        dataset=one_of(table, "learner.dataset", DATASETS, default=DATASETS[0]),
+        batch=int_at(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
+        holdout=float_at(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
     )
 
 
-def _read_gpu(root: _Table, n: int) -> tuple[tuple[int, str], ...]:
-    table = _table(root, "gpu")
+def _read_gpu(root: Table, n: int) -> tuple[tuple[int, str], ...]:
+    table = table_at(root, "gpu")
     if table is None:
         return ()
-    _refuse_unknown(table, "gpu", _GPU_KEYS)
-    roles = _table(table, "gpu.roles") or {}
+    refuse_unknown(table, "gpu", _GPU_KEYS)
+    roles = table_at(table, "gpu.roles") or {}
     bound: list[tuple[int, str]] = []
     for key, value in roles.items():
         dotted = f"gpu.roles.{key}"
@@ -775,7 +605,7 @@ def _read_gpu(root: _Table, n: int) -> tuple[tuple[int, str], ...]:
         ):
             raise PlanInvalid(
                 f"must be a GPU UUID: 'GPU-' then hex digits and dashes, at most "
-                f"{MAX_GPU_UUID_CHARS} characters, got {_shown(value)}",
+                f"{MAX_GPU_UUID_CHARS} characters, got {shown(value)}",
                 field=dotted,
             )
         bound.append((int(key), value))
@@ -809,9 +639,9 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
         root = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer too long to convert
         raise PlanInvalid(f"{source} is not valid TOML: {error}") from None
-    _refuse_unknown(root, "", _TABLES)
+    refuse_unknown(root, "", _TABLES)
     for name in _TABLES:
-        _table(root, name)  # every table present is a table, before any is read
+        table_at(root, name)  # every table present is a table, before any is read
     name, rounds, epoch = _read_run(root)
     membership = _read_membership(root, epoch)
     n = len(membership.group)

@@ -3,10 +3,11 @@
 
 Layers, top to bottom (docs/architecture.md):
 
-    shell     cli, run, plot, compile, launch, artifact, _loader, participant, __main__
+    shell     cli, run, plot, compile, launch, artifact (and its private _artifact_*, _run_json,
+              _verified_roles), _loader, participant, __main__
     runtime   runtime.*
-    program   protocol.*, plan, learner.*, program, operations, role, budgets
-    values    frame, identity, combine, abort, commit
+    program   protocol.*, plan, _fields, learner.*, program, operations, role, budgets
+    values    frame, identity (and _run_identity, _digests), combine, abort, commit
     shape     membership, topology
     base      errors, exitcodes, _files, _checks, __init__
 
@@ -39,14 +40,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compile",
             "launch",
             "artifact",
+            "_artifact_payload",
+            "_artifact_build",
+            "_artifact_read",
+            "_artifact_entry",
+            "_run_json",
+            "_verified_roles",
             "_loader",
             "participant",
             "__main__",
         ),
     ),
     ("runtime", ("runtime",)),
-    ("program", ("protocol", "plan", "learner", "program", "operations", "role", "budgets")),
-    ("values", ("frame", "identity", "combine", "abort", "commit")),
+    (
+        "program",
+        ("protocol", "plan", "_fields", "learner", "program", "operations", "role", "budgets"),
+    ),
+    ("values", ("frame", "identity", "_run_identity", "_digests", "combine", "abort", "commit")),
     ("shape", ("membership", "topology")),
     ("base", ("errors", "exitcodes", "_files", "_checks", "__init__")),
 )
@@ -66,8 +76,26 @@ SHELL_ARROWS = frozenset(
         ("run", "plot"),
         ("launch", "artifact"),
         ("compile", "artifact"),
+        ("artifact", "_artifact_payload"),
+        ("artifact", "_artifact_build"),
+        ("artifact", "_artifact_read"),
+        ("artifact", "_artifact_entry"),
+        ("artifact", "_run_json"),
+        ("artifact", "_verified_roles"),
         ("artifact", "_loader"),
-        ("artifact", "participant"),
+        ("_artifact_payload", "_loader"),
+        ("_artifact_build", "_artifact_payload"),
+        ("_artifact_build", "_loader"),
+        ("_artifact_read", "_artifact_payload"),
+        ("_artifact_read", "_loader"),
+        ("_artifact_entry", "_artifact_payload"),
+        ("_artifact_entry", "_artifact_read"),
+        ("_artifact_entry", "participant"),
+        ("_run_json", "_artifact_payload"),
+        ("_run_json", "_loader"),
+        ("_verified_roles", "_artifact_payload"),
+        ("_verified_roles", "_artifact_read"),
+        ("_verified_roles", "_run_json"),
         ("_loader", "artifact"),
     }
 )

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import alpha._digests as digests
+import alpha._run_identity as run_identity_module
 import alpha.identity as identity
 from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
 from alpha.identity import (
@@ -85,8 +88,9 @@ PURE_IMPORTS = frozenset(
 )
 
 
-def test_module_is_pure() -> None:
-    tree = ast.parse(inspect.getsource(identity))
+@pytest.mark.parametrize("module", [identity, run_identity_module, digests])
+def test_module_is_pure(module: ModuleType) -> None:
+    tree = ast.parse(inspect.getsource(module))
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -553,8 +557,8 @@ def test_same_values_in_any_layout_give_the_same_digest(
 
 def test_contiguous_little_endian_arrays_are_hashed_in_place() -> None:
     array = np.arange(1_000, dtype="<f8")
-    plan = identity._array_plan(None, array, "x")
-    data = identity._array_data(plan)
+    plan = digests._array_plan(None, array, "x")
+    data = digests._array_data(plan)
     assert np.shares_memory(np.frombuffer(data, dtype=np.uint8), array)
     assert bytes(data) == array.tobytes()
 
@@ -954,7 +958,7 @@ def test_known_learner_digest_reproduces_from_the_documented_layout() -> None:
         + field(samples)
     )
     assert hashlib.sha256(data).hexdigest() == KNOWN_LEARNER
-    assert identity._config_bytes({"seed": 7, "decay": 0.5, "name": "sgd"}) == config
+    assert digests._config_bytes({"seed": 7, "decay": 0.5, "name": "sgd"}) == config
 
 
 def test_known_contract_digest() -> None:

@@ -1,0 +1,70 @@
+"""The entry inside an artifact: what its loader calls once every member is checked.
+
+Imported by a participant before numpy or trio: it checks the target first, and imports the
+participant (and so numpy and trio) only then, in :func:`run_embedded`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Final
+
+from alpha._artifact_payload import check_target
+from alpha._artifact_read import read_artifact
+from alpha._files import role_file
+from alpha.errors import AlphaError, TargetMismatch
+from alpha.exitcodes import EXIT_USAGE
+
+__all__ = ["REPORTS_DIR", "run_embedded"]
+
+REPORTS_DIR: Final = "reports"
+"""Where, beside its artifact, a finished role writes its report (``docs/roles.md``)."""
+
+# The exit code of an artifact that cannot start: a wrong target, a damaged archive, an
+# interpreter without numpy or trio. Nothing ran, as for any other usage error.
+EXIT_CANNOT_START: Final = EXIT_USAGE
+
+
+def _say(role: object, text: str) -> None:
+    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+
+
+def run_embedded(archive: Path | None = None) -> int:
+    """Run the participant the artifact ``archive`` carries (the running one, ``sys.argv[0]``,
+    by default); return its exit code. This is what an artifact's loader calls once it has
+    checked every member against the manifest (``alpha/_loader.py``); it does not check them
+    again.
+
+    A wrong target, a damaged artifact or an interpreter without numpy or trio prints one line
+    on stderr and returns ``EXIT_USAGE`` (2) before anything starts; otherwise the code is the
+    participant's (``alpha.participant.run_payload``).
+    """
+    path = Path(sys.argv[0]) if archive is None else archive
+    try:
+        payload = read_artifact(path)
+        check_target(payload)
+    except TargetMismatch as error:
+        print(error, file=sys.stderr, flush=True)
+        return EXIT_CANNOT_START
+    except AlphaError as error:
+        _say("?", f"failed: {type(error).__name__}: {error}")
+        return EXIT_CANNOT_START
+    try:
+        from alpha.participant import run_payload
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing in ("", "alpha"):
+            raise  # a module of Alpha itself is missing from the artifact: a bug in the build
+        _say(
+            payload["role"],
+            f"failed: {sys.executable} cannot import {missing}; an artifact needs an "
+            "interpreter with numpy and trio installed (they are not bundled)",
+        )
+        return EXIT_CANNOT_START
+    # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact.
+    reports = path.resolve().parent / REPORTS_DIR
+    reports.mkdir(exist_ok=True)
+    role = payload["role"]
+    assert isinstance(role, int), "read_artifact checked the payload's role"
+    return run_payload(payload, report_path=str(reports / role_file(role, ".json")))
