@@ -51,11 +51,16 @@ def _kind_of(value: object) -> str:
     return "a date or time"
 
 
+# The longest value a refusal quotes: a message stays one readable line, and the head of a
+# value identifies it.
+MAX_SHOWN = 80
+
+
 def shown(value: object) -> str:
-    """A value quoted in a message, with its TOML type."""
+    """A value quoted in a message, with its TOML type (cut to ``MAX_SHOWN`` characters)."""
     text = repr(value)
-    if len(text) > 80:  # a log line stays readable; the head identifies the value
-        text = text[:77] + "..."
+    if len(text) > MAX_SHOWN:
+        text = text[: MAX_SHOWN - 3] + "..."
     return f"{_kind_of(value)} ({text})"
 
 

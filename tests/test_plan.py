@@ -923,3 +923,12 @@ def test_a_rendered_plan_reads_back_its_values(drawn: tuple[Tables, dict[str, An
     for (low, high), address in expect["edge_addresses"]:
         assert plan.address(low, high) == address
     assert parse_plan(text, source="drawn.toml") == plan
+
+
+def test_a_quoted_value_is_cut_at_its_bound() -> None:
+    from alpha._fields import MAX_SHOWN, shown
+
+    fits = "x" * (MAX_SHOWN - 2)  # repr adds two quotes: exactly MAX_SHOWN characters
+    assert shown(fits) == f"a string ({fits!r})"
+    longer = shown("x" * (MAX_SHOWN - 1))
+    assert longer.endswith("...)") and len(longer) == len("a string ()") + MAX_SHOWN
