@@ -45,6 +45,7 @@ from alpha.errors import (
     WrongFrame,
 )
 from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS, IDENTITY_SIZE, RunIdentity
+from alpha.membership import MAX_ROLE
 
 if TYPE_CHECKING:
     # collections.abc.Buffer arrives in Python 3.12; the annotation is only for the checker.
@@ -80,8 +81,8 @@ FORMAT_VERSION: Final = 1
 TRAILER_SIZE: Final = 32
 """A SHA-256 digest."""
 
-MAX_ROLE: Final = 2**32 - 1
-"""Roles travel as unsigned 32-bit integers (the membership's role width)."""
+# Roles travel as unsigned 32-bit integers: the membership's MAX_ROLE (alpha.membership, the
+# one home of the role limits).
 
 MAX_SLOT: Final = 2**32 - 1
 """Slots (scheduled transfers of one edge) travel as unsigned 32-bit integers."""

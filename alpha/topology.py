@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, final
+from typing import Literal, final
 
 from alpha._checks import int_in
 from alpha.errors import CoverageBroken, FanoutInvalid, RoleOutOfRange, TreeSizeInvalid
+from alpha.membership import MAX_ROLES
 
 __all__ = [
     "MAX_ROLES",
@@ -29,9 +30,8 @@ __all__ = [
     "star",
 ]
 
-MAX_ROLES: Final = 2**32
-"""The most roles a tree may have: roles travel as 32-bit unsigned integers elsewhere, so the
-largest role is ``2**32 - 1``."""
+# The most roles a tree may have: the membership's limit (alpha.membership, the one home of
+# the role limits), since roles travel as 32-bit unsigned integers.
 
 # A node during a walk: (first role of its subtree, i.e. the node itself; subtree size).
 _Node = tuple[int, int]
