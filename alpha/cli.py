@@ -128,13 +128,9 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
 def _launch_dir(directory: Path) -> int:
     import trio
 
-    from alpha.artifact import RUN_JSON
-    from alpha.launch import launch, launch_specs, specs_from_dir
+    from alpha.launch import launch, launch_specs
 
-    if (directory / RUN_JSON).exists():
-        specs, deadline = launch_specs(directory)
-    else:
-        specs, deadline = specs_from_dir(directory)
+    specs, deadline = launch_specs(directory)
     total = len(specs)
     up = 0
 
@@ -189,31 +185,27 @@ def _replicate(args: argparse.Namespace) -> int:
 
 def _exchange(args: argparse.Namespace) -> int:
     from alpha.budgets import Budgets
-    from alpha.launch import write_roles
-    from alpha.role import exchange_roles
+    from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+    from alpha.compile import compile_plan
+    from alpha.program import exchange_plan
 
     tree = ParticipantTree(args.n, args.fanout)
-    directory = Path(args.dir or f"runs/exchange-{args.n}-{args.fanout}")
+    plan = exchange_plan(
+        tree.n, tree.fanout, payload=args.payload, budgets=Budgets(deadline=args.deadline)
+    )
+    directory = Path(args.dir or f"runs/{plan.name}")
     reports = output_folder(directory / "reports")
     for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
         stale.unlink()
-    budgets = Budgets(deadline=args.deadline)
-    write_roles(
-        directory,
-        exchange_roles(
-            tree, exchange=args.payload, budgets=budgets, report_dir=str(reports.resolve())
-        ),
-    )
+    compile_plan(plan, directory, range(plan.participants))
     edges = tree.n - 1
     print(
         f"exchange: {tree.n} roles, fan-out {tree.fanout}, depth {tree.depth}, {edges} edge(s), "
-        f"{args.payload} bytes each way per edge; descriptions in {directory}",
+        f"{args.payload} bytes each way per edge; artifacts in {directory}",
         file=sys.stderr,
     )
     code = _launch_dir(directory)
     if code == EXIT_OK:
-        from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
-
         # The reports count only as the run committed them (docs/failure.md).
         record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
         data = {
@@ -303,18 +295,19 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser(
         "launch",
         help="start the participants in DIR on this host and relay their ports",
-        description="Start every role in DIR (artifacts from `alpha compile`, or role "
-        "descriptions) in role order, relay announced ports, and wait. Exits 1 naming the "
-        "role that failed first.",
+        description="Start every role in DIR (artifacts and run.json from `alpha compile`) in "
+        "role order, relay announced ports, and wait. Exits 1 naming the role that failed "
+        "first.",
     )
-    launch.add_argument("dir", metavar="DIR", help="a folder of role descriptions")
+    launch.add_argument("dir", metavar="DIR", help="a folder that `alpha compile` wrote")
     launch.set_defaults(handler=_launch)
 
     exchange = commands.add_parser(
         "exchange",
         help="establish every edge of a tree of processes and exchange checked payloads",
-        description="Write role descriptions for the edge exchange on the tree of N roles "
-        "and fan-out F, launch them on 127.0.0.1, and check every edge.",
+        description="Compile the edge exchange on the tree of N roles and fan-out F (a "
+        "sum-check plan of about BYTES each way per edge, one round), launch it on 127.0.0.1, "
+        "and check that every edge was established once and carried checked payloads.",
     )
     exchange.add_argument("n", type=_nonnegative_int, metavar="N", help="number of roles")
     exchange.add_argument("fanout", type=_nonnegative_int, metavar="F", help="fan-out")

@@ -64,7 +64,6 @@ __all__ = [
     "OperationUnimplemented",
     "OverlappingParts",
     "ParticipantOutOfRange",
-    "PayloadMismatch",
     "PeerLost",
     "PlanInvalid",
     "PortMissing",
@@ -473,11 +472,6 @@ class CommitUnknown(RunFailed):
     committed (its parent vanished or went silent before the commit reached it). It exits
     non-zero and leaves its report staged, never final; the run's commit record, written by
     role 0, says whether the run counts."""
-
-
-class PayloadMismatch(RunFailed):
-    """A frame passed every check but its payload is not what the schedule
-    computes (the edge-exchange demonstration checks content)."""
 
 
 class LaunchFailed(RunFailed):

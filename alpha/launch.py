@@ -29,10 +29,8 @@ from typing import Final
 
 import trio
 
-from alpha._files import output_folder, read_regular_file, role_file
+from alpha._files import role_file
 from alpha.artifact import verified_roles
-from alpha.errors import RoleDescriptionInvalid
-from alpha.role import RoleDescription
 from alpha.runtime.endpoint import PORT_BYTES
 from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
 
@@ -41,7 +39,6 @@ __all__ = [
     "CAUSE_TAIL_BYTES",
     "EXIT_NOTICE",
     "LAUNCH_SLACK",
-    "MAX_DESCRIPTION_BYTES",
     "LaunchResult",
     "LaunchSpec",
     "RoleOutcome",
@@ -49,8 +46,6 @@ __all__ = [
     "launch",
     "launch_specs",
     "read_cause",
-    "specs_from_dir",
-    "write_roles",
 ]
 
 LAUNCH_SLACK: Final = 5.0
@@ -74,12 +69,6 @@ CAUSE_TAIL_BYTES: Final = 64 * 1024
 """How much of the end of a failed role's log the launcher reads for its cause: the last two
 lines are a clock and a one-line cause (a long one lists a few failures, kilobytes); a
 training role's log can be megabytes of progress lines before them."""
-
-MAX_DESCRIPTION_BYTES: Final = 16 * 1024 * 1024
-"""The largest role description ``specs_from_dir`` reads. A description is a few hundred bytes
-and some 50 per edge; the hub of a star of 100,000 roles lists 5 MB of edges. 16 MiB, the bound
-of an artifact's payload that carries a description, keeps a file named by mistake from being
-read whole."""
 
 #: Called after a role announced, with its ports in edge order (used by tests and gates to
 #: act between two starts, e.g. to connect a stranger to a listener).
@@ -550,66 +539,3 @@ def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
         for entry in roles
     ]
     return specs, deadline
-
-
-def specs_from_dir(directory: Path) -> tuple[list[LaunchSpec], float | None]:
-    """Launch specs for the role descriptions ``role-NNNNNN.json`` in ``directory``, and the
-    largest session deadline among them (None when a role has none). Each role logs to
-    ``logs/role-NNNNNN.log`` there.
-
-    Raises:
-        RoleDescriptionInvalid: a description is unreadable, not a regular file, larger than
-            :data:`MAX_DESCRIPTION_BYTES`, not UTF-8 or wrong, or roles are missing.
-    """
-    paths = sorted(directory.glob("role-*.json"))
-    if not paths:
-        raise RoleDescriptionInvalid(
-            f"{directory} holds no role-NNNNNN.json role descriptions; write them with "
-            "`alpha exchange` or `alpha compile`"
-        )
-    specs = []
-    deadlines: list[float | None] = []
-    for path in paths:
-        try:
-            text = read_regular_file(path, MAX_DESCRIPTION_BYTES).decode("utf-8")
-            description = RoleDescription.from_json(text)
-        except OSError as error:
-            raise RoleDescriptionInvalid(
-                f"{path.name}: cannot read it: {error.strerror or error}"
-            ) from None
-        except UnicodeDecodeError as error:
-            raise RoleDescriptionInvalid(f"{path.name} is not UTF-8 text: {error}") from None
-        except RoleDescriptionInvalid as error:
-            raise RoleDescriptionInvalid(f"{path.name}: {error}") from None
-        deadlines.append(description.budgets.deadline)
-        specs.append(
-            LaunchSpec(
-                role=description.role,
-                argv=(sys.executable, "-m", "alpha.participant", str(path.resolve())),
-                lower=tuple(e.peer for e in description.lower),
-                higher=tuple(e.peer for e in description.higher),
-                log=directory / "logs" / role_file(description.role, ".log"),
-            )
-        )
-    roles = sorted(spec.role for spec in specs)
-    if roles != list(range(len(roles))):
-        missing = sorted(set(range(max(roles) + 1)) - set(roles))
-        raise RoleDescriptionInvalid(
-            f"{directory} lacks the description of role {missing[0] if missing else '?'}; "
-            "roles must be 0..n-1, one file each"
-        )
-    bounded = [seconds for seconds in deadlines if seconds is not None]
-    return specs, (max(bounded) if len(bounded) == len(deadlines) else None)
-
-
-def write_roles(directory: Path, descriptions: Iterable[RoleDescription]) -> int:
-    """Write ``role-NNNNNN.json`` for each description into ``directory`` (replacing any
-    earlier ones there, so a smaller run never inherits stale roles); return how many."""
-    output_folder(directory)
-    for stale in directory.glob("role-*.json"):
-        stale.unlink()
-    count = 0
-    for description in descriptions:
-        (directory / role_file(description.role, ".json")).write_text(description.to_json())
-        count += 1
-    return count

@@ -88,7 +88,7 @@ def _check(ctx: Context, region: Array, sign: int) -> None:
         index = int(wrong[0])
         raise CheckFailed(
             f"role {ctx.role}, round {ctx.round}: element {index} of the combined sum is "
-            f"{region.flat[index]!r}, but the sum over {n} roles is {expected}"
+            f"{region.flat[index].item()!r}, but the sum over {n} roles is {expected}"
         )
 
 

@@ -1,5 +1,5 @@
-"""``python -m alpha.participant DESCRIPTION.json``: one participant, started from its role
-description.
+"""One participant, as its artifact runs it (``python3 role-NNNNNN.pyz``, see ``alpha.artifact``):
+its role description, its compiled schedule and, for a learner, its learner state.
 
 stdout carries the port announcement and nothing else; stdin carries the lower peers' ports.
 Logs and errors go to stderr. The last line on stderr of a failed participant is its one-line
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import trio
 
@@ -25,7 +25,7 @@ from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
 
-__all__ = ["FAILURE_CLOCK", "main", "run_description", "run_payload"]
+__all__ = ["FAILURE_CLOCK", "run_description", "run_payload"]
 
 
 def _log(role: int | str, text: str) -> None:
@@ -34,12 +34,12 @@ def _log(role: int | str, text: str) -> None:
 
 def run_description(
     description: RoleDescription,
-    schedule: LocalSchedule | None = None,
+    schedule: LocalSchedule,
     report_path: str | None = None,
     learner: LearnerState | None = None,
 ) -> int:
-    """Run one participant in this process (its schedule, or the edge exchange); return its
-    exit code."""
+    """Run one participant in this process: its schedule over its edges; return its exit
+    code."""
     role = description.role
     reported: list[AlphaError] = []
 
@@ -66,10 +66,10 @@ def run_description(
                 learner=learner,
             )
         moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
-        rounds = f", {report.rounds} round(s)" if schedule is not None else ""
         _log(
             role,
-            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s{rounds}, "
+            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s, "
+            f"{report.rounds} round(s), "
             f"{moved} bytes framed, finished at {report.finished_s:.2f} s",
         )
 
@@ -88,13 +88,15 @@ def run_description(
 def run_payload(payload: Mapping[str, object], report_path: str | None = None) -> int:
     """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
 
-    ``payload["description"]`` is the role description (``docs/roles.md``); a ``schedule``,
-    when present, is the role's projected local schedule (``docs/protocol.md``).
+    ``payload["description"]`` is the role description (``docs/roles.md``) and
+    ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``).
     """
     try:
         description = RoleDescription.from_dict(payload.get("description"))
         raw = payload.get("schedule")
-        schedule = None if raw is None else decode(raw)
+        if raw is None:
+            raise ArtifactInvalid("it has no schedule; build artifacts with alpha compile")
+        schedule = decode(raw)
         data = payload.get("learner")
         learner = None if data is None else learner_from_payload(data)
     except (RoleDescriptionInvalid, ArtifactInvalid) as error:
@@ -112,24 +114,3 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
         return run_description(description, schedule, report_path, learner)
     finally:
         learner.release()  # before the interpreter's cleanup, where PyCUDA would abort
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m alpha.participant DESCRIPTION.json", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        with open(args[0]) as handle:
-            description = RoleDescription.from_json(handle.read())
-    except OSError as error:
-        _log("?", f"failed: cannot read the role description: {error}")
-        return EXIT_USAGE
-    except RoleDescriptionInvalid as error:
-        _log("?", f"failed: RoleDescriptionInvalid: {args[0]}: {error}")
-        return EXIT_USAGE
-    return run_description(description)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

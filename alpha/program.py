@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Final
 
+from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import PlanInvalid
 from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.protocol import learner_digest_of, learner_protocol
 from alpha.operations import SELECTORS, SUM_CHECK_OPS
-from alpha.plan import TARGETS, Plan
+from alpha.plan import TARGETS, Plan, parse_plan
 from alpha.protocol.forms import (
     Choice,
     Combine,
@@ -34,7 +35,7 @@ from alpha.protocol.forms import (
     Targets,
 )
 
-__all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "protocol_for", "run_identity"]
+__all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "exchange_plan", "protocol_for", "run_identity"]
 
 SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 """The learner digest's program name for the sum check: a change of its meaning changes this."""
@@ -134,4 +135,47 @@ def protocol_for(plan: Plan) -> Protocol:
         operations=OPERATIONS,
         body=Repeat(plan.rounds, plan.rounds, round_form),
         targets=Targets(plan.default_target, plan.target_roles),
+    )
+
+
+def exchange_plan(
+    n: int,
+    fanout: int,
+    *,
+    payload: int = 64,
+    budgets: Budgets = DEFAULT_BUDGETS,
+    rounds: int = 1,
+    name: str | None = None,
+) -> Plan:
+    """The plan that establishes every edge of the tree of ``n`` roles and fan-out ``fanout``
+    and moves a checked payload of about ``payload`` bytes each way on each: a sum check over
+    float64 regions (every edge carries a contribution up and the combined total down, and
+    every role checks the total), written as a plan like any other (``alpha exchange``).
+
+    Raises:
+        PlanInvalid: the values make no plan (the message names the field).
+    """
+    size = max(1, -(-payload // 8))  # float64 elements carrying at least ``payload`` bytes
+    limits = "\n".join(
+        f"{key} = {value!r}" for key, value in budgets.to_dict().items() if value is not None
+    )
+    return parse_plan(
+        f"""
+[run]
+name = "{name or f"exchange-{n}-{fanout}"}"
+rounds = {rounds}
+[membership]
+group = "(group (stride 0 1 {n}))"
+[topology]
+shape = "tree"
+fanout = {fanout}
+[contract]
+dtype = "float64"
+[budgets]
+{limits}
+[work]
+kind = "sum-check"
+size = {size}
+""",
+        source="alpha exchange",
     )

@@ -1,45 +1,34 @@
 """Role descriptions: what one participant is built to do, as a documented JSON value.
 
 A role description holds a participant's role, its edges (peers ascending, each with the IPv4
-address compiled for it), the run identity and its budgets. A compiled artifact carries one
-beside its schedule; a description alone (``python -m alpha.participant``) does the edge
-exchange: one checked payload each way on every edge. The format is documented in
-``docs/roles.md``. Pure: values in, values out.
+address compiled for it), the run identity and its budgets. Every compiled artifact carries one
+beside its schedule. The format is documented in ``docs/roles.md``. Pure: values in, values
+out.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, final
 
 from alpha._checks import int_in
-from alpha._files import role_file
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import RoleDescriptionInvalid
-from alpha.identity import RunIdentity, contract_digest, learner_digest, membership_digest
-from alpha.membership import group, stride
-from alpha.topology import ParticipantTree
+from alpha.identity import RunIdentity
 
 __all__ = [
     "FORMAT",
     "Edge",
     "RoleDescription",
-    "exchange_payload",
-    "exchange_roles",
 ]
 
 FORMAT: Final = "alpha-role/1"
 """The ``format`` field of every role description this module reads and writes."""
 
 DEFAULT_ADDRESS: Final = "127.0.0.1"
-
-# The largest payload the edge exchange will move per edge: enough to measure, small enough
-# that a mistaken plan does not allocate gigabytes in every participant.
-MAX_EXCHANGE: Final = 1 << 30
 
 
 @final
@@ -82,7 +71,6 @@ class RoleDescription:
     identity: RunIdentity
     edges: tuple[Edge, ...]
     budgets: Budgets = DEFAULT_BUDGETS
-    exchange: int = 0
     report: str | None = None
 
     def __post_init__(self) -> None:
@@ -102,10 +90,6 @@ class RoleDescription:
             raise RoleDescriptionInvalid(
                 f"edges: role {self.role} has more than one lower peer; edges are those of a "
                 "participant tree, where the parent is the only lower peer"
-            )
-        if not 0 <= self.exchange <= MAX_EXCHANGE:
-            raise RoleDescriptionInvalid(
-                f"exchange must be 0..{MAX_EXCHANGE} bytes, got {self.exchange}"
             )
 
     @property
@@ -133,7 +117,6 @@ class RoleDescription:
             },
             "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
             "budgets": self.budgets.to_dict(),
-            "exchange": self.exchange,
             "report": self.report,
         }
 
@@ -186,61 +169,5 @@ class RoleDescription:
             identity=run,
             edges=edge_values,
             budgets=Budgets.from_dict(data.get("budgets", {})),
-            exchange=_int(data, "exchange") if "exchange" in data else 0,
             report=report,
-        )
-
-
-def exchange_payload(sender: int, receiver: int, size: int) -> bytes:
-    """The bytes ``sender`` sends ``receiver`` in the edge exchange: SHA-256 in counter mode
-    over the edge, so both ends compute them and a payload from another edge differs."""
-    seed = f"alpha/exchange/{sender}->{receiver}/".encode()
-    blocks = (size + 31) // 32
-    out = bytearray()
-    for counter in range(blocks):
-        out += hashlib.sha256(seed + counter.to_bytes(8, "big")).digest()
-    return bytes(out[:size])
-
-
-def exchange_roles(
-    tree: ParticipantTree,
-    *,
-    exchange: int,
-    budgets: Budgets = DEFAULT_BUDGETS,
-    address: str = DEFAULT_ADDRESS,
-    report_dir: str | None = None,
-) -> Iterator[RoleDescription]:
-    """Role descriptions of the edge exchange on ``tree``, role 0 first.
-
-    The identity binds the demonstration's program and payload size (learner), the tree
-    (contract) and the membership ``(group (stride 0 1 n))``.
-    """
-    n = tree.n
-    identity = RunIdentity(
-        learner=learner_digest(
-            program="alpha.edge-exchange/1",
-            config={"exchange": exchange},
-            initial_state=(),
-            rate=0.0,
-            samples=(),
-        ),
-        contract=contract_digest(
-            dtype="float32",
-            operation="sum",
-            topology="tree",
-            participants=n,
-            fanout=tree.fanout,
-            delivery="all",
-        ),
-        membership=membership_digest(group(stride(0, 1, n), universe=n)),
-    )
-    for role in range(n):
-        yield RoleDescription(
-            role=role,
-            participants=n,
-            identity=identity,
-            edges=tuple(Edge(peer, address) for peer in tree.edges(role)),
-            budgets=budgets,
-            exchange=exchange,
-            report=None if report_dir is None else f"{report_dir}/{role_file(role, '.json')}",
         )

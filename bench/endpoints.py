@@ -1,8 +1,9 @@
 """Endpoints: establishing every edge of a run, and frame throughput on one loopback edge.
 
 Edge establishment: real participant processes started by the launcher (``alpha.launch``) on
-127.0.0.1 for trees of 16, 64 and 128 roles, fan-out 4, each edge exchanging a 64-byte checked
-payload each way, as ``alpha exchange N 4 --payload 64`` runs (with larger budgets). The
+127.0.0.1 for trees of 16, 64 and 128 roles, fan-out 4, from the artifacts ``alpha exchange N 4
+--payload 64`` compiles (with larger budgets): each edge carries a 64-byte contribution up and
+the checked 64-byte total down, and the run commits. The
 reference, timed in the same run, is the start-up of one bare ``python -c "import trio, numpy"``
 process: what starting one participant costs at the least.
 
@@ -34,12 +35,13 @@ from pathlib import Path
 import trio
 
 from alpha.budgets import Budgets
+from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.compile import compile_plan
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
-from alpha.launch import LaunchResult, launch, specs_from_dir, write_roles
-from alpha.role import exchange_roles
+from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.program import exchange_plan
 from alpha.runtime.channel import FrameChannel
-from alpha.topology import ParticipantTree
 from bench._timing import median_seconds, rate
 
 NAME = "endpoints"
@@ -84,17 +86,15 @@ class _Launched:
 
 
 def _launch_once(n: int) -> _Launched:
-    """Launch the edge exchange on a tree of ``n`` roles in a temporary folder."""
-    tree = ParticipantTree(n, FANOUT)
+    """Compile the edge exchange on a tree of ``n`` roles into a temporary folder (untimed)
+    and launch it."""
+    plan = exchange_plan(n, FANOUT, payload=EXCHANGE, budgets=BUDGETS)
     with tempfile.TemporaryDirectory(prefix="alpha-bench-endpoints-") as folder:
         directory = Path(folder)
+        compile_plan(plan, directory, range(plan.participants))
+        # Each role writes its report into reports/ beside its artifact.
         reports = directory / "reports"
-        reports.mkdir()
-        write_roles(
-            directory,
-            exchange_roles(tree, exchange=EXCHANGE, budgets=BUDGETS, report_dir=str(reports)),
-        )
-        specs, deadline = specs_from_dir(directory)
+        specs, deadline = launch_specs(directory)
         listens = {spec.role for spec in specs if spec.higher}
         announced: dict[int, float] = {}
         origin = 0.0
@@ -114,7 +114,14 @@ def _launch_once(n: int) -> _Launched:
             failure = result.first_failure
             cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
             raise RuntimeError(f"the launch of {n} roles failed: {cause}")
-        found = [json.loads(path.read_text()) for path in sorted(reports.glob("role-*.json"))]
+        # The reports count only as the run committed them (docs/failure.md).
+        record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
+        data = {
+            int(path.stem.removeprefix("role-")): path.read_bytes()
+            for path in reports.glob("role-*.json")
+        }
+        check_reports(record, data, plan.tree.children)
+        found = [json.loads(text) for text in data.values()]
     if len(found) != n or sum(len(report["edges"]) for report in found) != 2 * (n - 1):
         raise RuntimeError(f"the launch of {n} roles reported {len(found)} roles")
     established = {int(report["role"]): float(report["established_s"]) for report in found}
@@ -176,13 +183,15 @@ def _establishment(repeat: int) -> str:
     return "\n".join(
         [
             f"Establishing every edge of a tree of real participant processes, fan-out {FANOUT},",
-            "on 127.0.0.1, as `alpha exchange N 4` does: the launcher (`alpha.launch`) starts",
-            "the roles in role order, each after the one before announced its listening ports (a",
-            "leaf announces none, so the next role starts as soon as a leaf is spawned), relays",
-            "the ports and waits for every role; each edge then moves a",
-            f"{EXCHANGE}-byte checked payload each way and closes. Trees of {LONG_RUN} roles are",
-            f"launched once, smaller ones {runs} times (medians). Budgets are generous (deadline",
-            "300 s, accept and receive 120 s) so that none shapes the figures.",
+            "on 127.0.0.1, as `alpha exchange N 4` does: the plan is compiled into artifacts",
+            "(untimed), then the launcher (`alpha.launch`) starts the roles in role order, each",
+            "after the one before announced its listening ports (a leaf announces none, so the",
+            "next role starts as soon as a leaf is spawned), relays the ports and waits for every",
+            f"role; each edge then carries a {EXCHANGE}-byte contribution up and the checked",
+            "total down, and the run commits (reports count only with its commit record).",
+            f"Trees of {LONG_RUN} roles are launched once, smaller ones {runs} times (medians).",
+            "Budgets are generous (deadline 300 s, accept and receive 120 s) so that none shapes",
+            "the figures.",
             "",
             "'launch wall' is the launcher's elapsed time from the first start to the last exit;",
             "'per role' divides it by the roles; '÷ bare' divides that by the reference, the",

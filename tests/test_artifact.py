@@ -51,26 +51,36 @@ from alpha.artifact import (
     write_run_json,
 )
 from alpha.budgets import Budgets
+from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.compile import compile_plan, describe_role
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 from alpha.launch import launch, launch_specs
-from alpha.role import RoleDescription, exchange_roles
-from alpha.topology import ParticipantTree
+from alpha.program import exchange_plan, protocol_for
+from alpha.protocol import encode, project
+from alpha.role import RoleDescription
 
 HERE = host_target()
 OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
-TREE = ParticipantTree(4, 3)
-DESCRIPTIONS = list(exchange_roles(TREE, exchange=256))
+# The edge exchange on the tree of 4 roles, fan-out 3: the roles' descriptions and schedules
+# as their artifacts carry them.
+PLAN = exchange_plan(4, 3, payload=256)
+TREE = PLAN.tree
+DESCRIPTIONS = [describe_role(PLAN, role) for role in range(PLAN.participants)]
+SCHEDULES = [encode(project(protocol_for(PLAN), role)) for role in range(PLAN.participants)]
 
 
 def payload_of(
     description: RoleDescription, target: str = HERE, **extra: object
 ) -> dict[str, object]:
+    """An artifact's payload for ``description``, with its role's compiled schedule unless
+    ``extra`` gives another."""
     return {
         "format": ARTIFACT_FORMAT,
         "role": description.role,
         "target": target,
         "description": description.to_dict(),
+        "schedule": SCHEDULES[description.role],
         **extra,
     }
 
@@ -1459,20 +1469,25 @@ def test_launch_specs_refuses_a_run_json_that_names_another_plan(tmp_path: Path)
 
 @pytest.mark.slow
 async def test_artifacts_of_the_edge_exchange_launch_and_report(tmp_path: Path) -> None:
-    reports = tmp_path / "reports"
-    reports.mkdir()
     build = tmp_path / "build"
-    write_run(build, list(exchange_roles(TREE, exchange=256, report_dir=str(reports))))
+    compile_plan(PLAN, build, range(PLAN.participants))
     specs, deadline = launch_specs(build)
     result = await launch(specs, deadline=deadline)
     assert result.ok, result.first_failure
-    # Every role's report, final through the run's commit record.
+    # Every role's report beside the artifacts, final through the run's commit record.
+    reports = build / "reports"
     assert sorted(p.name for p in reports.iterdir()) == [
-        "commit.json",
+        COMMIT_NAME,
         *(f"role-{r:06d}.json" for r in range(4)),
     ]
+    record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
+    assert (record.participants, record.rounds) == (4, 1)
+    assert record.identity == DESCRIPTIONS[0].identity.encode().hex()
+    data = {role: (reports / f"role-{role:06d}.json").read_bytes() for role in range(4)}
+    check_reports(record, data, TREE.children)  # exactly the reports the run committed
     for role in range(4):
-        report = json.loads((reports / f"role-{role:06d}.json").read_text())
+        report = json.loads(data[role])
         assert report["role"] == role
+        assert report["rounds"] == 1
         assert [edge["peer"] for edge in report["edges"]] == list(TREE.edges(role))
         assert "done:" in (build / "logs" / f"role-{role:06d}.log").read_text()

@@ -13,8 +13,10 @@ from conftest import connected
 
 from alpha.abort import AbortCause
 from alpha.budgets import Budgets
+from alpha.compile import describe_role
 from alpha.errors import (
     BudgetExhausted,
+    CheckFailed,
     PeerLost,
     PortMissing,
     RoleDescriptionInvalid,
@@ -24,8 +26,12 @@ from alpha.errors import (
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
-from alpha.role import Edge, RoleDescription
+from alpha.program import exchange_plan, protocol_for
+from alpha.protocol import LocalSchedule, project
+from alpha.protocol.local import Loop, Recv, Send
+from alpha.role import RoleDescription
 from alpha.runtime.channel import FrameChannel
+from alpha.runtime.endpoint import hello_spec
 from alpha.runtime.session import first_alpha_error, run_role
 
 IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
@@ -147,15 +153,17 @@ async def test_a_reset_connection_is_peer_lost() -> None:
     assert "reset" in str(caught.value).lower()
 
 
-def _description(role: int, peers: list[int], budgets: Budgets) -> RoleDescription:
-    return RoleDescription(
-        role=role,
-        participants=max([role, *peers]) + 1,
-        identity=IDENTITY,
-        edges=tuple(Edge(peer) for peer in peers),
-        budgets=budgets,
-        exchange=8,
-    )
+def _role(
+    role: int, n: int, fanout: int, budgets: Budgets, peers: list[int]
+) -> tuple[RoleDescription, LocalSchedule]:
+    """Role ``role`` of the edge exchange on the tree of ``n`` roles and ``fanout``, with
+    ``budgets``: its description as its artifact carries it, and its projected schedule.
+    ``peers`` are the edges the test relies on."""
+    plan = exchange_plan(n, fanout, payload=8, budgets=budgets)
+    description = describe_role(plan, role)
+    assert [edge.peer for edge in description.edges] == peers
+    assert description.budgets == budgets
+    return description, project(protocol_for(plan), role)
 
 
 async def test_the_deadline_names_the_step_it_struck() -> None:
@@ -166,8 +174,9 @@ async def test_the_deadline_names_the_step_it_struck() -> None:
         announced.append(data)
 
     _ports_send, ports_in = trio.testing.memory_stream_pair()
+    description, schedule = _role(0, 2, 1, budgets, [1])
     with pytest.raises(BudgetExhausted) as caught:
-        await run_role(_description(0, [1], budgets), announce=announce, ports_in=ports_in)
+        await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
     error = caught.value
     assert (error.budget, error.peer, error.step) == ("deadline", 1, "accepting role 1")
     assert len(announced) == 1 and len(announced[0]) == 2
@@ -180,8 +189,9 @@ async def test_a_lower_port_that_never_comes_names_the_peer() -> None:
     async def announce(data: bytes) -> None:
         assert data == b""
 
+    description, schedule = _role(3, 6, 2, budgets, [1])
     with pytest.raises(BudgetExhausted) as caught:
-        await run_role(_description(3, [1], budgets), announce=announce, ports_in=ports_in)
+        await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
     assert (caught.value.budget, caught.value.peer) == ("connect", 1)
     await ports_send.aclose()
 
@@ -193,8 +203,9 @@ async def test_stdin_ending_before_a_port_is_port_missing() -> None:
     async def announce(data: bytes) -> None:
         pass
 
+    description, schedule = _role(2, 3, 2, BUDGETS, [0])
     with pytest.raises(PortMissing):
-        await run_role(_description(2, [0], BUDGETS), announce=announce, ports_in=ports_in)
+        await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
 
 
 async def test_a_listener_that_is_gone_exhausts_the_connect_attempts() -> None:
@@ -208,18 +219,32 @@ async def test_a_listener_that_is_gone_exhausts_the_connect_attempts() -> None:
     async def announce(data: bytes) -> None:
         pass
 
+    description, schedule = _role(1, 2, 1, BUDGETS, [0])
     with pytest.raises(BudgetExhausted) as caught:
-        await run_role(_description(1, [0], BUDGETS), announce=announce, ports_in=ports_in)
+        await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
     assert (caught.value.budget, caught.value.peer) == ("connect", 0)
     assert caught.value.seconds == pytest.approx(BUDGETS.connect)
 
 
-async def test_a_verified_payload_with_wrong_content_is_payload_mismatch() -> None:
-    # Role 1 is played by hand: correct hello, correct framing, wrong bytes. The session
-    # raises the cause itself, not the exception group of the nursery it arose in.
-    from alpha.errors import PayloadMismatch
-    from alpha.runtime.endpoint import hello_spec
-    from alpha.runtime.session import EXCHANGE_SLOT
+async def test_a_verified_contribution_with_wrong_content_fails_the_sum_check() -> None:
+    # Role 1 is played by hand from the same plan: correct hello, correct framing, a wrong
+    # contribution. Role 0 folds it, sends the total down as its schedule says, and its check
+    # of the total refuses it. The session raises the cause itself, not the exception group
+    # of the nursery it arose in.
+    plan = exchange_plan(2, 1, payload=8, budgets=BUDGETS)
+    description, schedule = _role(0, 2, 1, BUDGETS, [1])
+    identity = description.identity
+    theirs = project(protocol_for(plan), 1)
+    (loop,) = theirs.body
+    assert isinstance(loop, Loop)
+    up = next(ins for ins in loop.body if isinstance(ins, Send))
+    down = next(ins for ins in loop.body if isinstance(ins, Recv))
+    (region,) = theirs.regions
+    values = np.dtype(region.dtype)
+    extent = region.count * values.itemsize
+    # Role 1's honest contribution in round 0 is 2.0 everywhere; the total over both is 3.0.
+    wrong = np.full(region.count, 5.0, dtype=values)
+    totals: list[np.ndarray] = []
 
     announced: trio.MemorySendChannel[bytes]
     announced, announcements = trio.open_memory_channel[bytes](1)
@@ -233,30 +258,34 @@ async def test_a_verified_payload_with_wrong_content_is_payload_mismatch() -> No
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
             channel = FrameChannel(stream, role=1, peer=0, budgets=BUDGETS)
-            await channel.send(SendSlot(hello_spec(IDENTITY, 1, 0)), b"")
-            await channel.receive(ReceiveSlot(hello_spec(IDENTITY, 0, 1)))
-            data = FrameSpec(IDENTITY, FrameKind.DATA, 1, 0, EXCHANGE_SLOT, 8)
-            await channel.send(SendSlot(data), b"NOTRIGHT")
-            # Role 0 refuses the content and goes away; whatever happens to this end then
-            # is not what the test is about.
-            with trio.move_on_after(BUDGETS.receive):
-                try:
-                    back = FrameSpec(IDENTITY, FrameKind.DATA, 0, 1, EXCHANGE_SLOT, 8)
-                    await channel.receive(ReceiveSlot(back))
-                except (PeerLost, Truncated):
-                    pass
+            await channel.send(SendSlot(hello_spec(identity, 1, 0)), b"")
+            await channel.receive(ReceiveSlot(hello_spec(identity, 0, 1)))
+            data = FrameSpec(identity, FrameKind.DATA, 1, 0, up.slot, extent)
+            await channel.send(SendSlot(data), wrong)
+            back = FrameSpec(identity, FrameKind.DATA, 0, 1, down.slot, extent)
+            total = await channel.receive(ReceiveSlot(back))
+            totals.append(np.frombuffer(bytes(total), dtype=values))
+            # Role 0 refuses the total and goes away; whatever happens to this end then is
+            # not what the test is about.
 
     _, ports_in = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(impostor)
-        with pytest.raises(PayloadMismatch):
+        with pytest.raises(CheckFailed) as caught:
             await run_role(
-                _description(0, [1], BUDGETS),
+                description,
                 announce=announce,
                 ports_in=ports_in,
+                schedule=schedule,
                 on_failure=failures.append,
             )
-    assert len(failures) == 1 and type(failures[0]) is PayloadMismatch
+    assert len(failures) == 1 and type(failures[0]) is CheckFailed
+    assert type(caught.value) is CheckFailed
+    message = str(caught.value)
+    assert message.startswith("role 0, round 0: element 0 of the combined sum is ")
+    assert "6.0" in message and message.endswith(", but the sum over 2 roles is 3")
+    # The wrong contribution passed every frame check: role 0 folded it into the total.
+    assert len(totals) == 1 and np.array_equal(totals[0], np.full(region.count, 6.0))
 
 
 # --- aborts and the watch -------------------------------------------------------------------
@@ -342,9 +371,10 @@ async def test_a_connect_attempt_that_hangs_is_bounded_by_the_connect_budget() -
     async def announce(data: bytes) -> None:
         pass
 
+    description, schedule = _role(1, 2, 1, BUDGETS, [0])
     try:
         with pytest.raises(BudgetExhausted) as caught:
-            await run_role(_description(1, [0], BUDGETS), announce=announce, ports_in=ports_in)
+            await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
     finally:
         queued.close()
         listener.close()

@@ -11,7 +11,9 @@ import pytest
 
 from alpha._files import output_folder
 from alpha.cli import EXIT_OK, EXIT_USAGE, main
+from alpha.compile import describe_role
 from alpha.errors import UsageError
+from alpha.program import exchange_plan
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 
@@ -145,3 +147,42 @@ def test_ctrl_c_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert process.returncode == 1
     assert out == "" and err.splitlines()[-1] == "alpha: error: interrupted"
     assert "Traceback" not in err
+
+
+def test_launch_of_a_folder_of_role_descriptions_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Role descriptions alone are not launchable: a run is what `alpha compile` wrote.
+    plan = exchange_plan(3, 2)
+    for role in range(plan.participants):
+        (tmp_path / f"role-{role:06d}.json").write_text(describe_role(plan, role).to_json())
+    assert main(["launch", str(tmp_path)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"alpha: error: {tmp_path} has no run.json; compile the plan into it first\n"
+    )
+    assert not (tmp_path / "logs").exists(), "nothing ran"
+
+
+@pytest.mark.slow
+def test_exchange_compiles_launches_and_checks_every_edge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["exchange", "3", "2", "--payload", "100"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == (
+        "exchange: 2 of 2 edge(s) established once and checked both ways"
+    )
+    # A compiled run in the default folder, launchable again with `alpha launch`.
+    folder = tmp_path / "runs" / "exchange-3-2"
+    assert sorted(p.name for p in folder.glob("role-*")) == [f"role-{r:06d}.pyz" for r in range(3)]
+    assert sorted(p.name for p in (folder / "reports").iterdir()) == [
+        "commit.json",
+        *(f"role-{r:06d}.json" for r in range(3)),
+    ]
+    record = json.loads((folder / "reports" / "commit.json").read_text())
+    assert (record["participants"], record["rounds"]) == (3, 1)
+    assert json.loads((folder / "run.json").read_text())["name"] == "exchange-3-2"
+    assert main(["launch", str(folder)]) == EXIT_OK

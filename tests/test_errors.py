@@ -94,7 +94,6 @@ RUN = {
     "PeerLost",
     "CommitInvalid",
     "CommitUnknown",
-    "PayloadMismatch",
     "LaunchFailed",
     "PortMissing",
     "LauncherLost",
@@ -242,7 +241,7 @@ def test_a_launch_folder_that_is_not_a_run_exits_2(
 ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert type(raised_by(["launch", str(empty)])) is RoleDescriptionInvalid
+    assert type(raised_by(["launch", str(empty)])) is ArtifactInvalid  # no run.json
     compiled = tmp_path / "compiled"
     compiled.mkdir()
     (compiled / "run.json").write_text("{not json\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -15,8 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from alpha.artifact import artifact_name, read_artifact
 from alpha.budgets import Budgets
-from alpha.errors import RoleDescriptionInvalid
+from alpha.compile import compile_plan
 from alpha.frame import FrameKind, FrameSpec, SendSlot
 from alpha.identity import RunIdentity
 from alpha.launch import (
@@ -24,18 +24,18 @@ from alpha.launch import (
     CAUSE_TAIL_BYTES,
     EXIT_NOTICE,
     LAUNCH_SLACK,
-    MAX_DESCRIPTION_BYTES,
     LaunchResult,
     LaunchSpec,
     RoleOutcome,
     _Launch,
     first_failure,
     launch,
+    launch_specs,
     read_cause,
-    specs_from_dir,
-    write_roles,
 )
-from alpha.role import RoleDescription, exchange_payload, exchange_roles
+from alpha.plan import parse_plan
+from alpha.program import exchange_plan
+from alpha.role import RoleDescription
 from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.topology import ParticipantTree, pair, star
@@ -50,20 +50,24 @@ ROOMY = Budgets(accept=60.0, receive=30.0, deadline=240.0)
 
 
 class Run:
-    """A folder of role descriptions, their reports and logs, for one launch."""
+    """The edge exchange on ``tree`` compiled into one folder (artifacts, run.json, reports and
+    logs), for one launch."""
 
     def __init__(
-        self, base: Path, tree: ParticipantTree, *, budgets: Budgets, exchange: int = 512
+        self,
+        base: Path,
+        tree: ParticipantTree,
+        *,
+        budgets: Budgets,
+        exchange: int = 512,
+        rounds: int = 1,
     ) -> None:
         self.tree = tree
-        self.roles = base / "roles"
-        self.reports = base / "reports"
-        self.reports.mkdir(parents=True)
-        write_roles(
-            self.roles,
-            exchange_roles(tree, exchange=exchange, budgets=budgets, report_dir=str(self.reports)),
-        )
-        self.specs, self.deadline = specs_from_dir(self.roles)
+        self.roles = base / "run"
+        plan = exchange_plan(tree.n, tree.fanout, payload=exchange, budgets=budgets, rounds=rounds)
+        compile_plan(plan, self.roles, range(tree.n))
+        self.reports = self.roles / "reports"
+        self.specs, self.deadline = launch_specs(self.roles)
         self.pids: list[int] = []
 
     async def launch(self, **options: object) -> LaunchResult:
@@ -71,7 +75,8 @@ class Run:
         return result
 
     def description(self, role: int) -> RoleDescription:
-        return RoleDescription.from_json((self.roles / f"role-{role:06d}.json").read_text())
+        payload = read_artifact(self.roles / artifact_name(role))
+        return RoleDescription.from_dict(payload["description"])
 
     def found_reports(self) -> dict[int, dict[str, object]]:
         return {
@@ -169,8 +174,7 @@ async def test_every_edge_is_established_once_and_checked(
                 mirror["remote_port"],
                 mirror["local_port"],
             ), "both ends describe one and the same connection"
-            expected = hashlib.sha256(exchange_payload(peer, role, 3000)).hexdigest()
-            assert edge["received_sha256"] == expected
+            # A contribution up and the checked total down: one region of 3000 bytes each way.
             assert edge["sent_bytes"] == edge["received_bytes"] > 3000
     assert_no_process_left(result)
     assert alive_children() == []
@@ -287,26 +291,40 @@ async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
     assert alive_children() == []
 
 
-async def test_a_participant_whose_description_is_broken_exits_2(tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
-    (run.roles / "role-000001.json").write_text('{"format": "alpha-role/1", "role": 1}')
-    specs = run.specs
-    result = await launch(specs, deadline=run.deadline)
-    assert result.first_failure is not None
-    assert result.first_failure.role == 1
-    assert result.outcomes[1].returncode == 2
-    assert "RoleDescriptionInvalid" in result.first_failure.cause
-    assert_no_process_left(result)
-
-
-def test_launch_spec_is_built_from_descriptions(tmp_path: Path) -> None:
+def test_launch_spec_is_built_from_the_compiled_folder(tmp_path: Path) -> None:
     run = Run(tmp_path, ParticipantTree(13, 3), budgets=FAST)
     spec = run.specs[5]
     assert isinstance(spec, LaunchSpec)
     assert spec.role == 5
+    assert spec.argv == (sys.executable, str((run.roles / artifact_name(5)).resolve()))
     assert spec.lower == (0,)
     assert spec.higher == (6, 7, 8)
+    assert spec.log == run.roles / "logs" / "role-000005.log"
     assert run.deadline == FAST.deadline
+
+
+def _failing_run(base: Path) -> Path:
+    """A compiled run whose role 0 fails in its first round: its choice's selector gives 2,
+    which no choice word can carry (SelectorOutOfRange)."""
+    plan = parse_plan(f"""
+[run]
+name = "fails"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+shape = "tree"
+fanout = 2
+[budgets]
+accept = {FAST.accept}
+receive = {FAST.receive}
+[work]
+kind = "sum-check"
+size = 8
+choice = "const-2"
+""")
+    compile_plan(plan, base, range(3))
+    return base
 
 
 def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
@@ -329,7 +347,7 @@ def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
     )
     assert again.returncode == 0, again.stderr
     assert "5 role(s) finished" in again.stderr
-    # A folder without descriptions is a usage error: one line, exit 2.
+    # A folder that `alpha compile` did not write is a usage error: one line, exit 2.
     (tmp_path / "empty").mkdir()
     empty = subprocess.run(
         [sys.executable, "-m", "alpha", "launch", str(tmp_path / "empty")],
@@ -338,15 +356,10 @@ def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
         check=False,
     )
     assert empty.returncode == 2
-    assert len(empty.stderr.splitlines()) == 1 and "role-NNNNNN.json" in empty.stderr
+    assert len(empty.stderr.splitlines()) == 1 and "run.json" in empty.stderr
     # A run whose role fails: exit 1, naming the role that failed first.
-    (tmp_path / "x" / "role-000003.json").write_text(
-        (tmp_path / "x" / "role-000003.json")
-        .read_text()
-        .replace('"exchange": 4096', '"exchange": 4095')
-    )
     failed = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(tmp_path / "x")],
+        [sys.executable, "-m", "alpha", "launch", str(_failing_run(tmp_path / "fails"))],
         capture_output=True,
         text=True,
         check=False,
@@ -434,9 +447,8 @@ async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_pa
 
 
 def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> None:
-    # Roles 0 and 1 of a star of 3 without role 2: they would wait a minute for it.
-    run = Run(tmp_path, star(3), budgets=ROOMY)
-    (run.roles / "role-000002.json").unlink()
+    # A pair that would go on for a million rounds.
+    run = Run(tmp_path, pair(), budgets=ROOMY, rounds=1_000_000)
     progress = tmp_path / "launcher.err"
     with progress.open("wb") as err:
         launcher = subprocess.Popen(
@@ -515,13 +527,9 @@ async def test_no_role_is_started_once_the_launcher_stops(tmp_path: Path) -> Non
 
 
 def test_alpha_launch_names_the_first_failure_and_its_log(tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
-    # Role 1 expects another payload than role 0 sends it, and sends another: one refuses.
-    path = run.roles / "role-000001.json"
-    assert '"exchange": 512' in path.read_text()
-    path.write_text(path.read_text().replace('"exchange": 512', '"exchange": 511'))
+    folder = _failing_run(tmp_path / "fails")
     failed = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(run.roles)],
+        [sys.executable, "-m", "alpha", "launch", str(folder)],
         capture_output=True,
         text=True,
         check=False,
@@ -530,7 +538,8 @@ def test_alpha_launch_names_the_first_failure_and_its_log(tmp_path: Path) -> Non
     line = next(x for x in failed.stderr.splitlines() if "failed first" in x)
     role = int(line.removeprefix("launch: role ").split(" ", 1)[0])
     assert line.startswith(f"launch: role {role} failed first: role {role}: failed: ")
-    assert line.endswith(f"; its log: {_log_of(run, role)}")
+    assert role == 0 and "SelectorOutOfRange" in line
+    assert line.endswith(f"; its log: {folder / 'logs' / 'role-000000.log'}")
 
 
 # --- the blame order, as values -------------------------------------------------------------
@@ -585,29 +594,3 @@ def test_the_cause_is_read_from_the_end_of_a_long_log(tmp_path: Path) -> None:
 
 
 # --- reading role descriptions a user named -------------------------------------------------
-
-
-def test_a_description_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
-    (run.roles / "role-000001.json").unlink()
-    os.mkfifo(run.roles / "role-000001.json")  # no writer: a blocking open would wait forever
-    with pytest.raises(RoleDescriptionInvalid) as info:
-        specs_from_dir(run.roles)
-    assert type(info.value) is RoleDescriptionInvalid
-    assert "role-000001.json" in str(info.value) and "FIFO" in str(info.value)
-
-
-@pytest.mark.parametrize("size", [MAX_DESCRIPTION_BYTES, MAX_DESCRIPTION_BYTES + 1])
-def test_a_description_is_read_up_to_its_bound(size: int, tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
-    path = run.roles / "role-000001.json"
-    text = path.read_bytes()
-    path.write_bytes(text + b" " * (size - len(text)))  # JSON allows trailing blanks
-    if size <= MAX_DESCRIPTION_BYTES:
-        specs, _ = specs_from_dir(run.roles)
-        assert [spec.role for spec in specs] == [0, 1]
-        return
-    with pytest.raises(RoleDescriptionInvalid) as info:
-        specs_from_dir(run.roles)
-    assert type(info.value) is RoleDescriptionInvalid
-    assert f"more than {MAX_DESCRIPTION_BYTES} bytes" in str(info.value)

@@ -13,9 +13,9 @@ import trio.testing
 
 import alpha.runtime.parent as parent
 from alpha.budgets import Budgets
+from alpha.compile import compile_plan
 from alpha.errors import LauncherLost, UsageError
-from alpha.launch import write_roles
-from alpha.role import exchange_roles
+from alpha.program import exchange_plan
 from alpha.runtime.parent import (
     FAILURE_CLOCK,
     LAUNCHER_PID_ENV,
@@ -23,7 +23,6 @@ from alpha.runtime.parent import (
     launcher_pid,
     watch_launcher,
 )
-from alpha.topology import pair
 
 
 def test_without_the_variable_nothing_is_watched(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,16 +86,16 @@ async def test_a_parent_gone_before_the_first_look_is_found_at_once(
 def _role_zero(tmp_path: Path) -> Path:
     """Role 0 of a pair: it listens for role 1 (never started) and waits on its accept budget,
     reading nothing from stdin."""
-    write_roles(tmp_path, exchange_roles(pair(), exchange=64, budgets=Budgets(accept=2.0)))
-    return tmp_path / "role-000000.json"
+    compile_plan(exchange_plan(2, 1, payload=64, budgets=Budgets(accept=2.0)), tmp_path, range(2))
+    return tmp_path / "role-000000.pyz"
 
 
-def _participant(description: Path, launcher: str | None) -> subprocess.CompletedProcess[str]:
+def _participant(artifact: Path, launcher: str | None) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != LAUNCHER_PID_ENV}
     if launcher is not None:
         environment[LAUNCHER_PID_ENV] = launcher
     return subprocess.run(
-        [sys.executable, "-m", "alpha.participant", str(description)],
+        [sys.executable, str(artifact)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # the port announcement: bytes
         stderr=subprocess.PIPE,

@@ -1,18 +1,15 @@
 """One participant's session: establish every edge, do its work, complete or abort the run.
 
-The work is the role's compiled schedule or, without one, the edge exchange: on every edge at
-once the role sends the payload ``exchange_payload(role, peer)`` and receives the one its peer
-computes for it. After the work comes the completion (``docs/failure.md``): completion digests
-travel up the participant tree in DONE frames, role 0 publishes the commit record (the run's
-one commit point), and COMMIT frames carry the news down; each role publishes its staged report
-only when it learns of the commit. A role that fails sends an ABORT frame with the cause on
-every edge it can still write, discards its staged report, and raises the cause.
+The work is the role's compiled schedule. After it comes the completion (``docs/failure.md``):
+completion digests travel up the participant tree in DONE frames, role 0 publishes the commit
+record (the run's one commit point), and COMMIT frames carry the news down; each role publishes
+its staged report only when it learns of the commit. A role that fails sends an ABORT frame
+with the cause on every edge it can still write, discards its staged report, and raises it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -33,7 +30,6 @@ from alpha.errors import (
     BudgetExhausted,
     CommitUnknown,
     FrameRefused,
-    PayloadMismatch,
     RoundAborted,
     TrailingBytes,
     WrongFrame,
@@ -41,7 +37,7 @@ from alpha.errors import (
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule
-from alpha.role import RoleDescription, exchange_payload
+from alpha.role import RoleDescription
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
@@ -50,15 +46,11 @@ from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 
 __all__ = [
     "COMPLETION_SLOT",
-    "EXCHANGE_SLOT",
     "EdgeReport",
     "RoleReport",
     "first_alpha_error",
     "run_role",
 ]
-
-EXCHANGE_SLOT: Final = 1
-"""The slot of the edge exchange's one data frame each way (slot 0 is the hello)."""
 
 COMPLETION_SLOT: Final = 0
 """The slot of the END, DONE and COMMIT frames of an edge (their kinds keep them apart)."""
@@ -77,7 +69,6 @@ class EdgeReport:
     remote_port: int
     sent_bytes: int = 0
     received_bytes: int = 0
-    received_sha256: str = ""
 
 
 @dataclass
@@ -150,29 +141,6 @@ class _Reports:
             self.staged.unlink(missing_ok=True)
 
 
-async def _exchange_on(
-    description: RoleDescription, channel: FrameChannel, edge: EdgeReport
-) -> None:
-    role, peer, size = description.role, channel.peer, description.exchange
-    identity = description.identity
-    outgoing = SendSlot(FrameSpec(identity, FrameKind.DATA, role, peer, EXCHANGE_SLOT, size))
-    incoming = ReceiveSlot(FrameSpec(identity, FrameKind.DATA, peer, role, EXCHANGE_SLOT, size))
-    step = f"exchanging {size} bytes with role {peer}"
-
-    async def send() -> None:
-        await channel.send(outgoing, exchange_payload(role, peer, size), step=step)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(send)
-        payload = await channel.receive(incoming, step=step, first=True)
-        if bytes(payload) != exchange_payload(peer, role, size):
-            raise PayloadMismatch(
-                f"role {role}: the payload from role {peer} passed every frame check but is "
-                "not the one its schedule computes; the peer runs another program"
-            )
-        edge.received_sha256 = hashlib.sha256(payload).hexdigest()
-
-
 def first_alpha_error(error: BaseException) -> AlphaError | None:
     """The cause among what ``error`` holds, looking inside exception groups (trio's
     nurseries wrap what their tasks raise), or None. An abort from a peer wins over the broken
@@ -218,15 +186,15 @@ async def run_role(
     *,
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
+    schedule: LocalSchedule,
     on_failure: Callable[[AlphaError], None] | None = None,
-    schedule: LocalSchedule | None = None,
     report_path: str | None = None,
     learner: LearnerState | None = None,
 ) -> RoleReport:
     """Run one participant's whole session; return its report once the run committed.
 
-    The work is ``schedule``, the role's projected local schedule, or without one the edge
-    exchange (``docs/roles.md``). ``on_failure`` is called with the cause the moment the
+    The work is ``schedule``, the role's projected local schedule (``docs/protocol.md``).
+    ``on_failure`` is called with the cause the moment the
     session fails, before any ABORT is sent or connection torn down: a peer that hears of
     the failure must not be able to report it first. The report goes to
     ``description.report`` when set, else to ``report_path``: staged during the completion,
@@ -238,7 +206,6 @@ async def run_role(
         BudgetExhausted: a budget ran out; the optional deadline names the step it struck.
         FrameRefused: a frame was refused.
         PeerLost: a connection broke.
-        PayloadMismatch: a verified payload differs from the one the schedule computes.
         PortMissing: stdin ended before a lower peer's port.
         LauncherLost: the launcher that started this participant died.
     """
@@ -322,7 +289,7 @@ async def _session(
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
     started: float,
-    schedule: LocalSchedule | None,
+    schedule: LocalSchedule,
     learner: LearnerState | None,
 ) -> None:
     channels = await establish(
@@ -344,28 +311,22 @@ async def _session(
         for channel in channels.values():
             watches.start_soon(channel.watch)
         where.phase = RUNNING
-        if schedule is not None:
-            interpreter = Interpreter(
-                schedule,
-                description.identity,
-                description.participants,
-                channels,
-                learner=learner,
-                where=where,
-            )
-            try:
-                await interpreter.run()
-            finally:
-                report.rounds = interpreter.rounds
-            report.digests = interpreter.digests()
-            report.arms = list(interpreter.arms)
-            if learner is not None:
-                report.history = [list(entry) for entry in learner.history]
-        else:
-            where.at("exchanging payloads")
-            async with trio.open_nursery() as nursery:
-                for edge in edges:
-                    nursery.start_soon(_exchange_on, description, channels[edge.peer], edge)
+        interpreter = Interpreter(
+            schedule,
+            description.identity,
+            description.participants,
+            channels,
+            learner=learner,
+            where=where,
+        )
+        try:
+            await interpreter.run()
+        finally:
+            report.rounds = interpreter.rounds
+        report.digests = interpreter.digests()
+        report.arms = list(interpreter.arms)
+        if learner is not None:
+            report.history = [list(entry) for entry in learner.history]
         for edge in edges:
             channel = channels[edge.peer]
             edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes
