@@ -10,7 +10,9 @@ are the learner's own (``alpha.learner.protocol``).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, final
 
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import PlanInvalid
@@ -35,7 +37,16 @@ from alpha.protocol.forms import (
     Targets,
 )
 
-__all__ = ["OPERATIONS", "SUM_CHECK_PROGRAM", "exchange_plan", "protocol_for", "run_identity"]
+__all__ = [
+    "OPERATIONS",
+    "SUM_CHECK_PROGRAM",
+    "WORKS",
+    "Work",
+    "exchange_plan",
+    "protocol_for",
+    "run_identity",
+    "work_of",
+]
 
 SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 """The learner digest's program name for the sum check: a change of its meaning changes this."""
@@ -66,23 +77,32 @@ def plan_contract(plan: Plan) -> bytes:
 
 
 def run_identity(plan: Plan, digits: Digits | None = None) -> RunIdentity:
-    """The identity every frame of ``plan``'s run carries (a learner's includes its data:
-    ``digits``, or the shipped data set read here)."""
-    if plan.work_kind == "learn":
-        learner = learner_digest_of(plan, digits or load_digits())
-    else:
-        learner = learner_digest(
-            program=SUM_CHECK_PROGRAM,
-            config={"size": plan.work_size, "choice": plan.choice, "rounds": plan.rounds},
-            initial_state=(),
-            rate=0.0,
-            samples=(),
-        )
+    """The identity every frame of ``plan``'s run carries: its work's learner part (a
+    learner's includes its data: ``digits``, or the shipped data set read here), the contract
+    and the membership.
+
+    Raises:
+        PlanInvalid: the plan's work is of no known kind.
+    """
     return RunIdentity(
-        learner=learner,
+        learner=work_of(plan).identity(plan, digits),
         contract=plan_contract(plan),
         membership=membership_digest(plan.group),
     )
+
+
+def _sum_check_identity(plan: Plan, digits: Digits | None) -> bytes:
+    return learner_digest(
+        program=SUM_CHECK_PROGRAM,
+        config={"size": plan.work_size, "choice": plan.choice, "rounds": plan.rounds},
+        initial_state=(),
+        rate=0.0,
+        samples=(),
+    )
+
+
+def _learn_identity(plan: Plan, digits: Digits | None) -> bytes:
+    return learner_digest_of(plan, digits or load_digits())
 
 
 def _round(plan: Plan, sign: str) -> Form:
@@ -97,14 +117,22 @@ def _round(plan: Plan, sign: str) -> Form:
 
 
 def protocol_for(plan: Plan) -> Protocol:
-    """The global protocol of a plan: the sum check, or the learner's (``work.kind``).
+    """The global protocol of a plan: its work's (``work.kind``).
+
+    Raises:
+        PlanInvalid: the plan's work is of no known kind, or its protocol refuses the plan
+            (see :func:`_sum_check_protocol` and ``alpha.learner.protocol.learner_protocol``).
+    """
+    return work_of(plan).protocol(plan)
+
+
+def _sum_check_protocol(plan: Plan) -> Protocol:
+    """The sum check's protocol.
 
     Raises:
         PlanInvalid: the plan's work is not the sum check, or its sums would not be exact in
             its dtype (``work.size`` is fine; ``run.rounds`` or the role count is too large).
     """
-    if plan.work_kind == "learn":
-        return learner_protocol(plan)
     if plan.work_kind != "sum-check" or plan.work_size is None:
         raise PlanInvalid(
             f"the sum check's protocol was asked for a plan whose work is {plan.work_kind!r}",
@@ -136,6 +164,38 @@ def protocol_for(plan: Plan) -> Protocol:
         body=Repeat(plan.rounds, plan.rounds, round_form),
         targets=Targets(plan.default_target, plan.target_roles),
     )
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One kind of work a plan can ask for (``work.kind``), in one place: its global protocol
+    (whose operations name only operations implemented in ``alpha.operations``, with where
+    each is realized) and the learner part of its run identity."""
+
+    kind: str
+    protocol: Callable[[Plan], Protocol]
+    identity: Callable[[Plan, Digits | None], bytes]
+
+
+WORKS: Final[Mapping[str, Work]] = {
+    "sum-check": Work("sum-check", _sum_check_protocol, _sum_check_identity),
+    "learn": Work("learn", learner_protocol, _learn_identity),
+}
+"""Every kind of work, by ``work.kind``; ``alpha.plan.WORK_KINDS`` names exactly these."""
+
+
+def work_of(plan: Plan) -> Work:
+    """
+    Raises:
+        PlanInvalid: the plan's work is of no known kind.
+    """
+    work = WORKS.get(plan.work_kind)
+    if work is None:
+        raise PlanInvalid(
+            f"no work of kind {plan.work_kind!r}; known: {', '.join(WORKS)}", field="work.kind"
+        )
+    return work
 
 
 def exchange_plan(

@@ -136,3 +136,18 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
     )
     assert [type(f) for f in check(protocol)] == [NoRealization]
     assert unimplemented(protocol) == []
+
+
+def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> None:
+    from alpha.plan import WORK_KINDS
+    from alpha.program import WORKS, work_of
+
+    assert tuple(WORKS) == WORK_KINDS
+    for kind, work in WORKS.items():
+        assert work.kind == kind
+    for name in ("pair.toml", "digits.toml"):
+        plan = load_plan(Path(__file__).resolve().parents[1] / "fixtures" / "plans" / name)
+        work = work_of(plan)
+        assert work.kind == plan.work_kind
+        # Its protocol names only operations implemented in alpha.operations.
+        assert not unimplemented(work.protocol(plan))
