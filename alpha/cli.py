@@ -220,6 +220,39 @@ def _exchange(args: argparse.Namespace) -> int:
     return code
 
 
+def _shard(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    try:
+        k, n = int(index, 10), int(count, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N such as 2/3, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"a shard K/N needs 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def _gate(args: argparse.Namespace) -> int:
+    # The gates live beside the package (gates/, harness/): they drive real runs.
+    from gates.catalogue import GATES
+    from gates.run import run_gates, select, to_json
+
+    if args.list:
+        for gate in GATES:
+            print(f"{gate.name:<32} {gate.expected:<18} {gate.meaning}")
+        return EXIT_OK
+    try:
+        chosen = select(args.names, args.shard)
+    except KeyError as error:
+        raise UsageError(f"observe gate: {error.args[0]}") from None
+    verdicts = run_gates(chosen)
+    if args.json is not None:
+        Path(args.json).write_text(to_json(verdicts) + "\n")
+    failed = [v for v in verdicts if not v.passed]
+    for verdict in failed:
+        print(f"gate: {verdict.gate} failed: {verdict.why}", file=sys.stderr)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; ``alpha --help`` and ``alpha CMD --help`` print it."""
     parser = _Parser(
@@ -319,6 +352,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
     exchange.set_defaults(handler=_exchange)
+
+    observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
+    observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
+    observed.required = True
+    gate = observed.add_parser(
+        "gate",
+        help="run the gates: one fault each, on a real run, and the refusal it must meet",
+        description="Run a control run that must commit, then each gate's faulted run; print "
+        "one row per gate (docs/gates.md). Exits 1 if any gate fails, saying why.",
+    )
+    gate.add_argument("names", nargs="*", metavar="NAME", help="gates to run (default: all)")
+    gate.add_argument("--list", action="store_true", help="list the gates and exit")
+    gate.add_argument(
+        "--shard", type=_shard, default=None, metavar="K/N", help="run every N-th gate from K"
+    )
+    gate.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    gate.set_defaults(handler=_gate)
     return parser
 
 

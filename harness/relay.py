@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,6 +70,7 @@ class Relay:
     port: int = 0
     frames: dict[str, list[int]] = field(default_factory=lambda: {"down": [], "up": []})
     applied: bool = False
+    applied_at: float | None = None  # time.monotonic() when the fault was applied
     _listener: trio.SocketListener | None = None
 
     async def open(self) -> int:
@@ -118,6 +120,7 @@ class Relay:
                     and fault.hits(index, header[_KIND_AT])
                 ):
                     self.applied = True
+                    self.applied_at = time.monotonic()
                     if await self._apply(fault, frame, previous, source, sink, scope):
                         return
                 else:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,10 +16,11 @@ import trio
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind
-from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.launch import launch, launch_specs
 from alpha.plan import parse_plan
 from harness.processes import running
 from harness.relay import Fault, Relay
+from harness.runs import Outcome, relayed_run
 
 pytestmark = pytest.mark.slow
 
@@ -66,51 +65,10 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@dataclass
-class Outcome:
-    result: LaunchResult
-    folder: Path
-    relay: Relay
-
-    def log(self, role: int) -> str:
-        return (self.folder / "logs" / f"role-{role:06d}.log").read_text()
-
-    def cause(self, role: int) -> str:
-        """The class named on the role's failure line."""
-        lines = [line for line in self.log(role).splitlines() if ": failed: " in line]
-        assert lines, f"role {role} logged no failure:\n{self.log(role)}"
-        return lines[-1].split(": failed: ", 1)[1].split(":", 1)[0]
-
-    def committed(self) -> bool:
-        return (self.folder / "reports" / COMMIT_NAME).exists()
-
-    def final_reports(self) -> list[Path]:
-        return sorted((self.folder / "reports").glob("role-*.json"))
-
-
-Route = Callable[[int, int, int], Awaitable[int]]
-
-
 async def _run(compiled: Path, folder: Path, edge: tuple[int, int], fault: Fault | None) -> Outcome:
-    shutil.copytree(compiled, folder)
-    specs, deadline = launch_specs(folder)
-    relay: Relay | None = None
-    async with trio.open_nursery() as nursery:
-
-        async def route(listener: int, connector: int, port: int) -> int:
-            nonlocal relay
-            if (listener, connector) != edge:
-                return port
-            relay = Relay(port, fault)
-            relayed = await relay.open()
-            nursery.start_soon(relay.serve)
-            return relayed
-
-        # Without fail-fast the launcher stops no one: each role must end on its own.
-        result = await launch(specs, deadline=deadline, fail_fast=False, route=route)
-        nursery.cancel_scope.cancel()
-    assert relay is not None
-    return Outcome(result, folder, relay)
+    outcome = await relayed_run(compiled, folder, edge, fault)
+    assert outcome.relay is not None
+    return outcome
 
 
 # How long after the first failure every role must have stopped by its own hand: the abort

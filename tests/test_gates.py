@@ -1,0 +1,87 @@
+"""The gates: `alpha observe gate` on real runs, its selection, its verdicts and its output."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from alpha.cli import main
+from alpha.exitcodes import EXIT_OK, EXIT_USAGE
+from gates.catalogue import GATES
+from gates.run import run_gates, select
+
+
+def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> None:
+    import alpha.errors
+
+    names = [gate.name for gate in GATES]
+    assert len(names) == len(set(names))
+    for gate in GATES:
+        assert gate.family in ("frames", "connection")
+        assert issubclass(getattr(alpha.errors, gate.expected), alpha.errors.AlphaError)
+        assert set(gate.at) <= {0, 1}
+
+
+def test_shards_split_the_gates_without_overlap() -> None:
+    shards = [select([], (k, 3)) for k in (1, 2, 3)]
+    assert sorted(g.name for shard in shards for g in shard) == sorted(g.name for g in GATES)
+    assert select(["frames.replay"], None) == [GATES[0]]
+    with pytest.raises(KeyError):
+        select(["frames.nonexistent"], None)
+
+
+def test_the_list_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["observe", "gate", "--list"]) == EXIT_OK
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == [gate.name for gate in GATES]
+    assert main(["observe", "gate", "frames.nonexistent"]) == EXIT_USAGE
+    assert main(["observe", "gate", "--shard", "4/3"]) == EXIT_USAGE
+    assert main(["observe", "gate", "--shard", "x"]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("alpha: error: ") for line in err)
+
+
+@pytest.mark.slow
+def test_every_gate_passes_after_a_control_run_that_commits(tmp_path: Path) -> None:
+    out, progress = io.StringIO(), io.StringIO()
+    verdicts = run_gates(GATES, out=out, progress=progress)
+    failed = [(v.gate, v.why) for v in verdicts if not v.passed]
+    assert failed == []
+    assert [v.gate for v in verdicts] == ["control", *(g.name for g in GATES)]
+    table = out.getvalue().splitlines()
+    assert table[0].split()[:4] == ["gate", "fault", "expected", "observed"]
+    assert len(table) == len(verdicts) + 1
+    assert progress.getvalue().count("gate: [") == len(verdicts)
+    for verdict, gate in zip(verdicts[1:], GATES, strict=True):
+        assert verdict.observed == gate.expected and verdict.role in gate.at
+        assert verdict.seconds is not None and verdict.seconds >= 0
+
+
+@pytest.mark.slow
+def test_the_command_writes_json_and_exits_0_when_the_gates_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "gates.json"
+    code = main(["observe", "gate", "frames.replay", "--json", str(report)])
+    assert code == EXIT_OK, capsys.readouterr().err
+    rows = json.loads(report.read_text())
+    assert [row["gate"] for row in rows] == ["control", "frames.replay"]
+    assert all(row["passed"] for row in rows)
+    assert set(rows[1]) == {
+        "gate", "fault", "expected", "observed", "role", "seconds", "passed", "why"
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_gate_whose_refusal_differs_fails_and_says_why() -> None:
+    import dataclasses
+
+    wrong = dataclasses.replace(GATES[0], name="frames.replay-misjudged", expected="Corrupted")
+    verdicts = run_gates([wrong], out=io.StringIO(), progress=io.StringIO())
+    control, verdict = verdicts
+    assert control.passed and not verdict.passed
+    assert verdict.observed == "Replayed"
+    assert "failed first with Replayed; expected Corrupted at role 0" in verdict.why
