@@ -14,6 +14,7 @@ from typing import IO
 from alpha.errors import UsageError
 
 __all__ = [
+    "fsync_folder",
     "output_folder",
     "read_regular_file",
     "role_file",
@@ -63,11 +64,16 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int =
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make the renames in ``folder`` durable: fsync the folder itself."""
+    handle = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(folder)
+        os.fsync(handle)
     finally:
-        os.close(folder)
+        os.close(handle)
 
 
 def write_bytes_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

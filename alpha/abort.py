@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final, final
 
-from alpha.errors import AbortInvalid
+from alpha.errors import AbortInvalid, RoundAborted
 
 __all__ = ["ABORT_EXTENT", "ABORT_SLOT", "MAX_NAME", "AbortCause", "decode_cause", "encode_cause"]
 
@@ -62,6 +62,23 @@ class AbortCause:
     edge: tuple[int, int] | None
     round: int | None
     detail: str
+
+    @classmethod
+    def of(cls, error: RoundAborted) -> AbortCause:
+        """The cause ``error`` carries, to pass on unchanged."""
+        return cls(error.origin, error.cause, error.edge, error.round, error.detail)
+
+    def refusal(self, *, role: int, peer: int) -> RoundAborted:
+        """What ``role`` raises on hearing this cause from ``peer``."""
+        return RoundAborted(
+            role=role,
+            peer=peer,
+            origin=self.origin,
+            cause=self.cause,
+            edge=self.edge,
+            round=self.round,
+            detail=self.detail,
+        )
 
 
 def _fit(detail: str) -> bytes:

@@ -185,9 +185,9 @@ def _replicate(args: argparse.Namespace) -> int:
 
 def _exchange(args: argparse.Namespace) -> int:
     from alpha.budgets import Budgets
-    from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
     from alpha.compile import compile_plan
     from alpha.program import exchange_plan
+    from alpha.run import committed_reports
 
     tree = ParticipantTree(args.n, args.fanout)
     plan = exchange_plan(
@@ -207,13 +207,8 @@ def _exchange(args: argparse.Namespace) -> int:
     code = _launch_dir(directory)
     if code == EXIT_OK:
         # The reports count only as the run committed them (docs/failure.md).
-        record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
-        data = {
-            int(p.stem.removeprefix("role-")): p.read_bytes() for p in reports.glob("role-*.json")
-        }
-        check_reports(record, data, tree.children)
-        found = [json.loads(text) for text in data.values()]
-        checked = sum(len(report["edges"]) for report in found) // 2
+        _, committed = committed_reports(reports, tree.children)
+        checked = sum(len(report["edges"]) for report in committed.values()) // 2
         print(f"exchange: {checked} of {edges} edge(s) established once and checked both ways")
         if checked != edges:
             return EXIT_FAILURE

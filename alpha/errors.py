@@ -260,6 +260,22 @@ class FrameRefused(RunFailed):
         """The edge as ``(sender, receiver)``."""
         return self._edge
 
+    def recast(self, cls: type[FrameRefused], detail: str) -> FrameRefused:
+        """A refusal of class ``cls`` saying ``detail``, with every other field of this one."""
+        again = cls(
+            detail,
+            role=self.role,
+            peer=self.peer,
+            slot=self.slot,
+            version=self.version,
+            field=self.field,
+            expected=self.expected,
+            received=self.received,
+            edge=self._edge,
+        )
+        again.parts = self.parts
+        return again
+
 
 class WrongFrame(FrameRefused):
     """The bytes are not an Alpha v1 frame of the expected kind: the magic,

@@ -461,18 +461,7 @@ class ReceiveSlot:
     def _raise_if_refused(self) -> None:
         if self._refusal is not None:
             first = self._refusal
-            again = type(first)(
-                f"the slot is refused for good since: {first.detail}",
-                role=first.role,
-                peer=first.peer,
-                slot=first.slot,
-                version=first.version,
-                field=first.field,
-                expected=first.expected,
-                received=first.received,
-            )
-            again.parts = first.parts
-            raise again
+            raise first.recast(type(first), f"the slot is refused for good since: {first.detail}")
 
     def _refuse(
         self,

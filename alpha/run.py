@@ -12,7 +12,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -145,7 +145,7 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
     if failure is not None:
         return RunSummary(False, "", "", 0.0, wall, None, f"role {failure.role}: {failure.cause}")
     try:
-        found = committed_reports(reports, plan)
+        _, found = committed_reports(reports, plan.tree.children)
     except CommitInvalid as error:
         return RunSummary(False, "", "", 0.0, wall, None, f"the run did not commit: {error}")
     digests = {data["digests"]["w"] for data in found.values()}
@@ -169,9 +169,12 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
     )
 
 
-def committed_reports(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
-    """Every role's report in ``folder``, checked against the run's commit record: a run's
-    results count only once role 0 committed them (``docs/failure.md``).
+def committed_reports(
+    folder: Path, children: Callable[[int], Sequence[int]]
+) -> tuple[CommitRecord, dict[int, dict[str, Any]]]:
+    """The run's commit record in the reports folder ``folder``, and every role's report
+    there, checked against it given each role's children in the tree: a run's results count
+    only once role 0 committed them (``docs/failure.md``).
 
     Raises:
         CommitInvalid: there is no commit record, or the reports are not the committed ones.
@@ -185,8 +188,8 @@ def committed_reports(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
     data: dict[int, bytes] = {}
     for path in folder.glob("role-*.json"):
         data[int(path.stem.removeprefix("role-"))] = path.read_bytes()
-    check_reports(record, data, plan.tree.children)
-    return {role: json.loads(text) for role, text in data.items()}
+    check_reports(record, data, children)
+    return record, {role: json.loads(text) for role, text in data.items()}
 
 
 def main_run(plan_path: str | None, directory: str | None) -> int:

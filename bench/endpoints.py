@@ -18,7 +18,6 @@ a frame whose digest is computed before it is sent.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import resource
 import socket
@@ -35,12 +34,12 @@ from pathlib import Path
 import trio
 
 from alpha.budgets import Budgets
-from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
 from alpha.launch import LaunchResult, launch, launch_specs
 from alpha.program import exchange_plan
+from alpha.run import committed_reports
 from alpha.runtime.channel import FrameChannel
 from bench._timing import median_seconds, rate
 
@@ -115,13 +114,7 @@ def _launch_once(n: int) -> _Launched:
             cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
             raise RuntimeError(f"the launch of {n} roles failed: {cause}")
         # The reports count only as the run committed them (docs/failure.md).
-        record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
-        data = {
-            int(path.stem.removeprefix("role-")): path.read_bytes()
-            for path in reports.glob("role-*.json")
-        }
-        check_reports(record, data, plan.tree.children)
-        found = [json.loads(text) for text in data.values()]
+        found = list(committed_reports(reports, plan.tree.children)[1].values())
     if len(found) != n or sum(len(report["edges"]) for report in found) != 2 * (n - 1):
         raise RuntimeError(f"the launch of {n} roles reported {len(found)} roles")
     established = {int(report["role"]): float(report["established_s"]) for report in found}

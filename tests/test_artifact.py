@@ -51,7 +51,7 @@ from alpha.artifact import (
     write_run_json,
 )
 from alpha.budgets import Budgets
-from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.commit import COMMIT_NAME
 from alpha.compile import compile_plan, describe_role
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
@@ -59,6 +59,7 @@ from alpha.launch import launch, launch_specs
 from alpha.program import exchange_plan, protocol_for
 from alpha.protocol import encode, project
 from alpha.role import RoleDescription
+from alpha.run import committed_reports
 
 HERE = host_target()
 OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
@@ -1480,13 +1481,12 @@ async def test_artifacts_of_the_edge_exchange_launch_and_report(tmp_path: Path) 
         COMMIT_NAME,
         *(f"role-{r:06d}.json" for r in range(4)),
     ]
-    record = CommitRecord.decode((reports / COMMIT_NAME).read_bytes())
+    # Exactly the reports the run committed.
+    record, found = committed_reports(reports, TREE.children)
     assert (record.participants, record.rounds) == (4, 1)
     assert record.identity == DESCRIPTIONS[0].identity.encode().hex()
-    data = {role: (reports / f"role-{role:06d}.json").read_bytes() for role in range(4)}
-    check_reports(record, data, TREE.children)  # exactly the reports the run committed
     for role in range(4):
-        report = json.loads(data[role])
+        report = found[role]
         assert report["role"] == role
         assert report["rounds"] == 1
         assert [edge["peer"] for edge in report["edges"]] == list(TREE.edges(role))

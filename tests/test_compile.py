@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from alpha.artifact import read_artifact
-from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.commit import COMMIT_NAME
 from alpha.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
 from alpha.errors import PlanInvalid, UsageError
 from alpha.launch import launch, launch_specs
 from alpha.plan import Plan, load_plan, parse_plan
+from alpha.run import committed_reports
 
 PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
 
@@ -59,16 +60,13 @@ choice = "{choice}"
 def reports(directory: Path) -> dict[int, dict[str, object]]:
     """The run's reports, checked against its commit record; empty when it did not commit."""
     folder = directory / "reports"
-    found = {int(p.stem[5:]): p.read_bytes() for p in folder.glob("role-*.json")}
     if not (folder / COMMIT_NAME).exists():
-        assert found == {}, "a report is final only through the commit"
+        assert not list(folder.glob("role-*.json")), "a report is final only through the commit"
         return {}
-    record = CommitRecord.decode((folder / COMMIT_NAME).read_bytes())
     # A role's children in the tree are its higher peers, as run.json lists them.
     run = json.loads((directory / "run.json").read_text())
     children = {entry["role"]: entry["higher"] for entry in run["roles"]}
-    check_reports(record, found, children.__getitem__)
-    return {role: json.loads(data) for role, data in found.items()}
+    return dict(committed_reports(folder, children.__getitem__)[1])
 
 
 def expected_digest(plan: Plan, sign: int = 1) -> str:

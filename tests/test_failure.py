@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind
 from alpha.launch import launch, launch_specs
 from alpha.plan import parse_plan
+from alpha.run import committed_reports
 from harness.processes import running
 from harness.relay import Fault, Relay
 from harness.runs import Outcome, relayed_run
@@ -91,9 +91,7 @@ def _assert_nothing_committed(outcome: Outcome) -> None:
     assert not _running(outcome.folder), "no participant is left running"
 
 
-def _running(folder: Path) -> list[int]:
-    """Processes whose command line names an artifact of ``folder``."""
-    return running(folder)
+_running = running  # processes whose command line names an artifact of a run's folder
 
 
 def _assert_everyone_names(outcome: Outcome, origin: int, cause: str) -> None:
@@ -121,9 +119,7 @@ def frames(compiled: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         folder = tmp_path_factory.mktemp("control") / "run"
         outcome = trio.run(_run, compiled, folder, edge, None)
         assert outcome.result.ok, outcome.result.first_failure
-        record = CommitRecord.decode((folder / "reports" / COMMIT_NAME).read_bytes())
-        reports = {int(p.stem[5:]): p.read_bytes() for p in outcome.final_reports()}
-        check_reports(record, reports, PLAN.tree.children)
+        record, _ = committed_reports(folder / "reports", PLAN.tree.children)
         assert record.rounds == ROUNDS and record.participants == N
         assert not list((folder / "reports").glob("*.staged"))
         down, up = outcome.relay.frames["down"], outcome.relay.frames["up"]

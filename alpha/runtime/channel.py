@@ -409,15 +409,7 @@ class FrameChannel:
 
     def _aborted(self, payload: memoryview) -> RoundAborted:
         cause = decode_cause(bytes(payload), role=self.role, peer=self.peer)
-        return RoundAborted(
-            role=self.role,
-            peer=self.peer,
-            origin=cause.origin,
-            cause=cause.cause,
-            edge=cause.edge,
-            round=cause.round,
-            detail=cause.detail,
-        )
+        return cause.refusal(role=self.role, peer=self.peer)
 
     def _lost(self, step: str, cause: str) -> PeerLost:
         return PeerLost(

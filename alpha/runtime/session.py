@@ -22,7 +22,7 @@ from typing import Final
 
 import trio
 
-from alpha._files import write_bytes_atomically
+from alpha._files import fsync_folder, write_bytes_atomically
 from alpha.abort import AbortCause
 from alpha.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
 from alpha.errors import (
@@ -130,11 +130,7 @@ class _Reports:
     def publish(self) -> None:
         if self.staged is not None and self.final is not None:
             os.replace(self.staged, self.final)
-            folder = os.open(self.final.parent, os.O_RDONLY)
-            try:
-                os.fsync(folder)
-            finally:
-                os.close(folder)
+            fsync_folder(self.final.parent)
 
     def discard(self) -> None:
         if self.staged is not None:
@@ -163,7 +159,7 @@ def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
     """What this role tells its peers about ``error``: an abort it received passes on as it
     came; its own failure names itself, the edge at fault and the round."""
     if isinstance(error, RoundAborted):
-        return AbortCause(error.origin, error.cause, error.edge, error.round, error.detail)
+        return AbortCause.of(error)
     edge: tuple[int, int] | None = None
     if isinstance(error, FrameRefused):
         edge = error.edge
@@ -345,16 +341,10 @@ async def _receive_completion(
     try:
         return bytes(await channel.receive(slot, step=step, last=last))
     except WrongFrame as error:
-        raise TrailingBytes(
+        raise error.recast(
+            TrailingBytes,
             f"bytes arrived after the last frame of the schedule, where the {slot.spec.kind.name} "
             f"frame was due ({error.detail})",
-            role=error.role,
-            peer=error.peer,
-            slot=error.slot,
-            version=error.version,
-            field=error.field,
-            expected=error.expected,
-            received=error.received,
         ) from None
 
 
