@@ -264,7 +264,7 @@ class FrameChannel:
             RoundAborted: the peer sent an ABORT frame in this frame's place.
             FrameRefused: the codec refused the frame (the subclass says why); ``Truncated``
                 when the peer closed the connection inside the frame.
-            PeerLost: the connection broke.
+            PeerLost: the connection broke, or the peer ended it before the frame's first byte.
             BudgetExhausted: the frame did not arrive within its budget.
         """
         await self._claim()
@@ -280,6 +280,9 @@ class FrameChannel:
                     target = reception.into()
                     count = await sock.recv_into(target)
                     if count == 0:
+                        if reception.received == 0:
+                            # Not a damaged frame: the peer went away where one was due.
+                            raise self._lost(step, "it ended the connection where a frame was due")
                         reception.eof()
                     reception.advance(count)
             payload = reception.finish()

@@ -75,6 +75,7 @@ class EdgeReport:
 class RoleReport:
     role: int
     pid: int
+    machine: str = field(default_factory=lambda: os.uname().machine)
     edges: list[EdgeReport] = field(default_factory=list)
     established_s: float = 0.0
     finished_s: float = 0.0
@@ -89,6 +90,7 @@ class RoleReport:
             {
                 "role": self.role,
                 "pid": self.pid,
+                "machine": self.machine,
                 "established_s": self.established_s,
                 "finished_s": self.finished_s,
                 "rounds": self.rounds,
