@@ -1,10 +1,30 @@
-"""Finding participant processes by what their command line names, for tests and gates."""
+"""Finding participant processes, by what their command line names or by their parent, and
+what a launch left behind, for tests and gates. Everything here reads /proc (Linux)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["running"]
+import trio
+
+if TYPE_CHECKING:
+    from alpha.launch import LaunchResult, RoleOutcome
+
+__all__ = [
+    "EXEC_POLL",
+    "alive_children",
+    "children_of",
+    "pid_running",
+    "running",
+    "state_of",
+    "unreaped",
+]
+
+# How often pid_running looks again: a process shows its command line within milliseconds of
+# its start, and a look reads every /proc entry, so a few milliseconds apart is enough.
+EXEC_POLL = 0.005
 
 
 def running(needle: str | Path, *, whole: bool = False) -> list[int]:
@@ -26,3 +46,66 @@ def running(needle: str | Path, *, whole: bool = False) -> list[int]:
         if (text in cmdline.split(b"\0")) if whole else (text in cmdline):
             found.append(int(entry.name))
     return found
+
+
+async def pid_running(argument: str | Path) -> int:
+    """The pid of a process whose command line holds ``argument`` as one argument (a role's
+    artifact), once one does.
+
+    A process just started may not show its command line yet: the kernel sets it at the end
+    of exec, after the parent learned that exec succeeded. The wait has no bound of its own:
+    call it from a hook of a launch (``on_announce``, ``route``), which a launch that cannot
+    go on fails and cancels by the run's own budgets.
+    """
+    while True:
+        found = running(argument, whole=True)
+        if found:
+            return found[0]
+        await trio.sleep(EXEC_POLL)
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the parenthesised command name (the state
+    first, then the parent pid), or None once the process is gone. The name may hold spaces
+    and parentheses: the fields start after its last ``)``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (zombies included)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat(entry)
+        if fields is None:
+            continue  # it exited meanwhile
+        if int(fields[1]) == pid:
+            children.append(int(entry))
+    return children
+
+
+def alive_children() -> list[int]:
+    """Processes whose parent is this process (zombies included): a test's participants that
+    the launcher did not reap."""
+    return children_of(os.getpid())
+
+
+def state_of(pid: int) -> str:
+    """The process's state letter (R, S, T, Z, ...), or "" once it is gone."""
+    fields = _stat(pid)
+    return "" if fields is None else fields[0]
+
+
+def unreaped(result: LaunchResult) -> list[RoleOutcome]:
+    """The roles of a finished launch that it did not see end: started (not ``absent``) and
+    with no exit status, so possibly still running. Empty when the launch left no process."""
+    return [
+        outcome
+        for outcome in result.outcomes.values()
+        if outcome.returncode is None and "absent" not in outcome.cause
+    ]

@@ -52,14 +52,15 @@ from alpha.artifact import (
 )
 from alpha.budgets import Budgets
 from alpha.commit import COMMIT_NAME
-from alpha.compile import compile_plan, describe_role
+from alpha.compile import describe_role
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
-from alpha.launch import launch, launch_specs
+from alpha.launch import launch_specs
 from alpha.program import exchange_plan, protocol_for
 from alpha.protocol import encode, project
 from alpha.role import RoleDescription
 from alpha.run import committed_reports
+from harness.compiled import CompiledRun
 
 HERE = host_target()
 OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
@@ -1471,9 +1472,7 @@ def test_launch_specs_refuses_a_run_json_that_names_another_plan(tmp_path: Path)
 @pytest.mark.slow
 async def test_artifacts_of_the_edge_exchange_launch_and_report(tmp_path: Path) -> None:
     build = tmp_path / "build"
-    compile_plan(PLAN, build, range(PLAN.participants))
-    specs, deadline = launch_specs(build)
-    result = await launch(specs, deadline=deadline)
+    result = await CompiledRun(PLAN, build).launch()
     assert result.ok, result.first_failure
     # Every role's report beside the artifacts, final through the run's commit record.
     reports = build / "reports"

@@ -19,6 +19,7 @@ from alpha.errors import PlanInvalid, UsageError
 from alpha.launch import launch, launch_specs
 from alpha.plan import Plan, load_plan, parse_plan
 from alpha.run import committed_reports
+from harness.compiled import CompiledRun
 
 PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
 
@@ -100,9 +101,7 @@ async def test_compile_then_launch_the_shipped_plans(fixture: str, tmp_path: Pat
 @pytest.mark.slow
 async def test_choices_reach_every_process_and_both_arms_are_taken(tmp_path: Path) -> None:
     plan = parse_plan(plan_text(n=7, fanout=2, rounds=6, choice="parity"))
-    compile_plan(plan, tmp_path, range(7))
-    specs, deadline = launch_specs(tmp_path)
-    outcome = await launch(specs, deadline=deadline)
+    outcome = await CompiledRun(plan, tmp_path).launch()
     assert outcome.ok, outcome.first_failure
     found = reports(tmp_path)
     assert len(found) == 7
@@ -113,10 +112,8 @@ async def test_choices_reach_every_process_and_both_arms_are_taken(tmp_path: Pat
 @pytest.mark.slow
 async def test_a_selector_of_two_aborts_the_round_everywhere(tmp_path: Path) -> None:
     plan = parse_plan(plan_text(n=6, fanout=2, rounds=3, choice="const-2"))
-    compile_plan(plan, tmp_path, range(6))
-    specs, deadline = launch_specs(tmp_path)
     # Without fail-fast every role stops by itself: the abort travels over the connections.
-    outcome = await launch(specs, deadline=deadline, fail_fast=False)
+    outcome = await CompiledRun(plan, tmp_path).launch(fail_fast=False)
     assert outcome.first_failure is not None
     assert outcome.first_failure.role == 0
     assert "SelectorOutOfRange" in outcome.first_failure.cause

@@ -18,6 +18,7 @@ from alpha.frame import FrameKind
 from alpha.launch import launch, launch_specs
 from alpha.plan import parse_plan
 from alpha.run import committed_reports
+from harness.compiled import CompiledRun
 from harness.processes import running
 from harness.relay import Fault, Relay
 from harness.runs import Outcome, relayed_run
@@ -88,10 +89,7 @@ def _assert_nothing_committed(outcome: Outcome) -> None:
     assert max(clocks) - min(clocks) <= SPAN, clocks
     assert not outcome.committed()
     assert outcome.final_reports() == []
-    assert not _running(outcome.folder), "no participant is left running"
-
-
-_running = running  # processes whose command line names an artifact of a run's folder
+    assert not outcome.left_running(), "no participant is left running"
 
 
 def _assert_everyone_names(outcome: Outcome, origin: int, cause: str) -> None:
@@ -366,7 +364,7 @@ async def test_a_participant_stopped_between_hello_and_first_data_is_blamed(
     assert "past its start budget" in outcome.log(exhausted[0])
     assert not outcome.committed() and outcome.final_reports() == []
     assert result.outcomes[2].returncode == -signal.SIGKILL
-    assert not _running(folder)
+    assert not outcome.left_running()
 
 
 async def test_the_optional_deadline_names_the_step_the_peer_and_the_round(
@@ -377,10 +375,9 @@ async def test_the_optional_deadline_names_the_step_the_peer_and_the_round(
             "[budgets]", "[budgets]\ndeadline = 6.0"
         )
     )
-    compile_plan(plan, tmp_path, range(N))
-    specs, deadline = launch_specs(tmp_path)
-    assert deadline == 6.0
-    result = await launch(specs, deadline=deadline, fail_fast=False)
+    run = CompiledRun(plan, tmp_path)
+    assert run.deadline == 6.0
+    result = await run.launch(fail_fast=False)
     outcome = Outcome(result, tmp_path, Relay(0))
     assert not outcome.committed() and outcome.final_reports() == []
     first = result.first_failure

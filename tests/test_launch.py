@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.artifact import artifact_name, read_artifact
+from alpha.artifact import artifact_name
 from alpha.budgets import Budgets
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind, FrameSpec, SendSlot
@@ -24,22 +23,18 @@ from alpha.launch import (
     CAUSE_TAIL_BYTES,
     EXIT_NOTICE,
     LAUNCH_SLACK,
-    LaunchResult,
     LaunchSpec,
     RoleOutcome,
     _Launch,
     first_failure,
-    launch,
-    launch_specs,
     read_cause,
 )
 from alpha.plan import parse_plan
-from alpha.program import exchange_plan
-from alpha.role import RoleDescription
 from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.topology import ParticipantTree, pair, star
-from harness.processes import running
+from harness.compiled import CompiledRun
+from harness.processes import alive_children, children_of, pid_running, state_of, unreaped
 
 pytestmark = pytest.mark.slow
 
@@ -47,94 +42,6 @@ pytestmark = pytest.mark.slow
 FAST = Budgets(connect_attempts=20, connect_interval=0.1, accept=2.0, receive=10.0, deadline=60.0)
 # A parent accepts its children as they start one after another: give big trees room.
 ROOMY = Budgets(accept=60.0, receive=30.0, deadline=240.0)
-
-
-class Run:
-    """The edge exchange on ``tree`` compiled into one folder (artifacts, run.json, reports and
-    logs), for one launch."""
-
-    def __init__(
-        self,
-        base: Path,
-        tree: ParticipantTree,
-        *,
-        budgets: Budgets,
-        exchange: int = 512,
-        rounds: int = 1,
-    ) -> None:
-        self.tree = tree
-        self.roles = base / "run"
-        plan = exchange_plan(tree.n, tree.fanout, payload=exchange, budgets=budgets, rounds=rounds)
-        compile_plan(plan, self.roles, range(tree.n))
-        self.reports = self.roles / "reports"
-        self.specs, self.deadline = launch_specs(self.roles)
-        self.pids: list[int] = []
-
-    async def launch(self, **options: object) -> LaunchResult:
-        result = await launch(self.specs, deadline=self.deadline, **options)  # type: ignore[arg-type]
-        return result
-
-    def description(self, role: int) -> RoleDescription:
-        payload = read_artifact(self.roles / artifact_name(role))
-        return RoleDescription.from_dict(payload["description"])
-
-    def found_reports(self) -> dict[int, dict[str, object]]:
-        return {
-            int(data["role"]): data
-            for data in (json.loads(p.read_text()) for p in self.reports.glob("role-*.json"))
-        }
-
-    def log(self, role: int) -> str:
-        return (self.roles / "logs" / f"role-{role:06d}.log").read_text()
-
-
-def assert_no_process_left(result: LaunchResult) -> None:
-    for outcome in result.outcomes.values():
-        assert outcome.returncode is not None or "absent" in outcome.cause, outcome
-
-
-def children_of(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (zombies included)."""
-    children = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The parent pid is the second field after the parenthesised command name.
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == pid:
-            children.append(int(entry))
-    return children
-
-
-def alive_children() -> list[int]:
-    """Processes whose parent is this test process (zombies included)."""
-    return children_of(os.getpid())
-
-
-def state_of(pid: int) -> str:
-    """The process's state letter (R, S, T, Z, ...), or "" once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-async def pid_running(argument: str) -> int:
-    """The pid of the process whose command line holds ``argument`` (a role's description).
-
-    A process just started may not show its command line yet: the kernel sets it at the end
-    of exec, after the parent learned that exec succeeded. The wait is bounded by the run's
-    own budgets: a launch that cannot go on fails and cancels the hook that waits here."""
-    while True:
-        found = running(argument, whole=True)
-        if found:
-            return found[0]
-        await trio.sleep(0.005)
 
 
 def established_on(port: int) -> bool:
@@ -155,7 +62,7 @@ def established_on(port: int) -> bool:
 async def test_every_edge_is_established_once_and_checked(
     tree: ParticipantTree, tmp_path: Path
 ) -> None:
-    run = Run(tmp_path, tree, budgets=ROOMY, exchange=3000)
+    run = CompiledRun.exchange(tmp_path, tree, budgets=ROOMY, payload=3000)
     result = await run.launch()
     assert result.ok, result.first_failure
     found = run.found_reports()
@@ -176,7 +83,7 @@ async def test_every_edge_is_established_once_and_checked(
             ), "both ends describe one and the same connection"
             # A contribution up and the checked total down: one region of 3000 bytes each way.
             assert edge["sent_bytes"] == edge["received_bytes"] > 3000
-    assert_no_process_left(result)
+    assert unreaped(result) == []
     assert alive_children() == []
 
 
@@ -192,7 +99,7 @@ async def test_every_edge_is_established_once_and_checked(
 async def test_a_peer_that_never_starts_exhausts_every_other_budget(
     tree: ParticipantTree, absent: int, budget: str, tmp_path: Path
 ) -> None:
-    run = Run(tmp_path, tree, budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, tree, budgets=FAST)
     # Without fail-fast each participant runs until its own budget ends it.
     result = await run.launch(absent=frozenset({absent}), fail_fast=False)
     assert not result.ok
@@ -210,13 +117,13 @@ async def test_a_peer_that_never_starts_exhausts_every_other_budget(
         assert outcome.ended_s - outcome.started_s <= seconds + LAUNCH_SLACK
     last_start = max(o.started_s for o in result.outcomes.values())
     assert result.elapsed_s <= last_start + seconds + LAUNCH_SLACK
-    assert_no_process_left(result)
+    assert unreaped(result) == []
     assert alive_children() == []
 
 
 async def test_the_launcher_fails_fast_and_leaves_no_process(tmp_path: Path) -> None:
     tree = ParticipantTree(7, 2)
-    run = Run(tmp_path, tree, budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, tree, budgets=FAST)
     result = await run.launch(absent=frozenset({1}))
     assert result.first_failure is not None
     # A neighbour of role 1 (its parent 0 or a child 2, 3) hits its budget first; the launcher
@@ -227,13 +134,13 @@ async def test_the_launcher_fails_fast_and_leaves_no_process(tmp_path: Path) -> 
     assert any(outcome.killed for outcome in result.outcomes.values())
     last_start = max(o.started_s for o in result.outcomes.values())
     assert result.elapsed_s <= last_start + max(FAST.accept, FAST.connect) + LAUNCH_SLACK
-    assert_no_process_left(result)
+    assert unreaped(result) == []
     assert alive_children() == []
 
 
 async def test_a_peer_that_starts_late_within_budget_succeeds(tmp_path: Path) -> None:
     late = Budgets(connect_attempts=60, connect_interval=0.1, accept=6.0, deadline=60.0)
-    run = Run(tmp_path, star(4), budgets=late)
+    run = CompiledRun.exchange(tmp_path, star(4), budgets=late)
     result = await run.launch(delays={2: 2.0})
     assert result.ok, result.first_failure
     assert sorted(run.found_reports()) == [0, 1, 2, 3]
@@ -245,7 +152,7 @@ def _stranger(port: int, data: bytes) -> socket.socket:
     return conn
 
 
-def _hello_from(run: Run, identity: RunIdentity, sender: int) -> bytes:
+def _hello_from(run: CompiledRun, identity: RunIdentity, sender: int) -> bytes:
     spec = FrameSpec(identity, FrameKind.HELLO, sender, 0, HELLO_SLOT, 0)
     return SendSlot(spec).prepare(b"").join()
 
@@ -261,7 +168,7 @@ def _hello_from(run: Run, identity: RunIdentity, sender: int) -> bytes:
 async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
     what: str, refusal: str, tmp_path: Path
 ) -> None:
-    run = Run(tmp_path, star(3), budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, star(3), budgets=FAST)
     identity = run.description(0).identity
     strangers: list[socket.socket] = []
     if what == "http":
@@ -287,19 +194,19 @@ async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
     assert result.first_failure.role == 0
     assert refusal in result.first_failure.cause
     assert f"failed: {refusal}" in run.log(0)
-    assert_no_process_left(result)
+    assert unreaped(result) == []
     assert alive_children() == []
 
 
 def test_launch_spec_is_built_from_the_compiled_folder(tmp_path: Path) -> None:
-    run = Run(tmp_path, ParticipantTree(13, 3), budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, ParticipantTree(13, 3), budgets=FAST)
     spec = run.specs[5]
     assert isinstance(spec, LaunchSpec)
     assert spec.role == 5
-    assert spec.argv == (sys.executable, str((run.roles / artifact_name(5)).resolve()))
+    assert spec.argv == (sys.executable, str((run.folder / artifact_name(5)).resolve()))
     assert spec.lower == (0,)
     assert spec.higher == (6, 7, 8)
-    assert spec.log == run.roles / "logs" / "role-000005.log"
+    assert spec.log == run.folder / "logs" / "role-000005.log"
     assert run.deadline == FAST.deadline
 
 
@@ -371,16 +278,12 @@ def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
 # --- which role failed first: signals, stopped roles, logs ----------------------------------
 
 
-def _log_of(run: Run, role: int) -> Path:
-    return run.roles / "logs" / f"role-{role:06d}.log"
-
-
 async def test_a_role_killed_by_a_signal_is_named_first_with_its_log(tmp_path: Path) -> None:
     # Role 0 (the hub) waits to accept role 2, which starts late; role 1, connected to role 0,
     # waits on it. Killing role 0 then breaks role 1's connection at once: role 1 logs its own
     # failure about as soon as the launcher sees role 0 die, and must not take the blame.
     waiting = Budgets(connect_attempts=20, connect_interval=0.1, accept=60.0, receive=30.0)
-    run = Run(tmp_path, star(3), budgets=waiting)
+    run = CompiledRun.exchange(tmp_path, star(3), budgets=waiting)
     late = 30.0  # role 2's start delay: the launcher, stopping, must not sit it out
     listener: list[int] = []
 
@@ -396,21 +299,21 @@ async def test_a_role_killed_by_a_signal_is_named_first_with_its_log(tmp_path: P
     failure = result.first_failure
     assert failure is not None
     assert failure.role == 0
-    assert failure.cause == f"role 0 was killed by SIGKILL; its log: {_log_of(run, 0)}"
+    assert failure.cause == f"role 0 was killed by SIGKILL; its log: {run.log_path(0)}"
     assert result.outcomes[0].returncode == -signal.SIGKILL
     assert not result.outcomes[0].killed, "the launcher did not send it"
     peer = result.outcomes[1]
     assert peer.killed or peer.cause.startswith("role 1: failed: "), peer
-    assert peer.cause.endswith(f"; its log: {_log_of(run, 1)}")
+    assert peer.cause.endswith(f"; its log: {run.log_path(1)}")
     assert 2 not in result.outcomes, "the launcher stopped before role 2's turn"
     assert result.elapsed_s < late
-    assert_no_process_left(result)
+    assert unreaped(result) == []
     assert alive_children() == []
 
 
 async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_path: Path) -> None:
     budgets = Budgets(connect_attempts=20, connect_interval=0.1, accept=3.0, receive=10.0)
-    run = Run(tmp_path, star(3), budgets=budgets)
+    run = CompiledRun.exchange(tmp_path, star(3), budgets=budgets)
     stopped: list[int] = []
 
     async def stop_role_2(role: int, ports: tuple[int, ...]) -> None:
@@ -434,25 +337,25 @@ async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_pa
     assert failure.stopped
     assert failure.cause == (
         "role 2 was stopped (SIGSTOP or another stop signal) and stopped answering; "
-        f"its log: {_log_of(run, 2)}"
+        f"its log: {run.log_path(2)}"
     )
     assert result.outcomes[2].returncode == -signal.SIGKILL, "killed by the launcher at last"
     # Role 0's accept budget ran out waiting for role 2: by the clocks it failed first.
     hub = result.outcomes[0]
     assert hub.logged
     assert "BudgetExhausted" in hub.cause and "for role 2" in hub.cause
-    assert hub.cause.endswith(f"; its log: {_log_of(run, 0)}")
+    assert hub.cause.endswith(f"; its log: {run.log_path(0)}")
     assert left == []
-    assert_no_process_left(result)
+    assert unreaped(result) == []
 
 
 def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> None:
     # A pair that would go on for a million rounds.
-    run = Run(tmp_path, pair(), budgets=ROOMY, rounds=1_000_000)
+    run = CompiledRun.exchange(tmp_path, pair(), budgets=ROOMY, rounds=1_000_000)
     progress = tmp_path / "launcher.err"
     with progress.open("wb") as err:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "alpha", "launch", str(run.roles)],
+            [sys.executable, "-m", "alpha", "launch", str(run.folder)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -501,7 +404,7 @@ class _StopsWhileStarting(_Launch):
 
 
 async def test_a_role_started_while_the_launcher_stops_is_killed_at_once(tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, pair(), budgets=FAST)
     state = _StopsWhileStarting(run.specs, fail_fast=True)
     async with trio.open_nursery() as nursery:
         # Returns without waiting for an announcement; the nursery ends when watch() saw the
@@ -517,7 +420,7 @@ async def test_a_role_started_while_the_launcher_stops_is_killed_at_once(tmp_pat
 
 
 async def test_no_role_is_started_once_the_launcher_stops(tmp_path: Path) -> None:
-    run = Run(tmp_path, pair(), budgets=FAST)
+    run = CompiledRun.exchange(tmp_path, pair(), budgets=FAST)
     state = _Launch(run.specs, fail_fast=True)
     state.stop_all()
     async with trio.open_nursery() as nursery:

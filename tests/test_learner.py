@@ -3,7 +3,6 @@ bit, on real processes."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +13,12 @@ from hypothesis import strategies as st
 from alpha.combine import Contract, fold_order, ordered_sum
 from alpha.compile import compile_plan, parse_roles
 from alpha.errors import PlanInvalid
-from alpha.launch import launch, launch_specs
 from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
 from alpha.learner.replicate import replicate, require_learner
 from alpha.plan import Plan, load_plan, parse_plan
 from alpha.topology import ParticipantTree, pair, star
+from harness.compiled import CompiledRun
 from harness.processes import running
 
 DIGITS = load_digits()
@@ -135,14 +134,10 @@ def test_accuracy_is_clearly_above_chance() -> None:
 
 
 async def _distributed(plan: Plan, directory: Path) -> set[str]:
-    compile_plan(plan, directory, range(plan.participants))
-    specs, deadline = launch_specs(directory)
-    result = await launch(specs, deadline=deadline)
+    run = CompiledRun(plan, directory)
+    result = await run.launch()
     assert result.ok, result.first_failure
-    return {
-        json.loads(path.read_text())["digests"]["w"]
-        for path in (directory / "reports").glob("role-*.json")
-    }
+    return {report["digests"]["w"] for report in run.found_reports().values()}
 
 
 CASES = [
@@ -220,9 +215,7 @@ async def test_a_gpu_role_without_a_gpu_fails_and_never_falls_back(tmp_path: Pat
     if available:
         pytest.skip("this machine has a GPU; scripts/gpu_check.py covers the GPU run")
     plan = parse_plan(GPU_PLAN.replace("KIND", "mlp"))
-    compile_plan(plan, tmp_path, range(3))
-    specs, deadline = launch_specs(tmp_path)
-    result = await launch(specs, deadline=deadline)
+    result = await CompiledRun(plan, tmp_path).launch()
     assert result.first_failure is not None
     assert result.first_failure.role == 1
     assert "GpuUnavailable" in result.first_failure.cause
@@ -341,13 +334,6 @@ def test_progress_off_a_terminal_writes_a_line_a_second_and_always_the_last() ->
     assert "\r" not in out.getvalue(), "a bar is redrawn in place only on a terminal"
 
 
-def _pid_running(path: Path) -> int:
-    """The pid of the process whose command line names ``path`` (an artifact)."""
-    found = running(path, whole=True)
-    assert found, f"no process runs {path}"
-    return found[0]
-
-
 @pytest.mark.slow
 async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_nothing(
     tmp_path: Path,
@@ -358,20 +344,22 @@ async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_n
     import trio
 
     plan = learn_plan(n=7, fanout=2, rounds=1_000_000, hidden=8)  # still training when killed
-    compile_plan(plan, tmp_path, range(plan.participants))
-    specs, deadline = launch_specs(tmp_path)
+    run = CompiledRun(plan, tmp_path)
     victim = 5  # a leaf: its loss must reach every role through its parent, role 4
     progress = tmp_path / "logs" / "role-000000.log"
 
     async def kill_in_round_3() -> None:
         while "round 3 loss" not in (progress.read_text() if progress.exists() else ""):
             await trio.sleep(0.05)
-        os.kill(_pid_running(Path(specs[victim].argv[-1])), signal.SIGKILL)
+        artifact = run.specs[victim].argv[-1]
+        found = running(artifact, whole=True)
+        assert found, f"no process runs {artifact}"
+        os.kill(found[0], signal.SIGKILL)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(kill_in_round_3)
         # Without fail-fast the launcher stops no one: each role must abort on its own.
-        result = await launch(specs, deadline=deadline, fail_fast=False)
+        result = await run.launch(fail_fast=False)
     assert result.outcomes[victim].returncode == -signal.SIGKILL
     # The launcher names the killed role first, from its exit status.
     assert result.first_failure is not None and result.first_failure.role == victim
