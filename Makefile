@@ -5,9 +5,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Where the AArch64 participant's interpreter is built; harness/emulation.py reads the same.
+AARCH64 := $(or $(ALPHA_AARCH64_HOME),.cache/aarch64)
 
 
-.PHONY: all venv system run test lint typecheck bytecode unit bench clean
+.PHONY: all venv system run test lint typecheck bytecode aarch64 unit bench clean
 
 all: test
 
@@ -44,7 +46,12 @@ typecheck: $(STAMP)
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q alpha
 
-unit: bytecode
+# An AArch64 CPython with trio and numpy (pinned to the venv's) for qemu-aarch64, from Debian
+# arm64 packages and PyPI wheels (docs/emulation.md): ~10-30 s once, then a check of its stamp.
+aarch64: $(STAMP)
+	scripts/aarch64-sysroot.sh $(AARCH64)
+
+unit: bytecode aarch64
 	$(BIN)/pytest
 
 test: system lint typecheck unit
@@ -53,4 +60,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

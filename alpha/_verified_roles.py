@@ -54,6 +54,7 @@ class VerifiedRole:
     path: Path
     lower: tuple[int, ...]
     higher: tuple[int, ...]
+    target: str  # the machine it was built for (one of alpha.artifact.TARGETS)
 
 
 def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
@@ -116,6 +117,8 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
             )
         _agree_on_the_run(run, payload, name)
         deadlines.append(seconds)
-        specs.append(VerifiedRole(role, path, lower, higher))
+        target = payload["target"]
+        assert isinstance(target, str)  # one of TARGETS: checked by read_artifact
+        specs.append(VerifiedRole(role, path, lower, higher, target))
     bounded = [seconds for seconds in deadlines if seconds is not None]
     return specs, (max(bounded) if len(bounded) == len(deadlines) and bounded else None)

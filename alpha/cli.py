@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -49,6 +51,55 @@ def _nonnegative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
     return value
+
+
+def _interpreter(text: str) -> tuple[str, tuple[str, ...]]:
+    """``TARGET=COMMAND`` as (target, argv prefix): COMMAND is split as a shell would, and its
+    first word must be a command this host has."""
+    # The light module that defines the targets: no numpy or trio for the command line.
+    from alpha._artifact_payload import TARGETS
+
+    target, equals, command = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"expected TARGET=COMMAND, got {text!r}")
+    if target not in TARGETS:
+        raise argparse.ArgumentTypeError(
+            f"no such target {target!r} in {text!r}; the targets are {', '.join(TARGETS)}"
+        )
+    try:
+        words = tuple(shlex.split(command))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"cannot split the command in {text!r}: {error}") from None
+    if not words:
+        raise argparse.ArgumentTypeError(f"no command for {target} in {text!r}")
+    if shutil.which(words[0]) is None:
+        raise argparse.ArgumentTypeError(f"{words[0]!r} in {text!r} is not a command on this host")
+    return target, words
+
+
+def _interpreters(
+    command: str, given: Sequence[tuple[str, tuple[str, ...]]] | None
+) -> dict[str, tuple[str, ...]]:
+    """The ``--interpreter`` options of ``command`` as a map; a target given twice is refused."""
+    chosen: dict[str, tuple[str, ...]] = {}
+    for target, words in given or ():
+        if target in chosen:
+            raise UsageError(f"{command}: --interpreter gives {target} twice")
+        chosen[target] = words
+    return chosen
+
+
+def _add_interpreter_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interpreter",
+        type=_interpreter,
+        action="append",
+        default=None,
+        metavar="TARGET=COMMAND",
+        help="start the roles built for TARGET (x86_64, aarch64) with COMMAND (split as a "
+        "shell would) before the artifact instead of this Python; repeatable, once per target "
+        "(see docs/emulation.md)",
+    )
 
 
 def _describe_group(args: argparse.Namespace) -> int:
@@ -125,12 +176,12 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
     return f"{shown} ({len(roles)})"
 
 
-def _launch_dir(directory: Path) -> int:
+def _launch_dir(directory: Path, interpreters: Mapping[str, Sequence[str]] | None = None) -> int:
     import trio
 
     from alpha.launch import launch, launch_specs
 
-    specs, deadline = launch_specs(directory)
+    specs, deadline = launch_specs(directory, interpreters)
     total = len(specs)
     up = 0
 
@@ -153,7 +204,7 @@ def _launch(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     if not directory.is_dir():
         raise UsageError(f"alpha launch: {directory} is not a directory")
-    return _launch_dir(directory)
+    return _launch_dir(directory, _interpreters("launch", args.interpreter))
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -174,7 +225,7 @@ def _compile(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from alpha.run import main_run
 
-    return main_run(args.plan, args.dir)
+    return main_run(args.plan, args.dir, _interpreters("run", args.interpreter))
 
 
 def _replicate(args: argparse.Namespace) -> int:
@@ -233,7 +284,7 @@ def _gate(args: argparse.Namespace) -> int:
 
     if args.list:
         for gate in GATES:
-            print(f"{gate.name:<32} {gate.expected:<18} {gate.meaning}")
+            print(f"{gate.name:<32} {gate.scenario.name:<6} {gate.expected:<18} {gate.meaning}")
         return EXIT_OK
     try:
         chosen = select(args.names, args.shard)
@@ -298,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="a learn plan")
     run.add_argument("--dir", default=None, help="the run folder (default runs/NAME)")
+    _add_interpreter_option(run)
     run.set_defaults(handler=_run)
 
     replicate = commands.add_parser(
@@ -328,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
         "first.",
     )
     launch.add_argument("dir", metavar="DIR", help="a folder that `alpha compile` wrote")
+    _add_interpreter_option(launch)
     launch.set_defaults(handler=_launch)
 
     exchange = commands.add_parser(

@@ -30,7 +30,8 @@ from typing import Final
 import trio
 
 from alpha._files import role_file
-from alpha.artifact import verified_roles
+from alpha.artifact import TARGETS, verified_roles
+from alpha.errors import UsageError
 from alpha.runtime.endpoint import PORT_BYTES
 from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
 
@@ -518,20 +519,37 @@ async def _stop_on_signals(scope: trio.CancelScope, state: _Launch) -> None:
             return
 
 
-def launch_specs(directory: Path) -> tuple[list[LaunchSpec], float | None]:
+def launch_specs(
+    directory: Path, interpreters: Mapping[str, Sequence[str]] | None = None
+) -> tuple[list[LaunchSpec], float | None]:
     """What to start for the compiled run in ``directory``: one spec per artifact ``run.json``
     lists, each checked (:func:`alpha.artifact.verified_roles`), and the largest session
-    deadline among them (None when a role has none). Each role starts as
-    ``sys.executable ARTIFACT`` and logs to ``directory/logs/role-NNNNNN.log``.
+    deadline among them (None when a role has none). Each role logs to
+    ``directory/logs/role-NNNNNN.log``.
+
+    A role starts as ``INTERPRETER... ARTIFACT``, where the interpreter is the argv prefix
+    ``interpreters`` gives for the target the artifact was built for (``x86_64``, ``aarch64``),
+    and ``sys.executable`` for a target it does not name. An AArch64 role on an x86-64 host
+    needs one that emulates it, e.g. ``harness.emulation.aarch64_interpreter()`` (qemu-aarch64
+    and an AArch64 CPython with numpy and trio; ``docs/emulation.md``); without one its
+    artifact refuses to start (``TargetMismatch``) and the run fails naming that role.
 
     Raises:
         ArtifactInvalid: as :func:`alpha.artifact.verified_roles`.
+        UsageError: ``interpreters`` names a target that is not one of
+            :data:`alpha.artifact.TARGETS`, or gives one an empty prefix.
     """
+    chosen = dict(interpreters or {})
+    for target, prefix in chosen.items():
+        if target not in TARGETS:
+            raise UsageError(f"no such target {target!r}; the targets are {', '.join(TARGETS)}")
+        if not prefix:
+            raise UsageError(f"the interpreter for {target} is empty")
     roles, deadline = verified_roles(directory)
     specs = [
         LaunchSpec(
             role=entry.role,
-            argv=(sys.executable, str(entry.path.resolve())),
+            argv=(*chosen.get(entry.target, (sys.executable,)), str(entry.path.resolve())),
             lower=entry.lower,
             higher=entry.higher,
             log=directory / "logs" / role_file(entry.role, ".log"),

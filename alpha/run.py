@@ -12,7 +12,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -112,8 +112,14 @@ async def _follow(log: Path, progress: _Progress) -> None:
         await trio.sleep(_POLL_SECONDS)
 
 
-def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummary:
-    """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner."""
+def run_plan(
+    plan: Plan,
+    directory: Path,
+    out: TextIO = sys.stderr,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+) -> RunSummary:
+    """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
+    ``interpreters`` starts each target's roles (:func:`alpha.launch.launch_specs`)."""
     started = time.monotonic()
     require_learner(plan)
     roles = parse_roles("all", plan.participants)
@@ -122,7 +128,7 @@ def run_plan(plan: Plan, directory: Path, out: TextIO = sys.stderr) -> RunSummar
     if reports.exists():
         for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
             stale.unlink()
-    specs, deadline = launch_specs(directory)
+    specs, deadline = launch_specs(directory, interpreters)
     print(
         f"run: {plan.name}: {plan.participants} participants on a tree of fan-out "
         f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}",
@@ -192,10 +198,14 @@ def committed_reports(
     return record, {role: json.loads(text) for role, text in data.items()}
 
 
-def main_run(plan_path: str | None, directory: str | None) -> int:
+def main_run(
+    plan_path: str | None,
+    directory: str | None,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+) -> int:
     plan = load_plan(plan_path or DEFAULT_PLAN)
     folder = Path(directory or f"runs/{plan.name}")
-    summary = run_plan(plan, folder)
+    summary = run_plan(plan, folder, interpreters=interpreters)
     if summary.cause:
         print(f"run: failed: {summary.cause}", file=sys.stderr)
         print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)

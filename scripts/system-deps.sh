@@ -8,6 +8,8 @@ set -euo pipefail
 
 NEEDS=(
   "python3 -c 'import venv, ensurepip'|python3-venv"
+  # The AArch64 participant runs under user-mode emulation (docs/emulation.md).
+  "command -v qemu-aarch64|qemu-user"
 )
 
 missing=()
