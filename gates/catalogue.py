@@ -1,28 +1,61 @@
 """The gates: one fault each, on a real run, and the refusal it must meet.
 
-Every gate here runs the pair plan below (two roles, one edge, three rounds of the sum check)
-with a relay on its one edge. Frames are counted per direction from the hello (index 0):
-toward role 1 ("down") the hello, one total per round, END and COMMIT; toward role 0 ("up")
-the hello, one contribution per round and DONE. Each gate names the role that must refuse,
+A gate runs one of three scenarios (a compiled plan and what runs it):
+
+- ``pair``: two roles, one edge, three rounds of the sum check. Frames are counted per
+  direction from the hello (index 0): toward role 1 ("down") the hello, one total per round,
+  END and COMMIT; toward role 0 ("up") the hello, one contribution per round and DONE.
+- ``chain``: three roles in a chain (0 - 1 - 2), four rounds of the sum check with an agreed
+  choice each round (role 0 decides the round's parity; role 1 relays the word to role 2).
+  Role 1 is built for AArch64 and runs under QEMU; its control run must compute bit for bit
+  what the same role computes natively.
+- ``learn``: four roles (role 0 and its three children) train the digits learner for two
+  rounds. Role 3 has the same peers under fan-out 3 and fan-out 2, so a participant of another
+  plan can take its place.
+
+The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
+honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a
+participant of another run (a plan with one field changed, or other code); a role absent,
+late, stopped or killed; a stranger on a listener. Each gate names the role that must refuse,
 or the roles of which one must (a silent edge is found by whichever end's budget runs out
 first). Docs: ``docs/gates.md``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 from alpha.frame import FrameKind
 from harness.relay import Fault
+from harness.runs import Interrupt
 
-__all__ = ["GATES", "PAIR_PLAN", "RECEIVE", "START", "Gate"]
+__all__ = ["GATES", "SCENARIOS", "Gate", "Scenario"]
 
-# The runs' own budgets: small, so that a silent peer costs seconds. Bounds the code enforces.
-RECEIVE: Final = 4.0
-START: Final = 8.0
 
-PAIR_PLAN: Final = f"""
+@dataclass(frozen=True)
+class Scenario:
+    """A plan the gates run, its budgets (the code's own bounds), and its relayed edge."""
+
+    name: str
+    plan: str
+    roles: int
+    start: float
+    receive: float
+    edge: tuple[int, int]  # (listener, connector): where relay faults go
+    emulated: tuple[int, ...] = ()  # roles built for AArch64 (run under QEMU)
+
+    @property
+    def bound(self) -> float:
+        """The longest any one wait may take: a refusal must come within this of its fault."""
+        return self.start + self.receive
+
+
+PAIR: Final = Scenario(
+    "pair",
+    """
 [run]
 name = "gate-pair"
 rounds = 3
@@ -31,15 +64,81 @@ group = "(group (stride 0 1 2))"
 [topology]
 shape = "pair"
 [budgets]
-accept = 30.0
-receive = {RECEIVE}
-start = {START}
+accept = 8.0
+receive = 4.0
+start = 8.0
 [work]
 kind = "sum-check"
 size = 16
-"""
+""",
+    roles=2,
+    start=8.0,
+    receive=4.0,
+    edge=(0, 1),
+)
 
-EDGE: Final = (0, 1)  # (listener, connector): the pair's one edge
+CHAIN: Final = Scenario(
+    "chain",
+    """
+[run]
+name = "gate-chain"
+rounds = 4
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+shape = "tree"
+fanout = 1
+[budgets]
+accept = 60.0
+receive = 15.0
+start = 60.0
+[targets]
+aarch64 = [1]
+[work]
+kind = "sum-check"
+size = 16
+choice = "parity"
+""",
+    roles=3,
+    start=60.0,
+    receive=15.0,
+    edge=(1, 2),
+    emulated=(1,),
+)
+
+LEARN: Final = Scenario(
+    "learn",
+    """
+[run]
+name = "gate-learn"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 4))"
+[topology]
+shape = "tree"
+fanout = 3
+[budgets]
+accept = 30.0
+receive = 10.0
+start = 30.0
+[contract]
+dtype = "float32"
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = 16
+rate = 0.15
+seed = 7
+batch = 16
+""",
+    roles=4,
+    start=30.0,
+    receive=10.0,
+    edge=(0, 3),
+)
+
+SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN)}
 
 # Byte offsets in a frame (docs/frames.md).
 _MAGIC, _KIND, _IDENTITY, _SENDER, _VERSION_LOW, _PAYLOAD = 0, 5, 8, 107, 123, 133
@@ -47,123 +146,329 @@ _MAGIC, _KIND, _IDENTITY, _SENDER, _VERSION_LOW, _PAYLOAD = 0, 5, 8, 107, 123, 1
 
 @dataclass(frozen=True)
 class Gate:
-    """One fault on the pair's edge, and the refusal it must meet."""
+    """One fault, and the refusal it must meet (``"commit"``: the run must commit)."""
 
     name: str
-    fault: Fault
-    expected: str  # the refusal's class
+    expected: str  # the refusal's class, or "commit"
     at: tuple[int, ...]  # the role that must refuse, or the roles of which one must
     meaning: str
+    scenario: Scenario = PAIR
+    fault: Fault | None = None  # a relay fault on the scenario's edge
+    adversaries: Mapping[int, str] = field(default_factory=dict)  # role -> behaviour
+    foreign: tuple[int, str, str] | None = None  # (role, text, replacement) in the plan
+    program: int | None = None  # a role compiled from other code
+    absent: frozenset[int] = frozenset()
+    delays: Mapping[int, float] = field(default_factory=dict)
+    stranger: int | None = None  # a role whose listener a stranger connects to first
+    interrupt: Interrupt | None = None  # a signal sent when the relay's call fault fires
 
     @property
     def family(self) -> str:
         return self.name.split(".", 1)[0]
 
+    @property
+    def disabled(self) -> frozenset[int]:
+        """Roles the fault takes out (never started, stopped or killed): they cannot refuse,
+        and are not asked to fail by themselves."""
+        out = set(self.absent)
+        if self.interrupt is not None:
+            out.add(self.interrupt.role)
+        return frozenset(out)
+
+    def fault_text(self) -> str:
+        """The fault in a few words, for the table."""
+        parts = []
+        if self.fault is not None:
+            fault = self.fault
+            at = fault.frame.name if isinstance(fault.frame, FrameKind) else f"frame {fault.frame}"
+            edge = "-".join(map(str, self.scenario.edge))
+            what: str = fault.kind
+            if self.interrupt is not None:
+                what = f"{self.interrupt.signal.name} role {self.interrupt.role}"
+            parts.append(f"{what} at {fault.direction} {at} on {edge}")
+        for role, behaviour in sorted(self.adversaries.items()):
+            parts.append(f"role {role} {behaviour}")
+        if self.foreign is not None:
+            role, _, replacement = self.foreign
+            parts.append(f"role {role} of a plan with {replacement.splitlines()[-1]}")
+        if self.program is not None:
+            parts.append(f"role {self.program} from other code")
+        parts += [f"role {role} absent" for role in sorted(self.absent)]
+        parts += [f"role {role} {s:g} s late" for role, s in sorted(self.delays.items())]
+        if self.stranger is not None:
+            parts.append(f"a stranger on role {self.stranger}'s listener")
+        return "; ".join(parts)
+
+
+def _frames() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "frames.replay",
+            "Replayed",
+            (0,),
+            "round 0's contribution again where round 1's is due",
+            fault=Fault("replay", "up", 2),
+        ),
+        Gate(
+            "frames.skipped-version",
+            "SkippedVersion",
+            (0,),
+            "a contribution whose version runs ahead of the receiver's counter",
+            fault=Fault("corrupt", "up", 1, offset=_VERSION_LOW),
+        ),
+        Gate(
+            "frames.double-rearm",
+            "DoubleRearm",
+            (1,),
+            "role 1 arms a receive slot twice for the same frame",
+            adversaries={1: "double-rearm"},
+        ),
+        Gate(
+            "frames.overflow",
+            "VersionOverflow",
+            (0, 1),
+            "both roles' counters start two frames before 2^64 - 1: the third frame of a slot "
+            "is refused, never wrapped",
+            adversaries={0: "near-overflow", 1: "near-overflow"},
+        ),
+        Gate(
+            "frames.corrupt-header",
+            "WrongFrame",
+            (0,),
+            "a damaged magic byte in a contribution's header",
+            fault=Fault("corrupt", "up", 1, offset=_MAGIC),
+        ),
+        Gate(
+            "frames.corrupt-payload",
+            "Corrupted",
+            (1,),
+            "a damaged byte in a total's payload",
+            fault=Fault("corrupt", "down", 2, offset=_PAYLOAD),
+        ),
+        Gate(
+            "frames.corrupt-trailer",
+            "Corrupted",
+            (0,),
+            "a damaged byte in the last contribution's SHA-256 trailer",
+            fault=Fault("corrupt", "up", 3, offset=-1),
+        ),
+        Gate(
+            "frames.truncation",
+            "Truncated",
+            (0,),
+            "the stream toward role 0 ends inside a contribution's header",
+            fault=Fault("truncate", "up", 2, offset=100),
+        ),
+        Gate(
+            "frames.trailing-bytes",
+            "TrailingBytes",
+            (1,),
+            "bytes after the schedule's last frame toward role 1",
+            fault=Fault("insert", "down", FrameKind.END),
+        ),
+        Gate(
+            "frames.trailing-after-last",
+            "TrailingBytes",
+            (0,),
+            "bytes after role 1's last frame of all (its DONE)",
+            fault=Fault("append", "up", FrameKind.DONE),
+        ),
+        Gate(
+            "frames.last-frame-twice",
+            "TrailingBytes",
+            (0,),
+            "the last contribution sent twice",
+            fault=Fault("replay", "up", FrameKind.DONE),
+        ),
+        Gate(
+            "frames.swapped",
+            "WrongFrame",
+            (1,),
+            "round 2's total and END swapped: END arrives where the total is due",
+            fault=Fault("swap", "down", 3),
+        ),
+        Gate(
+            "frames.wrong-edge",
+            "WrongEdge",
+            (0,),
+            "a contribution that names another sender",
+            fault=Fault("corrupt", "up", 1, offset=_SENDER),
+        ),
+        Gate(
+            "frames.wrong-kind",
+            "WrongFrame",
+            (1,),
+            "a total whose kind byte names no kind of frame",
+            fault=Fault("corrupt", "down", 1, offset=_KIND),
+        ),
+        Gate(
+            "frames.foreign-identity",
+            "IdentityMismatch",
+            (0,),
+            "a hello bound to another run identity",
+            fault=Fault("corrupt", "up", 0, offset=_IDENTITY),
+        ),
+    )
+
+
+def _identity() -> tuple[Gate, ...]:
+    def foreign(name: str, text: str, replacement: str, meaning: str) -> Gate:
+        return Gate(
+            f"identity.{name}",
+            "IdentityMismatch",
+            (0, 3),
+            meaning,
+            scenario=LEARN,
+            foreign=(3, text, replacement),
+        )
+
+    return (
+        foreign("learner", "hidden = 16", "hidden = 24", "role 3 built for another model width"),
+        foreign("rate", "rate = 0.15", "rate = 0.3", "role 3 built for another learning rate"),
+        foreign(
+            "contract",
+            'dtype = "float32"',
+            'dtype = "float64"',
+            "role 3 built for another numerical contract (float64)",
+        ),
+        foreign("tree", "fanout = 3", "fanout = 2", "role 3 built for another combine tree"),
+        foreign(
+            "membership",
+            'group = "(group (stride 0 1 4))"',
+            'group = "(group (stride 0 1 4))"\nidentity = "a5"',
+            "role 3 built for another membership (other group identity bytes)",
+        ),
+        Gate(
+            "identity.program",
+            "IdentityMismatch",
+            (0, 3),
+            "role 3 built from sources that differ by one comment (another code digest)",
+            scenario=LEARN,
+            program=3,
+        ),
+    )
+
+
+def _connection() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "connection.absent-peer",
+            "BudgetExhausted",
+            (0,),
+            "role 1 never starts: role 0's accept budget runs out",
+            absent=frozenset({1}),
+        ),
+        Gate(
+            "connection.late-peer",
+            "commit",
+            (),
+            "role 1 starts 3 s late, within role 0's accept budget: the run must commit",
+            delays={1: 3.0},
+        ),
+        Gate(
+            "connection.trickle",
+            "commit",
+            (),
+            "role 1's first contribution trickles in a byte every 5 ms (about 1.1 s), inside "
+            "the 4 s receive budget: a slow link is not a fault, the run must commit",
+            fault=Fault("trickle", "up", 1, seconds=0.005),
+        ),
+        Gate(
+            "connection.stranger",
+            "WrongFrame",
+            (0,),
+            "a stranger connects to role 0's listener before role 1 and sends HTTP",
+            stranger=0,
+        ),
+        Gate(
+            "connection.silent-peer",
+            "BudgetExhausted",
+            (0, 1),
+            "role 1 greets, then nothing of it arrives",
+            fault=Fault("stall", "up", 1),
+        ),
+        Gate(
+            "connection.stopped-peer",
+            "BudgetExhausted",
+            (0,),
+            "role 1 is stopped (SIGSTOP) as role 0's hello reaches it",
+            fault=Fault("call", "down", 0),
+            interrupt=Interrupt(1, signal.SIGSTOP),
+        ),
+        Gate(
+            "connection.dropped-first-frame",
+            "BudgetExhausted",
+            (0, 1),
+            "role 1's first contribution is lost",
+            fault=Fault("drop", "up", 1),
+        ),
+        Gate(
+            "connection.reset",
+            "PeerLost",
+            (0, 1),
+            "the connection reset in the middle of the run",
+            fault=Fault("reset", "up", 2),
+        ),
+    )
+
+
+def _choice() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "choice.inverted",
+            "WrongEdge",
+            (1,),
+            "role 2 takes the arm opposite to the agreed word; emulated role 1 refuses its "
+            "contribution, bound to the other arm's slot",
+            scenario=CHAIN,
+            adversaries={2: "inverted-choice"},
+        ),
+        Gate(
+            "choice.independent-forwarder",
+            "WrongFrame",
+            (1,),
+            "emulated role 1 decides the parity itself instead of relaying role 0's word; the "
+            "unread word is refused where the total is due",
+            scenario=CHAIN,
+            adversaries={1: "independent-forwarder"},
+        ),
+        Gate(
+            "choice.noncanonical-word",
+            "NoncanonicalWord",
+            (1,),
+            "role 0 sends the word 1 little-endian; emulated role 1 refuses it",
+            scenario=CHAIN,
+            adversaries={0: "noncanonical-word"},
+        ),
+        Gate(
+            "choice.mismatched-binding",
+            "WrongFrame",
+            (1,),
+            "role 0 binds the word to a data frame; emulated role 1 refuses it",
+            scenario=CHAIN,
+            adversaries={0: "mismatched-binding"},
+        ),
+    )
+
+
+def _failure() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "failure.killed-mid-round",
+            "PeerLost",
+            (0,),
+            "role 1 is killed (SIGKILL) in round 1, as round 1's total reaches it",
+            fault=Fault("call", "down", 2),
+            interrupt=Interrupt(1, signal.SIGKILL),
+        ),
+    )
+
 
 GATES: Final[tuple[Gate, ...]] = (
-    Gate(
-        "frames.replay",
-        Fault("replay", "up", 2),
-        "Replayed",
-        (0,),
-        "round 0's contribution again where round 1's is due",
-    ),
-    Gate(
-        "frames.skipped-version",
-        Fault("corrupt", "up", 1, offset=_VERSION_LOW),
-        "SkippedVersion",
-        (0,),
-        "a contribution whose version runs ahead of the receiver's counter",
-    ),
-    Gate(
-        "frames.corrupt-header",
-        Fault("corrupt", "up", 1, offset=_MAGIC),
-        "WrongFrame",
-        (0,),
-        "a damaged magic byte in a contribution's header",
-    ),
-    Gate(
-        "frames.corrupt-payload",
-        Fault("corrupt", "down", 2, offset=_PAYLOAD),
-        "Corrupted",
-        (1,),
-        "a damaged byte in a total's payload",
-    ),
-    Gate(
-        "frames.corrupt-trailer",
-        Fault("corrupt", "up", 3, offset=-1),
-        "Corrupted",
-        (0,),
-        "a damaged byte in the last contribution's SHA-256 trailer",
-    ),
-    Gate(
-        "frames.truncation",
-        Fault("truncate", "up", 2, offset=100),
-        "Truncated",
-        (0, 1),
-        "the connection cut inside a contribution's header",
-    ),
-    Gate(
-        "frames.trailing-bytes",
-        Fault("insert", "down", FrameKind.END),
-        "TrailingBytes",
-        (1,),
-        "bytes after the schedule's last frame toward role 1",
-    ),
-    Gate(
-        "frames.trailing-after-last",
-        Fault("append", "up", FrameKind.DONE),
-        "TrailingBytes",
-        (0,),
-        "bytes after role 1's last frame of all (its DONE)",
-    ),
-    Gate(
-        "frames.last-frame-twice",
-        Fault("replay", "up", FrameKind.DONE),
-        "TrailingBytes",
-        (0,),
-        "the last contribution sent twice",
-    ),
-    Gate(
-        "frames.wrong-edge",
-        Fault("corrupt", "up", 1, offset=_SENDER),
-        "WrongEdge",
-        (0,),
-        "a contribution that names another sender",
-    ),
-    Gate(
-        "frames.wrong-kind",
-        Fault("corrupt", "down", 1, offset=_KIND),
-        "WrongFrame",
-        (1,),
-        "a total whose kind byte names no kind of frame",
-    ),
-    Gate(
-        "frames.foreign-identity",
-        Fault("corrupt", "up", 0, offset=_IDENTITY),
-        "IdentityMismatch",
-        (0,),
-        "a hello bound to another run identity",
-    ),
-    Gate(
-        "connection.silent-peer",
-        Fault("stall", "up", 1),
-        "BudgetExhausted",
-        (0, 1),
-        "role 1 greets, then nothing of it arrives",
-    ),
-    Gate(
-        "connection.dropped-first-frame",
-        Fault("drop", "up", 1),
-        "BudgetExhausted",
-        (0, 1),
-        "role 1's first contribution is lost",
-    ),
-    Gate(
-        "connection.reset",
-        Fault("reset", "up", 2),
-        "PeerLost",
-        (0, 1),
-        "the connection reset in the middle of the run",
-    ),
+    *_frames(),
+    *_identity(),
+    *_connection(),
+    *_choice(),
+    *_failure(),
 )
+"""Every gate, in the order they run and are listed."""

@@ -16,6 +16,7 @@ import math
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,10 +33,13 @@ FaultKind = Literal[
     "duplicate",  # send the frame twice
     "drop",  # do not send the frame
     "corrupt",  # flip the bits of the byte at `offset` of the frame
-    "truncate",  # send `offset` bytes of the frame, then end both directions
+    "truncate",  # send `offset` bytes of the frame, then end this direction (FIN)
     "stall",  # send nothing more in this direction, and keep the connection open
     "reset",  # reset both connections at this frame
     "delay",  # wait `seconds` before sending the frame
+    "trickle",  # send the frame a byte at a time, `seconds` apart
+    "swap",  # hold the frame back and send it after the next one
+    "call",  # call `action` (e.g. stop or kill a participant), then send the frame
 ]
 
 
@@ -49,6 +53,7 @@ class Fault:
     data: bytes = b"\xa5" * 16
     offset: int = 0
     seconds: float = 0.0
+    action: Callable[[], None] | None = field(default=None, compare=False)
 
     def hits(self, index: int, kind: int) -> bool:
         if isinstance(self.frame, FrameKind):
@@ -97,6 +102,7 @@ class Relay:
         scope: trio.CancelScope,
     ) -> None:
         previous = b""
+        held: bytes | None = None  # a frame a swap holds back until the next one has gone
         index = 0
         try:
             while True:
@@ -121,8 +127,13 @@ class Relay:
                 ):
                     self.applied = True
                     self.applied_at = time.monotonic()
-                    if await self._apply(fault, frame, previous, source, sink, scope):
+                    if fault.kind == "swap":
+                        held = frame
+                    elif await self._apply(fault, frame, previous, source, sink, scope):
                         return
+                elif held is not None:
+                    await sink.send_all(frame + held)
+                    held = None
                 else:
                     await sink.send_all(frame)
                 previous = frame
@@ -156,8 +167,10 @@ class Relay:
             damaged[fault.offset] ^= 0xFF
             await sink.send_all(bytes(damaged))
         elif kind == "truncate":
+            # Only this direction ends, inside the frame; the other goes on, so the receiver's
+            # refusal (and its ABORT) can still travel back.
             await sink.send_all(frame[: fault.offset])
-            scope.cancel()
+            await sink.send_eof()
             return True
         elif kind == "stall":
             await trio.sleep(math.inf)
@@ -171,6 +184,14 @@ class Relay:
             return True
         elif kind == "delay":
             await trio.sleep(fault.seconds)
+            await sink.send_all(frame)
+        elif kind == "trickle":
+            for at in range(len(frame)):
+                await sink.send_all(frame[at : at + 1])
+                await trio.sleep(fault.seconds)
+        elif kind == "call":
+            assert fault.action is not None, "a call fault needs an action"
+            fault.action()
             await sink.send_all(frame)
         return False
 

@@ -1,30 +1,53 @@
 """Real runs for tests and gates: a compiled folder launched on 127.0.0.1, optionally with a
-fault-injecting relay on one edge, and what it left behind.
+fault-injecting relay on one edge, adversarial artifacts in place of honest ones, roles that
+start late or never, a stranger on a listener, or a role stopped or killed mid-run; and what
+the run left behind.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
-from dataclasses import dataclass
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
 
 from alpha.commit import COMMIT_NAME
-from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
 from harness.processes import running
 from harness.relay import Fault, Relay
 
-__all__ = ["Outcome", "relayed_run"]
+__all__ = ["Interrupt", "Outcome", "relayed_run"]
+
+#: Called with (role, announced ports) after a role announced; given the run's folder first.
+Intruder = Callable[[int, tuple[int, ...]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """A signal sent to ``role`` when the relay's ``call`` fault fires: SIGSTOP for a stopped
+    peer (killed once every other role has ended), SIGKILL for a killed one."""
+
+    role: int
+    signal: signal.Signals
 
 
 @dataclass
 class Outcome:
-    """A finished run: the launcher's result, the folder, and the relay (if any)."""
+    """A finished run: the launcher's result, the folder, the relay (if any), and when the
+    launch began (``time.monotonic()``)."""
 
     result: LaunchResult
     folder: Path
     relay: Relay | None
+    launched_at: float = 0.0
+    interrupted: dict[int, int] = field(default_factory=dict)  # role -> pid signalled
 
     def log(self, role: int) -> str:
         return (self.folder / "logs" / f"role-{role:06d}.log").read_text(errors="replace")
@@ -47,6 +70,17 @@ class Outcome:
         return running(self.folder)
 
 
+def _pid_of(artifact: str) -> int | None:
+    found = running(artifact, whole=True)
+    return found[0] if found else None
+
+
+def _http_stranger(port: int) -> socket.socket:
+    conn = socket.create_connection(("127.0.0.1", port))
+    conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return conn
+
+
 async def relayed_run(
     compiled: Path,
     folder: Path,
@@ -54,26 +88,97 @@ async def relayed_run(
     fault: Fault | None = None,
     *,
     fail_fast: bool = False,
+    replace: Mapping[int, Path] | None = None,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+    absent: frozenset[int] = frozenset(),
+    delays: Mapping[int, float] | None = None,
+    stranger: int | None = None,
+    interrupt: Interrupt | None = None,
 ) -> Outcome:
-    """Copy the compiled run in ``compiled`` to ``folder`` and launch it, with a relay on
-    ``edge`` (listener, connector) that applies ``fault`` (None: relays faithfully).
+    """Copy the compiled run in ``compiled`` to ``folder`` and launch it.
 
-    Without ``fail_fast`` the launcher stops no one: each role must end by itself.
+    Args:
+        edge, fault: a relay on ``edge`` (listener, connector) applying ``fault`` (None:
+            relays faithfully).
+        fail_fast: without it the launcher stops no one: each role must end by itself.
+        replace: artifacts started instead of the compiled ones, by role (adversaries,
+            foreign participants); they are copied into ``folder/adversaries`` and run as
+            they are, without the launcher's cross-check against ``run.json``.
+        interpreters: the argv prefix per target (``alpha.launch.launch_specs``).
+        absent, delays: roles never started, or started late (``alpha.launch.launch``).
+        stranger: a role whose listener a stranger connects to, as soon as it announced,
+            before the real peer: it sends an HTTP request and stays connected.
+        interrupt: the signal the relay's ``call`` fault sends (``fault`` must be a call).
     """
     shutil.copytree(compiled, folder)
-    specs, deadline = launch_specs(folder)
-    relay: Relay | None = None
+    specs, deadline = launch_specs(folder, interpreters)
+    if replace:
+        (folder / "adversaries").mkdir()
+        swapped = []
+        for spec in specs:
+            if spec.role in replace:
+                copy = folder / "adversaries" / replace[spec.role].name
+                shutil.copy2(replace[spec.role], copy)
+                spec = dataclasses.replace(spec, argv=(*spec.argv[:-1], str(copy.resolve())))
+            swapped.append(spec)
+        specs = swapped
+    by_role: dict[int, LaunchSpec] = {spec.role: spec for spec in specs}
+    outcome = Outcome(LaunchResult(), folder, None)
+    strangers: list[socket.socket] = []
+    if interrupt is not None:
+        assert fault is not None and fault.kind == "call", "an interrupt fires from a call fault"
+        target = by_role[interrupt.role].argv[-1]
+
+        def fire() -> None:
+            pid = _pid_of(target)
+            assert pid is not None, f"role {interrupt.role} is not running"
+            os.kill(pid, interrupt.signal)
+            outcome.interrupted[interrupt.role] = pid
+
+        fault = dataclasses.replace(fault, action=fire)
+
+    async def reap_stopped() -> None:
+        # A stopped role never ends by itself: kill it once every other role has ended.
+        assert interrupt is not None
+        others = [spec.argv[-1] for spec in specs if spec.role != interrupt.role]
+        while interrupt.role not in outcome.interrupted or any(_pid_of(other) for other in others):
+            await trio.sleep(0.1)
+        pid = outcome.interrupted[interrupt.role]
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     async with trio.open_nursery() as nursery:
 
         async def route(listener: int, connector: int, port: int) -> int:
-            nonlocal relay
             if (listener, connector) != edge:
                 return port
-            relay = Relay(port, fault)
+            relay = outcome.relay = Relay(port, fault)
             relayed = await relay.open()
             nursery.start_soon(relay.serve)
             return relayed
 
-        result = await launch(specs, deadline=deadline, fail_fast=fail_fast, route=route)
+        async def intrude(role: int, ports: tuple[int, ...]) -> None:
+            if role == stranger and ports:
+                strangers.append(await trio.to_thread.run_sync(_http_stranger, ports[0]))
+
+        if interrupt is not None and interrupt.signal == signal.SIGSTOP:
+            nursery.start_soon(reap_stopped)
+        outcome.launched_at = time.monotonic()
+        try:
+            outcome.result = await launch(
+                specs,
+                deadline=deadline,
+                fail_fast=fail_fast,
+                route=route,
+                absent=absent,
+                delays=delays,
+                on_announce=intrude if stranger is not None else None,
+            )
+        finally:
+            for conn in strangers:
+                conn.close()
         nursery.cancel_scope.cancel()
-    return Outcome(result, folder, relay)
+    return outcome
