@@ -54,6 +54,13 @@ from alpha.errors import (
     TopologyError,
 )
 from alpha.identity import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
+from alpha.learner.optimizer import (
+    OPTIMIZER_CONSTANTS,
+    OPTIMIZERS,
+    SGD,
+    Optimizer,
+    constant_refusal,
+)
 from alpha.membership import (
     MAX_EPOCH,
     MAX_IDENTITY_BYTES,
@@ -183,7 +190,22 @@ _ADDRESSES_KEYS: Final = ("default", "edges")
 _TARGETS_KEYS: Final = ("default", *TARGETS)
 _WORK_KEYS: Final = ("kind", "size", "choice")
 _SUM_CHECK_KEYS: Final = ("size", "choice")
-_LEARNER_KEYS: Final = ("kind", "hidden", "rate", "seed", "dataset", "batch", "holdout")
+_LEARNER_KEYS: Final = (
+    "kind",
+    "hidden",
+    "rate",
+    "seed",
+    "dataset",
+    "batch",
+    "holdout",
+    "optimizer",
+    "momentum",
+    "beta1",
+    "beta2",
+    "epsilon",
+)
+# The optimizers' constants, in documentation order; each is a key of [learner].
+_OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
 _GPU_KEYS: Final = ("roles",)
 
 
@@ -203,6 +225,8 @@ class LearnerSpec:
         dataset: the data set's name (``"digits"``).
         batch: samples each role contributes per round, 1..MAX_BATCH.
         holdout: the share of the data set held out for evaluation, in (0, MAX_HOLDOUT].
+        optimizer: the optimizer and its constants (``SGD`` unless the plan names another);
+            its constants are checked in the plan's dtype too.
 
     Raises:
         Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
@@ -215,6 +239,7 @@ class LearnerSpec:
     dataset: str
     batch: int
     holdout: float
+    optimizer: Optimizer = SGD
 
 
 @final
@@ -552,7 +577,7 @@ def _read_work(root: Table) -> tuple[str, int | None, str | None]:
     return kind, size, choice
 
 
-def _read_learner(root: Table, work_kind: str) -> LearnerSpec | None:
+def _read_learner(root: Table, work_kind: str, dtype: str) -> LearnerSpec | None:
     table = table_at(root, "learner")
     if work_kind != "learn":
         if table is not None:
@@ -581,7 +606,37 @@ def _read_learner(root: Table, work_kind: str) -> LearnerSpec | None:
         dataset=one_of(table, "learner.dataset", DATASETS, default=DATASETS[0]),
         batch=int_at(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
         holdout=float_at(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
+        optimizer=_read_optimizer(table, dtype),
     )
+
+
+def _read_optimizer(table: Table, dtype: str) -> Optimizer:
+    """The optimizer of a [learner] table; a constant of another optimizer is refused, and
+    each constant is checked as read and again as converted to the plan's ``dtype``."""
+    kind = one_of(table, "learner.optimizer", OPTIMIZERS, default=SGD.kind)
+    constants: dict[str, float] = {}
+    for key in _OPTIMIZER_KEYS:
+        dotted = f"learner.{key}"
+        if key not in OPTIMIZER_CONSTANTS[kind]:
+            if key in table:
+                owner = next(name for name in OPTIMIZERS if key in OPTIMIZER_CONSTANTS[name])
+                raise PlanInvalid(
+                    f"is a field of learner.optimizer = {owner!r} only; this learner's "
+                    f"optimizer is {kind!r}",
+                    field=dotted,
+                )
+            continue
+        if key not in table:
+            continue
+        value = table[key]
+        allowed = "a finite number above 0" if key == "epsilon" else "a number in [0, 1)"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PlanInvalid(f"must be {allowed}, got {shown(value)}", field=dotted)
+        why = constant_refusal(key, value, dtype)
+        if why is not None:
+            raise PlanInvalid(why, field=dotted)
+        constants[key] = float(value)
+    return Optimizer.of(kind, **constants)
 
 
 def _read_gpu(root: Table, n: int) -> tuple[tuple[int, str], ...]:
@@ -651,7 +706,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
     default_address, edge_addresses = _read_addresses(root, tree)
     default_target, target_roles = _read_targets(root, n)
     work_kind, work_size, choice = _read_work(root)
-    learner = _read_learner(root, work_kind)
+    learner = _read_learner(root, work_kind, dtype)
     gpus = _read_gpu(root, n)
     return Plan(
         name=name,

@@ -128,6 +128,13 @@ def test_accuracy_is_clearly_above_chance() -> None:
     replica = replicate(load_plan(DEFAULT_PLAN), DIGITS)
     final_accuracy = replica.history[-1][3]
     assert final_accuracy > 0.6, f"held-out accuracy {final_accuracy:.3f}; chance is 0.1"
+    # The main job's digest (docs/learner.md, `make run`): the default optimizer, plain SGD,
+    # takes the learner's original step, bit for bit, on every platform.
+    assert replica.digest == MAIN_JOB_DIGEST
+    assert replica.optimizer == {}
+
+
+MAIN_JOB_DIGEST = "3c30813ae4ca7e663b05202ddbcf301645df250c7079485f7e5d537d02876215"
 
 
 # --- distributed equals replicated ----------------------------------------------------------

@@ -12,7 +12,7 @@ import pickle
 import re
 import time
 import tracemalloc
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +21,16 @@ from hypothesis import strategies as st
 import alpha.plan as plan_module
 from alpha.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
+from alpha.learner.optimizer import (
+    DEFAULT_BETA1,
+    DEFAULT_BETA2,
+    DEFAULT_EPSILON,
+    DEFAULT_MOMENTUM,
+    OPTIMIZER_CONSTANTS,
+    OPTIMIZERS,
+    SGD,
+    Optimizer,
+)
 from alpha.membership import MAX_EPOCH, MAX_ROLES, parse_group
 from alpha.plan import (
     CHOICES,
@@ -110,6 +120,8 @@ def with_edits(edits: dict[tuple[str, ...], Any], start: Tables | None = None) -
 
 
 LEARN: dict[tuple[str, ...], Any] = {("work", "kind"): "learn", ("learner", "rate"): 0.1}
+MOMENTUM: dict[tuple[str, ...], Any] = {**LEARN, ("learner", "optimizer"): "momentum"}
+ADAM: dict[tuple[str, ...], Any] = {**LEARN, ("learner", "optimizer"): "adam"}
 
 
 def refused(text: str) -> PlanInvalid:
@@ -313,6 +325,54 @@ def test_learner_defaults() -> None:
         kind="mlp", hidden=32, rate=0.1, seed=0, dataset="digits", batch=32, holdout=0.2
     )
     assert (plan.work_size, plan.choice) == (None, None)
+
+
+def test_optimizer_defaults() -> None:
+    def optimizer_of(edits: dict[tuple[str, ...], Any]) -> Optimizer:
+        learner = parse_plan(with_edits(edits)).learner
+        assert learner is not None
+        return learner.optimizer
+
+    assert optimizer_of(LEARN) == SGD == Optimizer("sgd")
+    assert optimizer_of(MOMENTUM) == Optimizer("momentum", momentum=0.9)
+    assert optimizer_of(ADAM) == Optimizer("adam", beta1=0.9, beta2=0.999, epsilon=1e-8)
+    assert optimizer_of({**ADAM, ("learner", "beta2"): 0.99, ("learner", "epsilon"): 1}) == (
+        Optimizer("adam", beta1=0.9, beta2=0.99, epsilon=1.0)
+    )
+    assert optimizer_of({**MOMENTUM, ("learner", "momentum"): 0}) == Optimizer("momentum", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("momentum", 0.0),
+        ("momentum", 0.99999),
+        ("beta1", 0),
+        ("beta2", 0.9999999),
+        ("epsilon", 1e300),
+        ("epsilon", 5e-324),
+    ],
+)
+def test_optimizer_constants_at_their_bounds_read_in_float64(key: str, value: Any) -> None:
+    edits = MOMENTUM if key == "momentum" else ADAM
+    parse_plan(with_edits({**edits, ("contract", "dtype"): "float64", ("learner", key): value}))
+
+
+def test_a_constant_that_rounds_out_of_range_in_float32_says_so() -> None:
+    text = with_edits({**ADAM, ("learner", "beta1"): 0.99999999})
+    message = str(refused(text))
+    assert "below 1 in float32" in message and "1.0" in message
+    float64 = with_edits(
+        {**ADAM, ("contract", "dtype"): "float64", ("learner", "beta1"): 0.99999999}
+    )
+    learner = parse_plan(float64).learner
+    assert learner is not None and learner.optimizer.beta1 == 0.99999999
+
+
+def test_a_key_of_another_optimizer_names_its_optimizer() -> None:
+    message = str(refused(with_edits({**MOMENTUM, ("learner", "epsilon"): 1e-8})))
+    assert message.startswith("learner.epsilon: is a field of learner.optimizer = 'adam' only")
+    assert "'momentum'" in message
 
 
 def test_linear_learner_has_no_hidden_width() -> None:
@@ -568,6 +628,29 @@ REFUSALS: list[tuple[str, dict[tuple[str, ...], Any], str]] = [
     ("holdout one", {**LEARN, ("learner", "holdout"): 1}, "learner.holdout"),
     ("holdout nan", {**LEARN, ("learner", "holdout"): math.nan}, "learner.holdout"),
     ("learner unknown key", {**LEARN, ("learner", "epochs"): 3}, "learner.epochs"),
+    # [learner]'s optimizer
+    ("optimizer unknown", {**LEARN, ("learner", "optimizer"): "rmsprop"}, "learner.optimizer"),
+    ("optimizer not a string", {**LEARN, ("learner", "optimizer"): 1}, "learner.optimizer"),
+    ("momentum for sgd", {**LEARN, ("learner", "momentum"): 0.9}, "learner.momentum"),
+    ("beta1 for sgd", {**LEARN, ("learner", "beta1"): 0.9}, "learner.beta1"),
+    ("epsilon for sgd", {**LEARN, ("learner", "epsilon"): 1e-8}, "learner.epsilon"),
+    ("beta2 for momentum", {**MOMENTUM, ("learner", "beta2"): 0.99}, "learner.beta2"),
+    ("momentum for adam", {**ADAM, ("learner", "momentum"): 0.9}, "learner.momentum"),
+    ("momentum one", {**MOMENTUM, ("learner", "momentum"): 1.0}, "learner.momentum"),
+    ("momentum negative", {**MOMENTUM, ("learner", "momentum"): -0.1}, "learner.momentum"),
+    ("momentum a string", {**MOMENTUM, ("learner", "momentum"): "0.9"}, "learner.momentum"),
+    ("momentum a bool", {**MOMENTUM, ("learner", "momentum"): False}, "learner.momentum"),
+    ("beta1 one", {**ADAM, ("learner", "beta1"): 1}, "learner.beta1"),
+    ("beta1 nan", {**ADAM, ("learner", "beta1"): math.nan}, "learner.beta1"),
+    ("beta2 negative", {**ADAM, ("learner", "beta2"): -1e-9}, "learner.beta2"),
+    ("beta2 past one", {**ADAM, ("learner", "beta2"): 1.5}, "learner.beta2"),
+    # 1 - 1e-9 is below 1 as a double but is 1.0 in the contract's float32
+    ("beta2 one in float32", {**ADAM, ("learner", "beta2"): 1 - 1e-9}, "learner.beta2"),
+    ("epsilon zero", {**ADAM, ("learner", "epsilon"): 0.0}, "learner.epsilon"),
+    ("epsilon negative", {**ADAM, ("learner", "epsilon"): -1e-8}, "learner.epsilon"),
+    ("epsilon inf", {**ADAM, ("learner", "epsilon"): math.inf}, "learner.epsilon"),
+    ("epsilon zero in float32", {**ADAM, ("learner", "epsilon"): 1e-50}, "learner.epsilon"),
+    ("epsilon inf in float32", {**ADAM, ("learner", "epsilon"): 1e39}, "learner.epsilon"),
     # [gpu]
     ("gpu role past n", {("gpu", "roles", "8"): "GPU-ab"}, "gpu.roles.8"),
     ("gpu role leading 0", {("gpu", "roles", "01"): "GPU-ab"}, "gpu.roles.01"),
@@ -894,6 +977,7 @@ def plans(draw: st.DrawFn) -> tuple[Tables, dict[str, Any]]:
                 st.floats(min_value=0, max_value=0.5, exclude_min=True, allow_nan=False),
                 0.2,
             ),
+            optimizer=draw_optimizer(maybe, expect["dtype"]),
         )
 
     gpus: dict[int, str] = draw(st.dictionaries(st.integers(0, n - 1), UUIDS, max_size=3))
@@ -904,6 +988,26 @@ def plans(draw: st.DrawFn) -> tuple[Tables, dict[str, Any]]:
 
     order = draw(st.permutations(list(tables)))  # table order in the text does not matter
     return {name: tables[name] for name in order}, expect
+
+
+def draw_optimizer(maybe: Any, dtype: str) -> Optimizer:
+    """An optimizer as a drawn plan gives it: the kind and each constant left out or drawn in
+    its range (in ``dtype``)."""
+    kind = maybe("learner", "optimizer", st.sampled_from(OPTIMIZERS), "sgd")
+    width: Literal[32, 64] = 32 if dtype == "float32" else 64
+    below_one = st.floats(0, 1, exclude_max=True, width=width)
+    positive = st.floats(2.0**-100, 2.0**100, width=width)
+    constants = {
+        name: maybe("learner", name, positive if name == "epsilon" else below_one, default)
+        for name, default in (
+            ("momentum", DEFAULT_MOMENTUM),
+            ("beta1", DEFAULT_BETA1),
+            ("beta2", DEFAULT_BETA2),
+            ("epsilon", DEFAULT_EPSILON),
+        )
+        if name in OPTIMIZER_CONSTANTS[kind]
+    }
+    return Optimizer(kind, **constants)
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,4 +1,6 @@
-"""The learner in contract arithmetic: a small MLP (or a linear model) trained by SGD.
+"""The learner in contract arithmetic: a small MLP (or a linear model), its gradient and its
+evaluation. Its optimizers (the update of the parameters from a combined gradient) are in
+``alpha.learner.optimizer``.
 
 Every value a contribution or an update produces is computed with correctly rounded IEEE
 operations on whole arrays (add, subtract, multiply, divide, maximum, comparisons), in an
@@ -30,7 +32,6 @@ __all__ = [
     "contribute",
     "evaluate",
     "initial_parameters",
-    "update",
 ]
 
 FEATURES: Final = 64
@@ -179,13 +180,6 @@ def contribute(model: Model, parameters: Array, x: Array, labels: npt.NDArray[np
     out[model.size] = loss
     out[model.size + 1] = correct
     return out
-
-
-def update(model: Model, parameters: Array, total: Array, *, rate: float, batch: int) -> None:
-    """One SGD step in place: ``w := w - rate * (g / batch)``, each operation elementwise."""
-    dtype = np.dtype(model.dtype)
-    mean = total[: model.size] / dtype.type(batch)
-    np.subtract(parameters, dtype.type(rate) * mean, out=parameters)
 
 
 def evaluate(model: Model, parameters: Array, x: Array, labels: npt.NDArray[np.uint8]) -> float:

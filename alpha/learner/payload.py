@@ -6,14 +6,15 @@ from alpha.errors import ArtifactInvalid
 from alpha.learner.data import decode_shard, encode_shard
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model
+from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
 from alpha.learner.program import LearnerState
 
 __all__ = ["attach_gpu", "learner_from_payload", "learner_payload"]
 
 
 def learner_payload(state: LearnerState) -> dict[str, object]:
-    """What a role's artifact carries of its learner: model, numbers, its shard, and (role 0)
-    the held-out part it evaluates."""
+    """What a role's artifact carries of its learner: model, numbers, optimizer (its kind and
+    constants), its shard, and (role 0) the held-out part it evaluates."""
     data: dict[str, object] = {
         "hidden": state.model.hidden,
         "dtype": state.model.dtype,
@@ -21,6 +22,7 @@ def learner_payload(state: LearnerState) -> dict[str, object]:
         "rate": state.rate,
         "batch": state.batch,
         "participants": state.participants,
+        "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "shard": encode_shard(state.pixels, state.labels),
     }
     if state.holdout_pixels is not None and state.holdout_labels is not None:
@@ -33,7 +35,9 @@ def learner_payload(state: LearnerState) -> dict[str, object]:
 def learner_from_payload(data: object) -> LearnerState:
     """
     Raises:
-        ArtifactInvalid: a field is missing or wrong, or a shard does not check.
+        ArtifactInvalid: a field is missing or wrong (the optimizer included: an unknown kind,
+            a constant missing, extra, not a number or out of range in the model's dtype), or
+            a shard does not check.
     """
     if not isinstance(data, dict):
         raise ArtifactInvalid("learner: must be a table")
@@ -52,16 +56,21 @@ def learner_from_payload(data: object) -> LearnerState:
             raise ArtifactInvalid("learner: seed, batch and participants must be ints")
         if not isinstance(rate, float | int):
             raise ArtifactInvalid(f"learner: rate must be a number, got {rate!r}")
+        optimizer = _optimizer_from(data["optimizer"])
         pixels, labels = decode_shard(data["shard"])
-        state = LearnerState(
-            model=Model(hidden, dtype),
-            seed=seed,
-            rate=float(rate),
-            batch=batch,
-            participants=participants,
-            pixels=pixels,
-            labels=labels,
-        )
+        try:
+            state = LearnerState(
+                model=Model(hidden, dtype),
+                seed=seed,
+                rate=float(rate),
+                batch=batch,
+                participants=participants,
+                pixels=pixels,
+                labels=labels,
+                optimizer=optimizer,
+            )
+        except LearnerStateInvalid as error:  # a constant out of range in the model's dtype
+            raise ArtifactInvalid(f"learner: {error}") from None
         if "holdout" in data:
             state.holdout_pixels, state.holdout_labels = decode_shard(data["holdout"])
         uuid = data.get("gpu")
@@ -72,6 +81,30 @@ def learner_from_payload(data: object) -> LearnerState:
     except KeyError as error:
         raise ArtifactInvalid(f"learner: missing field {error}") from None
     return state
+
+
+def _optimizer_from(data: object) -> Optimizer:
+    """
+    Raises:
+        ArtifactInvalid: not a table of ``kind`` and exactly that kind's constants, each a
+            number in its range.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise ArtifactInvalid(f"learner: optimizer must be a table with a kind, got {data!r}")
+    kind = data["kind"]
+    names = sorted(set(data) - {"kind"})
+    wanted = OPTIMIZER_CONSTANTS.get(kind)
+    if wanted is None or names != sorted(wanted):
+        raise ArtifactInvalid(
+            f"learner: optimizer {kind!r} with constants {names} is not one this Alpha runs"
+        )
+    values = {name: data[name] for name in wanted}
+    if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in values.values()):
+        raise ArtifactInvalid(f"learner: optimizer constants must be numbers, got {values!r}")
+    try:
+        return Optimizer(kind, **{name: float(value) for name, value in values.items()})
+    except LearnerStateInvalid as error:
+        raise ArtifactInvalid(f"learner: {error}") from None
 
 
 def attach_gpu(state: LearnerState) -> None:

@@ -3,8 +3,9 @@ sets it up.
 
 Every round: every role computes its contribution (the gradient summed over its batch, with
 its summed loss and correct count) into ``g``; the tree combines ``g`` in contract order and
-delivers the total to every role; every role takes the same SGD step on its own copy of the
-parameters ``w``; role 0 records the round's loss and accuracy. Before the first round every
+delivers the total to every role; every role takes the same optimizer step (SGD, momentum or
+Adam: ``alpha.learner.optimizer``) on its own copy of the parameters ``w`` and of the
+optimizer's state; role 0 records the round's loss and accuracy. Before the first round every
 role initializes ``w`` from the plan's seed.
 
 A participant loads this module (the runtime steps a ``LearnerState``), so it reads a plan only
@@ -24,7 +25,8 @@ import numpy.typing as npt
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
-from alpha.learner.model import Model, contribute, evaluate, initial_parameters, update
+from alpha.learner.model import Model, contribute, evaluate, initial_parameters
+from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
 
 if TYPE_CHECKING:
     from alpha.plan import Plan
@@ -55,7 +57,16 @@ def split_of(plan: Plan, digits: Digits) -> Split:
 
 @dataclass
 class LearnerState:
-    """What one role's learner operations need: the model, its data and the plan's numbers."""
+    """What one role's learner operations need: the model, its data, the plan's numbers, and
+    the optimizer with its state.
+
+    ``optimizer_state`` is the optimizer's live state (built at its initial value when not
+    given: zero moments, running products 1); a resumed role replaces it with
+    ``OptimizerState.restore``. ``first_round`` is the round the role's first loop iteration
+    is: the schedule's loop index ``i`` is round ``first_round + i``, which chooses each batch
+    (``batch_indices``) and is what ``observe`` records, so a role resumed at round ``k``
+    continues the uninterrupted run's batches.
+    """
 
     model: Model
     seed: int
@@ -69,6 +80,14 @@ class LearnerState:
     history: list[tuple[int, float, float, float]] = field(default_factory=list)
     gpu: GpuContributor | None = None
     gpu_uuid: str | None = None
+    optimizer: Optimizer = SGD
+    optimizer_state: OptimizerState = field(init=False)
+    first_round: int = 0
+
+    def __post_init__(self) -> None:
+        self.optimizer_state = OptimizerState.initial(
+            self.optimizer, self.model.size, self.model.dtype
+        )
 
     @classmethod
     def for_role(
@@ -88,6 +107,7 @@ class LearnerState:
             participants=plan.participants,
             pixels=pixels,
             labels=labels,
+            optimizer=learner.optimizer,
         )
         if role == 0:
             state.holdout_pixels = parts.holdout_pixels
@@ -107,7 +127,7 @@ class LearnerState:
     def contribute(
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int
     ) -> None:
-        chosen = batch_indices(len(self.labels), self.batch, round)
+        chosen = batch_indices(len(self.labels), self.batch, self.first_round + round)
         x = features(self.pixels[chosen], self.model.dtype)
         if self.gpu is not None:
             g[...] = self.gpu.contribute(w, x, self.labels[chosen])
@@ -115,7 +135,8 @@ class LearnerState:
             g[...] = contribute(self.model, w, x, self.labels[chosen])
 
     def update(self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating]) -> None:
-        update(self.model, w, g, rate=self.rate, batch=self.batch * self.participants)
+        """One optimizer step of ``w`` (and of the optimizer's state) from the total ``g``."""
+        self.optimizer_state.step(w, g, rate=self.rate, batch=self.batch * self.participants)
 
     def observe(
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int, role: int
@@ -128,6 +149,7 @@ class LearnerState:
         if self.holdout_pixels is not None and self.holdout_labels is not None:
             x = features(self.holdout_pixels, self.model.dtype)
             held = evaluate(self.model, w, x, self.holdout_labels)
+        round = self.first_round + round
         self.history.append((round, loss, train, held))
         print(
             f"role {role}: round {round + 1} loss {loss:.6f} train-accuracy {train:.4f} "

@@ -13,6 +13,7 @@ from alpha.errors import PlanInvalid
 from alpha.identity import learner_digest
 from alpha.learner.data import Digits
 from alpha.learner.model import Model, initial_parameters
+from alpha.learner.optimizer import SGD
 from alpha.learner.program import model_of
 from alpha.operations import LEARNER_OPS
 from alpha.plan import TARGETS, LearnerSpec, Plan
@@ -129,22 +130,29 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     configuration, initial parameters, rate and data (``alpha.program.run_identity`` adds the
     contract and the membership).
 
+    The configuration binds the optimizer and its constants as ``optimizer = {"kind": ...,
+    constant: value, ...}``; for plain SGD the key is left out, so an SGD run keeps the
+    identity it had before optimizers existed.
+
     Raises:
         PlanInvalid: whatever ``require_learner`` refuses.
     """
     learner = require_learner(plan)
+    config: dict[str, object] = {
+        "kind": learner.kind,
+        "hidden": learner.hidden,
+        "batch": learner.batch,
+        "rounds": plan.rounds,
+        "holdout": learner.holdout,
+        "seed": learner.seed,
+        "dataset": learner.dataset,
+        "participants": plan.participants,
+    }
+    if learner.optimizer != SGD:
+        config["optimizer"] = {"kind": learner.optimizer.kind, **learner.optimizer.constants}
     return learner_digest(
         program=LEARNER_PROGRAM,
-        config={
-            "kind": learner.kind,
-            "hidden": learner.hidden,
-            "batch": learner.batch,
-            "rounds": plan.rounds,
-            "holdout": learner.holdout,
-            "seed": learner.seed,
-            "dataset": learner.dataset,
-            "participants": plan.participants,
-        },
+        config=config,
         initial_state=[initial_parameters(model_of(plan), learner.seed)],
         rate=learner.rate,
         samples=[digits.pixels, digits.labels],
