@@ -17,7 +17,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from alpha import __version__
 from alpha._files import output_folder
@@ -277,6 +277,72 @@ def _shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+def _checkpoint(args: argparse.Namespace) -> int:
+    import hashlib
+
+    import numpy as np
+
+    from alpha.checkpoint import open_generation
+
+    path = Path(args.path)
+    if not path.exists():
+        raise UsageError(f"checkpoint {args.action}: {path} does not exist")
+    generation = open_generation(path)
+    if args.action == "inspect":
+        shards = sum(len(each) for each in generation.shards.values())
+        facts = {
+            "generation": generation.path.name,
+            "path": str(generation.path),
+            "manifest_sha256": generation.manifest_sha256,
+            "round": generation.round,
+            "owners": generation.owners,
+            "arrays": {
+                name: {
+                    "shape": list(shape),
+                    "dtype": dtype,
+                    "shards": len(generation.shards.get(name, [])),
+                }
+                for name, (shape, dtype) in sorted(generation.arrays.items())
+            },
+            "shards": shards,
+            "about": generation.about,
+        }
+        if args.json:
+            print(json.dumps(facts, indent=1, sort_keys=True))
+            return EXIT_OK
+        print(f"generation       {facts['generation']} ({generation.path})")
+        print(f"manifest sha256  {generation.manifest_sha256}")
+        print(f"round            {generation.round}")
+        print(f"owners           {generation.owners} ({shards} shard(s))")
+        for name, (shape, dtype) in sorted(generation.arrays.items()):
+            count = len(generation.shards.get(name, []))
+            print(f"array {name:<10} {dtype} {list(shape)} in {count} shard(s)")
+        return EXIT_OK
+    if args.action == "verify":
+        checked = generation.verify()
+        print(
+            f"checkpoint: {generation.path.name}: every manifest and all "
+            f"{sum(len(e) for e in generation.shards.values())} shard(s) ({checked} bytes) check",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    arrays = generation.load()
+    for name, array in arrays.items():
+        digest = hashlib.sha256(array.tobytes()).hexdigest()
+        print(f"{name:<10} {array.dtype} {list(array.shape)} sha256 {digest}")
+    if args.output is not None:
+        from alpha._files import write_atomically
+
+        out = Path(args.output)
+        named: dict[str, Any] = dict(arrays)
+        write_atomically(out, lambda handle: np.savez(handle, allow_pickle=False, **named))
+        print(
+            f"checkpoint: {len(arrays)} array(s) of round {generation.round} written to {out}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
 def _gate(args: argparse.Namespace) -> int:
     # The gates live beside the package (gates/, harness/): they drive real runs.
     from gates.catalogue import GATES
@@ -400,6 +466,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
     exchange.set_defaults(handler=_exchange)
+
+    checkpoint = commands.add_parser(
+        "checkpoint",
+        help="inspect, verify or restore a checkpoint from its path alone",
+        description="Read a checkpoint folder (through its LATEST pointer) or one generation "
+        "folder; every manifest and shard is checked against its SHA-256 before it is used "
+        "(docs/checkpoints.md). Exits 2 naming the shard when one is missing or damaged.",
+    )
+    actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    for action, text in (
+        ("inspect", "print the generation's round, owners, arrays and shards"),
+        ("verify", "check every manifest and every shard file, whole"),
+        ("restore", "load every array (each shard checked) and print its SHA-256"),
+    ):
+        sub = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        sub.add_argument("path", metavar="PATH", help="a checkpoint folder or a generation folder")
+        if action == "inspect":
+            sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if action == "restore":
+            sub.add_argument(
+                "-o", "--output", default=None, metavar="FILE", help="also write the arrays as .npz"
+            )
+        sub.set_defaults(handler=_checkpoint)
 
     observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)

@@ -33,6 +33,7 @@ __all__ = [
     "ArtifactInvalid",
     "BudgetExhausted",
     "CheckFailed",
+    "CheckpointCorrupt",
     "ChoiceAuthorityInvalid",
     "ChoiceUninformed",
     "CommitInvalid",
@@ -47,6 +48,7 @@ __all__ = [
     "FrameIncomplete",
     "FrameRefused",
     "FrameSpecInvalid",
+    "GenerationExists",
     "GpuUnavailable",
     "GroupFieldInvalid",
     "GroupSyntaxError",
@@ -58,6 +60,7 @@ __all__ = [
     "LaunchFailed",
     "LauncherLost",
     "LearnerInputInvalid",
+    "LearnerStateInvalid",
     "NoRealization",
     "NoncanonicalWord",
     "NotAMember",
@@ -378,6 +381,14 @@ class LearnerInputInvalid(IdentityError):
 # --- runtime ----------------------------------------------------------------
 
 
+class LearnerStateInvalid(InputInvalid, ValueError):
+    """A learner's state is not one this learner can use: an optimizer of an unknown kind or
+    with a constant missing, extra or out of range (in the model's dtype included), state
+    arrays with a name missing or extra or of the wrong shape or dtype, or a starting point
+    whose parameters or round do not fit the plan. The message names what is wrong; nothing
+    was changed."""
+
+
 class RoleDescriptionInvalid(InputInvalid, ValueError):
     """A role description (what one participant is built to do) is missing a
     field or has a wrong value; the message names the field."""
@@ -633,6 +644,24 @@ class ArtifactInvalid(InputInvalid, ValueError):
 class TargetMismatch(InputInvalid):
     """A role artifact was started on a machine of another target than the one
     it was built for (x86_64 or aarch64)."""
+
+
+# --- checkpoints --------------------------------------------------------------
+
+
+class CheckpointCorrupt(InputInvalid, ValueError):
+    """A checkpoint's pointer, a manifest or a shard is missing, truncated, damaged or not
+    one Alpha wrote; ``shard`` names the shard when one is at fault. Nothing is loaded from
+    it (``docs/checkpoints.md``)."""
+
+    def __init__(self, message: str, *, shard: str = "") -> None:
+        self.shard = shard
+        super().__init__(message)
+
+
+class GenerationExists(RunFailed):
+    """A run tried to publish a checkpoint generation that is already published: a
+    generation is immutable and published once."""
 
 
 class GpuUnavailable(RunFailed):

@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 # Each module has NAME and run(repeat) -> markdown section.
-MODULES = ("bench.frames", "bench.endpoints", "bench.projection", "bench.startup", "bench.watch")
+MODULES = (
+    "bench.frames",
+    "bench.endpoints",
+    "bench.projection",
+    "bench.startup",
+    "bench.watch",
+    "bench.checkpoint",
+)
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

@@ -56,7 +56,20 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "program",
         ("protocol", "plan", "_fields", "learner", "program", "operations", "role", "budgets"),
     ),
-    ("values", ("frame", "identity", "_run_identity", "_digests", "combine", "abort", "commit")),
+    (
+        "values",
+        (
+            "frame",
+            "identity",
+            "_run_identity",
+            "_digests",
+            "combine",
+            "abort",
+            "commit",
+            "checkpoint",
+            "failpoints",
+        ),
+    ),
     ("shape", ("membership", "topology")),
     ("base", ("errors", "exitcodes", "_files", "_checks", "__init__")),
 )
@@ -103,7 +116,14 @@ SHELL_ARROWS = frozenset(
 # Modules of pure layers allowed to do I/O: the file helpers, the data set reader, the GPU
 # binding (isolated by design), and the plan reader's one read of a plan file.
 IO_ALLOWED = frozenset(
-    {"alpha._files", "alpha.learner.data", "alpha.learner.gpu", "alpha.learner.payload"}
+    {
+        "alpha._files",
+        "alpha.learner.data",
+        "alpha.learner.gpu",
+        "alpha.learner.payload",
+        "alpha.checkpoint",
+        "alpha.failpoints",
+    }
 )
 
 FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", "pycuda"})

@@ -73,6 +73,8 @@ INPUT = {
     "PlanInvalid",
     "ArtifactInvalid",
     "TargetMismatch",
+    "CheckpointCorrupt",
+    "LearnerStateInvalid",
 }
 RUN = {
     "RunFailed",
@@ -98,6 +100,7 @@ RUN = {
     "PortMissing",
     "LauncherLost",
     "GpuUnavailable",
+    "GenerationExists",
     "RoundFailed",
     "RoundAborted",
     "SelectorOutOfRange",
@@ -123,6 +126,8 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "ProtocolRejected": {ValueError},
     "PlanInvalid": {ValueError},
     "ArtifactInvalid": {ValueError},
+    "CheckpointCorrupt": {ValueError},
+    "LearnerStateInvalid": {ValueError},
 }
 
 
