@@ -36,7 +36,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -213,10 +213,13 @@ def write_shards(
     owner: int,
     arrays: Mapping[str, Array],
     ranges: Mapping[str, tuple[int, int]],
+    *,
+    on_shard: Callable[[int], None] | None = None,
 ) -> str:
     """Write owner ``owner``'s shards (``arrays[name]`` flattened, elements ``ranges[name]``)
     and its owner manifest into the staged generation ``staged``; return the owner
-    manifest's SHA-256. Each file is fsynced, then the folders that name them.
+    manifest's SHA-256. Each file is fsynced, then the folders that name them. ``on_shard`` is
+    called with each shard's index once its file is written (failpoints use it).
 
     Raises:
         OSError: a file cannot be written.
@@ -239,6 +242,8 @@ def write_shards(
         shards.append(
             Shard(name, tuple(array.shape), start, stop, dtype, len(raw), _sha256(raw), file)
         )
+        if on_shard is not None:
+            on_shard(len(shards) - 1)
     fsync_folder(shards_dir)
     manifest = _canonical(
         {"format": OWNER_FORMAT, "owner": owner, "shards": [s.to_dict() for s in shards]}

@@ -225,7 +225,7 @@ def _compile(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from alpha.run import main_run
 
-    return main_run(args.plan, args.dir, _interpreters("run", args.interpreter))
+    return main_run(args.plan, args.dir, _interpreters("run", args.interpreter), args.resume)
 
 
 def _replicate(args: argparse.Namespace) -> int:
@@ -415,6 +415,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="a learn plan")
     run.add_argument("--dir", default=None, help="the run folder (default runs/NAME)")
+    run.add_argument(
+        "--resume",
+        default=None,
+        metavar="PATH",
+        help="continue from a checkpoint folder (its latest generation) or a generation "
+        "(docs/checkpoints.md)",
+    )
     _add_interpreter_option(run)
     run.set_defaults(handler=_run)
 

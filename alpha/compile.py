@@ -34,6 +34,7 @@ from alpha.role import Edge, RoleDescription
 
 if TYPE_CHECKING:
     from alpha.learner.data import Digits
+    from alpha.learner.saving import SegmentIO
 
 __all__ = [
     "ALL_ROLES_LIMIT",
@@ -177,7 +178,7 @@ def compile_plan(
             from alpha.learner.program import LearnerState
 
             state = LearnerState.for_role(plan, digits, role, parts)
-            payload["learner"] = learner_payload(state)
+            payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
         size = build_artifact(path, payload)
         sizes.append(size)
@@ -211,6 +212,24 @@ def compile_plan(
         },
     )
     return CompileResult(directory, tuple(chosen), tuple(sizes), run_json)
+
+
+def _segment_io(plan: Plan) -> SegmentIO | None:
+    """What a learner's artifact carries of the segment it runs (``docs/checkpoints.md``)."""
+    from alpha.learner.saving import SegmentIO
+
+    segment = plan.segment
+    if segment is None:
+        return None
+    return SegmentIO(
+        first=segment.first,
+        end=plan.rounds,
+        resume=segment.resume,
+        resume_sha256=segment.resume_sha256,
+        save=segment.save,
+        nonce=segment.nonce,
+        keep=segment.keep,
+    )
 
 
 def print_progress(done: int, total: int) -> None:

@@ -15,10 +15,19 @@ from collections.abc import Mapping
 
 import trio
 
-from alpha.errors import AlphaError, ArtifactInvalid, GpuUnavailable, RoleDescriptionInvalid
+from alpha.errors import (
+    AlphaError,
+    ArtifactInvalid,
+    CheckpointCorrupt,
+    GpuUnavailable,
+    LearnerStateInvalid,
+    RoleDescriptionInvalid,
+)
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from alpha.learner.payload import attach_gpu, learner_from_payload
+from alpha.failpoints import requested
+from alpha.learner.payload import attach_gpu, learner_from_payload, segment_from_payload
 from alpha.learner.program import LearnerState
+from alpha.learner.saving import Saver, load_start
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
@@ -32,11 +41,16 @@ def _log(role: int | str, text: str) -> None:
     print(f"role {role}: {text}", file=sys.stderr, flush=True)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def run_description(
     description: RoleDescription,
     schedule: LocalSchedule,
     report_path: str | None = None,
     learner: LearnerState | None = None,
+    saver: Saver | None = None,
 ) -> int:
     """Run one participant in this process: its schedule over its edges; return its exit
     code."""
@@ -64,6 +78,7 @@ def run_description(
                 schedule=schedule,
                 report_path=report_path,
                 learner=learner,
+                saver=saver,
             )
         moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
         _log(
@@ -99,9 +114,22 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
         schedule = decode(raw)
         data = payload.get("learner")
         learner = None if data is None else learner_from_payload(data)
-    except (RoleDescriptionInvalid, ArtifactInvalid) as error:
+        segment = segment_from_payload(data)
+        requested()  # a misspelt failpoint is refused before anything runs
+    except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:
         _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
+    saver = None
+    if learner is not None and segment is not None:
+        try:
+            load_start(learner, segment)
+        except (CheckpointCorrupt, LearnerStateInvalid) as error:
+            # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
+            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+            _log(description.role, f"failed: {type(error).__name__}: {_one_line(str(error))}")
+            return EXIT_USAGE
+        if segment.save is not None:
+            saver = Saver(learner, segment, description.role)
     if learner is None:
         return run_description(description, schedule, report_path, learner)
     try:
@@ -111,6 +139,6 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
         _log(description.role, f"failed: GpuUnavailable: {error}")
         return EXIT_FAILURE
     try:
-        return run_description(description, schedule, report_path, learner)
+        return run_description(description, schedule, report_path, learner, saver)
     finally:
         learner.release()  # before the interpreter's cleanup, where PyCUDA would abort

@@ -85,6 +85,7 @@ __all__ = [
     "MAX_GPU_UUID_CHARS",
     "MAX_HIDDEN",
     "MAX_HOLDOUT",
+    "MAX_KEEP",
     "MAX_NAME_CHARS",
     "MAX_PLAN_BYTES",
     "MAX_ROUNDS",
@@ -93,8 +94,10 @@ __all__ = [
     "SHAPES",
     "TARGETS",
     "WORK_KINDS",
+    "CheckpointSpec",
     "LearnerSpec",
     "Plan",
+    "Segment",
     "load_plan",
     "parse_plan",
 ]
@@ -178,6 +181,7 @@ _TABLES: Final = (
     "work",
     "learner",
     "gpu",
+    "checkpoint",
 )
 _RUN_KEYS: Final = ("name", "rounds", "epoch")
 _MEMBERSHIP_KEYS: Final = ("group", "universe", "identity")
@@ -207,6 +211,12 @@ _LEARNER_KEYS: Final = (
 # The optimizers' constants, in documentation order; each is a key of [learner].
 _OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
 _GPU_KEYS: Final = ("roles",)
+_CHECKPOINT_KEYS: Final = ("every", "folder", "keep")
+_DEFAULT_KEEP: Final = 2
+#: Generations kept in a checkpoint folder: more than this many is a plan that means "all",
+#: which a run that publishes every round would turn into a full disk.
+MAX_KEEP: Final = 1000
+MAX_FOLDER_CHARS: Final = 4096
 
 
 # --- the values ---------------------------------------------------------------------------
@@ -244,6 +254,48 @@ class LearnerSpec:
 
 @final
 @dataclass(frozen=True, slots=True)
+class CheckpointSpec:
+    """The ``[checkpoint]`` table of a learn plan (``docs/checkpoints.md``).
+
+    Attributes:
+        every: rounds between generations, 1..``run.rounds``.
+        folder: the checkpoint folder; ``""`` for ``runs/NAME/checkpoints``.
+        keep: published generations kept, 1..MAX_KEEP.
+    """
+
+    every: int
+    folder: str
+    keep: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """The part of a run one launch runs, set by ``alpha run`` (never read from a plan's
+    text): the rounds before it (``first``; the plan's ``rounds`` is where it ends), the
+    generation it resumes from, and where it publishes its own. Every field enters the run
+    identity, so two segments, or two attempts at one (their nonces differ), refuse each
+    other's frames.
+
+    Attributes:
+        first: rounds done before the segment, 0..rounds-1.
+        resume: the generation folder it starts from (an absolute path), or None.
+        resume_sha256: that generation's root manifest digest (hex), or None.
+        save: the checkpoint folder it publishes into (an absolute path), or None.
+        nonce: 8 hex digits naming this attempt's generation, with ``save``.
+        keep: generations kept after publishing, with ``save``.
+    """
+
+    first: int = 0
+    resume: str | None = None
+    resume_sha256: str | None = None
+    save: str | None = None
+    nonce: str | None = None
+    keep: int = _DEFAULT_KEEP
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class Plan:
     """One plan, read and checked: everything the compiler needs, nothing per role listed.
 
@@ -267,6 +319,8 @@ class Plan:
         choice: the sum check's choice selector; None for ``learn``.
         learner: the learner, for ``learn``; None for ``sum-check``.
         gpus: ``(role, GPU UUID)`` per bound role, ascending by role.
+        checkpoint: the ``[checkpoint]`` table of a learn plan, or None.
+        segment: the part of the run one launch runs (set by ``alpha run``), or None.
         source: where the text came from (a path, or ``"<plan>"``).
         text_sha256: the hex SHA-256 of the plan's text in UTF-8.
 
@@ -300,6 +354,8 @@ class Plan:
     gpus: tuple[tuple[int, str], ...]
     source: str
     text_sha256: str
+    checkpoint: CheckpointSpec | None = None
+    segment: Segment | None = None
     # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
     _address_of: Mapping[tuple[int, int], str] = field(
         init=False, repr=False, compare=False, hash=False
@@ -667,6 +723,27 @@ def _read_gpu(root: Table, n: int) -> tuple[tuple[int, str], ...]:
     return tuple(sorted(bound))
 
 
+def _read_checkpoint(root: Table, work_kind: str, rounds: int) -> CheckpointSpec | None:
+    table = table_at(root, "checkpoint")
+    if table is None:
+        return None
+    refuse_unknown(table, "checkpoint", _CHECKPOINT_KEYS)
+    if work_kind != "learn":
+        raise PlanInvalid(
+            "only a learner has state to checkpoint: remove [checkpoint] or use "
+            'work.kind = "learn"',
+            field="checkpoint",
+        )
+    every = int_at(table, "checkpoint.every", low=1, high=rounds)
+    folder = str_at(table, "checkpoint.folder", default="")
+    if len(folder) > MAX_FOLDER_CHARS or "\0" in folder:
+        raise PlanInvalid(
+            f"must be a path of at most {MAX_FOLDER_CHARS} characters", field="checkpoint.folder"
+        )
+    keep = int_at(table, "checkpoint.keep", low=1, high=MAX_KEEP, default=_DEFAULT_KEEP)
+    return CheckpointSpec(every=every, folder=folder, keep=keep)
+
+
 # --- the public readers -------------------------------------------------------------------
 
 
@@ -674,8 +751,9 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
     """Read and check a plan from its TOML text.
 
     Tables are read in documentation order (run, membership, topology, contract, budgets,
-    addresses, targets, work, learner, gpu), each first for unknown keys and then field by
-    field in documentation order; the first refusal met is raised. O(size of ``text``).
+    addresses, targets, work, learner, gpu, checkpoint), each first for unknown keys and then
+    field by field in documentation order; the first refusal met is raised. O(size of
+    ``text``).
 
     Raises:
         TypeError: ``text`` or ``source`` is not a str.
@@ -708,6 +786,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
     work_kind, work_size, choice = _read_work(root)
     learner = _read_learner(root, work_kind, dtype)
     gpus = _read_gpu(root, n)
+    checkpoint = _read_checkpoint(root, work_kind, rounds)
     return Plan(
         name=name,
         rounds=rounds,
@@ -732,6 +811,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
         gpus=gpus,
         source=source,
         text_sha256=digest,
+        checkpoint=checkpoint,
     )
 
 

@@ -8,8 +8,10 @@ log and report, and ``loss.png``, the loss and held-out accuracy per round.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,14 +22,17 @@ from typing import Any, Final, TextIO
 import trio
 
 from alpha.artifact import REPORTS_DIR
+from alpha.checkpoint import Generation, open_generation
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan, parse_roles
-from alpha.errors import CommitInvalid
+from alpha.errors import CommitInvalid, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.launch import launch, launch_specs
-from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate, require_learner
-from alpha.plan import Plan, load_plan
+from alpha.learner.data import Digits, load_digits
+from alpha.learner.program import LearnerState
+from alpha.learner.replicate import Start, replicate, require_learner
+from alpha.learner.saving import PARAMETERS, check_fits
+from alpha.plan import Plan, Segment, load_plan
 from alpha.plot import write_loss_curve
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
@@ -112,30 +117,57 @@ async def _follow(log: Path, progress: _Progress) -> None:
         await trio.sleep(_POLL_SECONDS)
 
 
-def run_plan(
+@dataclass(frozen=True)
+class _Segment:
+    """One launch of a checkpointed or resumed run: its rounds and where it starts."""
+
+    first: int
+    end: int
+
+
+def _segments(first: int, rounds: int, every: int | None) -> list[_Segment]:
+    """The launches that run rounds ``first..rounds-1``, a generation every ``every``."""
+    if every is None:
+        return [_Segment(first, rounds)]
+    ends = [*range(first + every, rounds, every), rounds]
+    starts = [first, *ends[:-1]]
+    return [_Segment(a, b) for a, b in zip(starts, ends, strict=True)]
+
+
+def _resume_point(plan: Plan, digits: Digits, path: Path) -> tuple[Generation, Start]:
+    """The generation at ``path``, every shard checked, as the replicated learner's start.
+
+    Raises:
+        CheckpointCorrupt: the pointer, a manifest or a shard is missing or damaged.
+        LearnerStateInvalid: it is not this plan's learner's state, or nothing is left to run.
+    """
+    generation = open_generation(path)
+    generation.verify()
+    check_fits(generation, LearnerState.for_role(plan, digits, 0))
+    if generation.round >= plan.rounds:
+        raise LearnerStateInvalid(
+            f"checkpoint {generation.path.name} is of round {generation.round}: nothing is left "
+            f"of the plan's {plan.rounds} rounds (raise run.rounds to go on)"
+        )
+    arrays = generation.load()
+    parameters = arrays.pop(PARAMETERS)
+    return generation, Start(generation.round, parameters, arrays)
+
+
+def _launch_segment(
     plan: Plan,
     directory: Path,
-    out: TextIO = sys.stderr,
-    interpreters: Mapping[str, Sequence[str]] | None = None,
-) -> RunSummary:
-    """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
-    ``interpreters`` starts each target's roles (:func:`alpha.launch.launch_specs`)."""
-    started = time.monotonic()
-    require_learner(plan)
-    roles = parse_roles("all", plan.participants)
-    compile_plan(plan, directory, roles)
+    interpreters: Mapping[str, Sequence[str]] | None,
+    progress: _Progress,
+) -> tuple[str, dict[int, dict[str, Any]]]:
+    """Compile ``plan`` into ``directory`` and run it; return ("", its committed reports), or
+    (the first failure, {})."""
+    compile_plan(plan, directory, parse_roles("all", plan.participants))
     reports = directory / REPORTS_DIR
     if reports.exists():
         for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
             stale.unlink()
     specs, deadline = launch_specs(directory, interpreters)
-    print(
-        f"run: {plan.name}: {plan.participants} participants on a tree of fan-out "
-        f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}",
-        file=out,
-    )
-
-    progress = _Progress(out, plan.rounds)
 
     async def main() -> object:
         async with trio.open_nursery() as nursery:
@@ -145,20 +177,99 @@ def run_plan(
         return result
 
     result = trio.run(main)
-    progress.close()
-    wall = time.monotonic() - started
     failure = getattr(result, "first_failure", None)
     if failure is not None:
-        return RunSummary(False, "", "", 0.0, wall, None, f"role {failure.role}: {failure.cause}")
+        return f"role {failure.role}: {failure.cause}", {}
     try:
         _, found = committed_reports(reports, plan.tree.children)
     except CommitInvalid as error:
-        return RunSummary(False, "", "", 0.0, wall, None, f"the run did not commit: {error}")
+        return f"the run did not commit: {error}", {}
+    return "", found
+
+
+def run_plan(
+    plan: Plan,
+    directory: Path,
+    out: TextIO = sys.stderr,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+    resume: Path | None = None,
+) -> RunSummary:
+    """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
+    ``interpreters`` starts each target's roles (:func:`alpha.launch.launch_specs`).
+
+    With a ``[checkpoint]`` table the run is a chain of segments, each a whole run that
+    publishes a generation at its commit point; with ``resume`` (a checkpoint folder or a
+    generation) it starts from that generation, and the replicated learner it is compared
+    with starts from the same state (``docs/checkpoints.md``).
+
+    Raises:
+        CheckpointCorrupt, LearnerStateInvalid: ``resume`` cannot be resumed from.
+    """
+    started = time.monotonic()
+    require_learner(plan)
+    digits = load_digits()
+    first, previous, start = 0, None, None
+    if resume is not None:
+        previous, start = _resume_point(plan, digits, resume)
+        first = previous.round
+    spec = plan.checkpoint
+    folder = None
+    if spec is not None:
+        folder = Path(spec.folder or directory / "checkpoints").resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+    segments = _segments(first, plan.rounds, None if spec is None else spec.every)
+    resumed = "" if previous is None else f", resumed at round {first} from {previous.path}"
+    print(
+        f"run: {plan.name}: {plan.participants} participants on a tree of fan-out "
+        f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}{resumed}",
+        file=out,
+    )
+    progress = _Progress(out, plan.rounds)
+    history: list[list[float]] = []
+    found: dict[int, dict[str, Any]] = {}
+    for segment in segments:
+        each = plan
+        if folder is not None or previous is not None:
+            nonce = secrets.token_hex(4)
+            each = dataclasses.replace(
+                plan,
+                rounds=segment.end,
+                segment=Segment(
+                    first=segment.first,
+                    resume=None if previous is None else str(previous.path.resolve()),
+                    resume_sha256=None if previous is None else previous.manifest_sha256,
+                    save=None if folder is None else str(folder),
+                    nonce=None if folder is None else nonce,
+                    keep=2 if spec is None else spec.keep,
+                ),
+            )
+        cause, found = _launch_segment(each, directory, interpreters, progress)
+        if cause:
+            progress.close()
+            if folder is not None:
+                latest = "none yet" if previous is None else str(previous.path)
+                cause += (
+                    f"; nothing of this segment was published; the latest generation is "
+                    f"{latest}: go on with alpha run PLAN --resume {folder}"
+                )
+            return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+        history += found[0]["history"]
+        if folder is not None:
+            previous = open_generation(folder)
+            if previous.round != segment.end:
+                progress.close()
+                cause = (
+                    f"the checkpoint pointer names {previous.path.name}, not round {segment.end}"
+                )
+                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+            if segment.end < plan.rounds or progress.live:
+                progress.close()
+            print(f"run: checkpoint {previous.path.name} published (round {segment.end})", file=out)
+    progress.close()
     digests = {data["digests"]["w"] for data in found.values()}
     replaying = _Progress(out, plan.rounds, label="replicated ")
-    replica = replicate(plan, load_digits(), on_round=replaying.update)
+    replica = replicate(plan, digits, on_round=replaying.update, start=start)
     replaying.close()
-    history = found[0]["history"]
     losses = [entry[1] for entry in history]
     accuracies = [entry[3] for entry in history]
     curve = write_loss_curve(
@@ -202,10 +313,13 @@ def main_run(
     plan_path: str | None,
     directory: str | None,
     interpreters: Mapping[str, Sequence[str]] | None = None,
+    resume: str | None = None,
 ) -> int:
     plan = load_plan(plan_path or DEFAULT_PLAN)
     folder = Path(directory or f"runs/{plan.name}")
-    summary = run_plan(plan, folder, interpreters=interpreters)
+    summary = run_plan(
+        plan, folder, interpreters=interpreters, resume=None if resume is None else Path(resume)
+    )
     if summary.cause:
         print(f"run: failed: {summary.cause}", file=sys.stderr)
         print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)

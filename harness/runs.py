@@ -181,4 +181,6 @@ async def relayed_run(
             for conn in strangers:
                 conn.close()
         nursery.cancel_scope.cancel()
+    if edge is not None and outcome.relay is None and not absent:
+        raise ValueError(f"the run has no edge {edge} to relay: a relay goes on a tree edge")
     return outcome

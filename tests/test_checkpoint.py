@@ -236,3 +236,53 @@ def test_the_checkpoint_commands_need_only_the_path(
     assert main(["checkpoint", "verify", str(tmp_path)]) == EXIT_USAGE
     err = capsys.readouterr().err.strip()
     assert err.startswith("alpha: error: ") and shard.file in err and "\n" not in err
+
+
+PLAN = """
+[run]
+name = "p"
+rounds = 6
+[membership]
+group = "(group (stride 0 1 2))"
+[topology]
+shape = "pair"
+[work]
+kind = "learn"
+[learner]
+rate = 0.1
+"""
+
+
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        ("[checkpoint]\nkeep = 2\n", "checkpoint.every"),
+        ("[checkpoint]\nevery = 0\n", "checkpoint.every"),
+        ("[checkpoint]\nevery = 7\n", "checkpoint.every"),
+        ("[checkpoint]\nevery = 2\nkeep = 0\n", "checkpoint.keep"),
+        ("[checkpoint]\nevery = 2\nfolder = 3\n", "checkpoint.folder"),
+        ("[checkpoint]\nevery = 2\nsometimes = true\n", "checkpoint.sometimes"),
+    ],
+)
+def test_a_wrong_checkpoint_table_is_refused_at_its_field(table: str, field: str) -> None:
+    from alpha.errors import PlanInvalid
+    from alpha.plan import parse_plan
+
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(PLAN + table)
+    assert type(caught.value) is PlanInvalid and caught.value.field == field
+
+
+def test_the_checkpoint_table_is_read_and_only_a_learner_has_one() -> None:
+    from alpha.errors import PlanInvalid
+    from alpha.plan import CheckpointSpec, parse_plan
+
+    plan = parse_plan(PLAN + '[checkpoint]\nevery = 2\nfolder = "ck"\n')
+    assert plan.checkpoint == CheckpointSpec(every=2, folder="ck", keep=2)
+    assert parse_plan(PLAN).checkpoint is None
+    sum_check = PLAN.replace('kind = "learn"', 'kind = "sum-check"').replace(
+        "[learner]\nrate = 0.1\n", ""
+    )
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(sum_check + "[checkpoint]\nevery = 2\n")
+    assert caught.value.field == "checkpoint"

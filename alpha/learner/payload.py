@@ -8,11 +8,12 @@ from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import Model
 from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
 from alpha.learner.program import LearnerState
+from alpha.learner.saving import SegmentIO
 
-__all__ = ["attach_gpu", "learner_from_payload", "learner_payload"]
+__all__ = ["attach_gpu", "learner_from_payload", "learner_payload", "segment_from_payload"]
 
 
-def learner_payload(state: LearnerState) -> dict[str, object]:
+def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> dict[str, object]:
     """What a role's artifact carries of its learner: model, numbers, optimizer (its kind and
     constants), its shard, and (role 0) the held-out part it evaluates."""
     data: dict[str, object] = {
@@ -29,7 +30,36 @@ def learner_payload(state: LearnerState) -> dict[str, object]:
         data["holdout"] = encode_shard(state.holdout_pixels, state.holdout_labels)
     if state.gpu_uuid is not None:
         data["gpu"] = state.gpu_uuid
+    if segment is not None:
+        data["segment"] = segment.to_dict()
     return data
+
+
+def segment_from_payload(data: object) -> SegmentIO | None:
+    """The segment a learner's payload names (``docs/checkpoints.md``), or None.
+
+    Raises:
+        ArtifactInvalid: a field is missing or of the wrong type.
+    """
+    if not isinstance(data, dict) or data.get("segment") is None:
+        return None
+    raw = data["segment"]
+    if not isinstance(raw, dict) or set(raw) != set(SegmentIO().to_dict()):
+        raise ArtifactInvalid(f"learner: segment must hold {sorted(SegmentIO().to_dict())}")
+    first, end, keep = raw["first"], raw["end"], raw["keep"]
+    texts = [raw[key] for key in ("resume", "resume_sha256", "save", "nonce")]
+    numbers = (first, end, keep)
+    if not all(type(v) is int for v in numbers) or not (0 <= first < end and keep >= 1):
+        raise ArtifactInvalid(f"learner: segment first/end/keep are wrong: {numbers!r}")
+    if not all(value is None or isinstance(value, str) for value in texts):
+        raise ArtifactInvalid("learner: segment paths, digest and nonce are strings or null")
+    if (raw["resume"] is None) != (raw["resume_sha256"] is None) or (raw["save"] is None) != (
+        raw["nonce"] is None
+    ):
+        raise ArtifactInvalid("learner: a segment's resume and save come with their digest/nonce")
+    return SegmentIO(
+        first, end, raw["resume"], raw["resume_sha256"], raw["save"], raw["nonce"], keep
+    )
 
 
 def learner_from_payload(data: object) -> LearnerState:

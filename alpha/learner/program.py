@@ -83,6 +83,7 @@ class LearnerState:
     optimizer: Optimizer = SGD
     optimizer_state: OptimizerState = field(init=False)
     first_round: int = 0
+    start_parameters: npt.NDArray[np.floating] | None = None  # a resumed role's, for init
 
     def __post_init__(self) -> None:
         self.optimizer_state = OptimizerState.initial(
@@ -122,7 +123,11 @@ class LearnerState:
             self.gpu = None
 
     def init(self, w: npt.NDArray[np.floating]) -> None:
-        w[...] = initial_parameters(self.model, self.seed)
+        """The parameters before the first round: the seed's, or a resumed role's start."""
+        if self.start_parameters is not None:
+            w[...] = self.start_parameters
+        else:
+            w[...] = initial_parameters(self.model, self.seed)
 
     def contribute(
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int

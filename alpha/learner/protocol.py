@@ -81,6 +81,15 @@ def learner_protocol(plan: Plan) -> Protocol:
             'gradient: use delivery = "all"',
             field="contract.delivery",
         )
+    # A segment of a checkpointed run runs its own rounds: those after the generation it
+    # resumes from, up to the plan's rounds (docs/checkpoints.md).
+    first = 0 if plan.segment is None else plan.segment.first
+    if not 0 <= first < plan.rounds:
+        raise PlanInvalid(
+            f"a segment starting after round {first} has no round left of {plan.rounds}",
+            field="run.rounds",
+        )
+    count = plan.rounds - first
     round_form = Seq(
         (
             Local(Everyone(), "contribute", "g"),
@@ -97,7 +106,7 @@ def learner_protocol(plan: Plan) -> Protocol:
             "g": Region("g", plan.dtype, model.contribution_size),
         },
         operations=learner_operations(model),
-        body=Seq((Local(Everyone(), "init", "w"), Repeat(plan.rounds, plan.rounds, round_form))),
+        body=Seq((Local(Everyone(), "init", "w"), Repeat(count, count, round_form))),
         targets=Targets(plan.default_target, _with_gpus(plan)),
     )
 
@@ -132,7 +141,8 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
 
     The configuration binds the optimizer and its constants as ``optimizer = {"kind": ...,
     constant: value, ...}``; for plain SGD the key is left out, so an SGD run keeps the
-    identity it had before optimizers existed.
+    identity it had before optimizers existed. A segment of a checkpointed run binds
+    ``segment = {"first", "resume_sha256", "nonce"}`` (``docs/checkpoints.md``).
 
     Raises:
         PlanInvalid: whatever ``require_learner`` refuses.
@@ -150,6 +160,15 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     }
     if learner.optimizer != SGD:
         config["optimizer"] = {"kind": learner.optimizer.kind, **learner.optimizer.constants}
+    segment = plan.segment
+    if segment is not None:
+        # Where the segment starts (the generation's root manifest binds the whole state it
+        # resumes from) and which attempt it is; where it publishes is no part of the math.
+        config["segment"] = {
+            "first": segment.first,
+            "resume_sha256": segment.resume_sha256,
+            "nonce": segment.nonce,
+        }
     return learner_digest(
         program=LEARNER_PROGRAM,
         config=config,

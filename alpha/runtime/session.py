@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -36,6 +37,7 @@ from alpha.errors import (
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.learner.program import LearnerState
+from alpha.learner.saving import Saver
 from alpha.protocol.local import LocalSchedule
 from alpha.role import RoleDescription
 from alpha.runtime.channel import FrameChannel
@@ -83,6 +85,7 @@ class RoleReport:
     arms: list[int] = field(default_factory=lambda: [0, 0])
     history: list[list[float]] = field(default_factory=list)
     digests: dict[str, str] = field(default_factory=dict)
+    checkpoint: dict[str, str] | None = None  # the generation and this owner's manifest digest
     committed: bool = False  # set once the role learned of the commit; not in the file
 
     def to_json(self) -> str:
@@ -98,6 +101,7 @@ class RoleReport:
                 "history": self.history,
                 "digests": self.digests,
                 "edges": [vars(edge) for edge in self.edges],
+                **({} if self.checkpoint is None else {"checkpoint": self.checkpoint}),
             },
             indent=1,
         )
@@ -188,6 +192,7 @@ async def run_role(
     on_failure: Callable[[AlphaError], None] | None = None,
     report_path: str | None = None,
     learner: LearnerState | None = None,
+    saver: Saver | None = None,
 ) -> RoleReport:
     """Run one participant's whole session; return its report once the run committed.
 
@@ -196,7 +201,10 @@ async def run_role(
     session fails, before any ABORT is sent or connection torn down: a peer that hears of
     the failure must not be able to report it first. The report goes to
     ``description.report`` when set, else to ``report_path``: staged during the completion,
-    published when the role learns that the run committed (``docs/failure.md``).
+    published when the role learns that the run committed (``docs/failure.md``). With
+    ``saver`` the role writes its part of the learner's state into the segment's staged
+    generation before it reports its completion, and role 0 publishes the generation at the
+    commit point (``docs/checkpoints.md``).
 
     Raises:
         RoundAborted: a peer aborted the run; carries the original cause.
@@ -225,7 +233,7 @@ async def run_role(
                         guard.start_soon(watch_launcher)
                         await _session(
                             description, stack, state, report, reports, announce, ports_in,
-                            started, schedule, learner,
+                            started, schedule, learner, saver,
                         )  # fmt: skip
                         guard.cancel_scope.cancel()
                 except BaseException as error:
@@ -289,6 +297,7 @@ async def _session(
     started: float,
     schedule: LocalSchedule,
     learner: LearnerState | None,
+    saver: Saver | None,
 ) -> None:
     channels = await establish(
         description, stack, announce=announce, ports_in=ports_in, state=state
@@ -330,7 +339,11 @@ async def _session(
             edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes
         report.finished_s = time.monotonic() - started
         where.phase = COMPLETING
-        await _complete(description, channels, where, report, reports)
+        if saver is not None:
+            where.at("writing its part of the checkpoint")
+            owner = await trio.to_thread.run_sync(saver.write_owner, interpreter.buffers["w"])
+            report.checkpoint = {"generation": saver.generation, "owner_manifest_sha256": owner}
+        await _complete(description, channels, where, report, reports, saver)
         watches.cancel_scope.cancel()
 
 
@@ -356,6 +369,7 @@ async def _complete(
     where: Whereabouts,
     report: RoleReport,
     reports: _Reports,
+    saver: Saver | None = None,
 ) -> None:
     """The completion of ``docs/failure.md``, at one role: END down, END from the parent, DONE
     (and end-of-stream) from each child, the report staged, DONE up; then the commit (role 0)
@@ -392,8 +406,18 @@ async def _complete(
             reports=mine.hex(),
             rounds=report.rounds,
         )
+        if saver is not None:
+            where.at("publishing the checkpoint generation")
+            await trio.to_thread.run_sync(saver.publish)
         reports.write_commit(record)  # the commit point
         commit = record.digest()
+        if saver is not None:
+            where.at("pointing the checkpoint at the new generation")
+
+            def log(text: str) -> None:
+                print(f"role {role}: {text}", file=sys.stderr, flush=True)
+
+            saver.point(log)
     else:
         upward = channels[parent]
         step = where.at(f"reporting its subtree's completion to role {parent}", parent)

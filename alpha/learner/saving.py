@@ -1,0 +1,185 @@
+"""A learner's state to and from checkpoints (``docs/checkpoints.md``): what a segment of a run
+resumes from, and what it publishes.
+
+A role's learner carries a :class:`SegmentIO` when its run is one segment of a checkpointed
+run, or resumes: where it starts (a generation and the digest its identity binds) and where it
+publishes (a checkpoint folder, the segment's nonce, how many generations to keep). The
+participant loads the starting state before it connects (:func:`load_start`); after its last
+round every owner writes its ranges of the state (:meth:`Saver.write_owner`); role 0 publishes
+the generation at the commit point and moves the pointer after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from alpha.checkpoint import (
+    Generation,
+    generation_name,
+    move_pointer,
+    open_generation,
+    owner_ranges,
+    prune,
+    publish,
+    staged_folder,
+    write_shards,
+)
+from alpha.errors import LearnerStateInvalid
+from alpha.failpoints import reach
+from alpha.learner.optimizer import OptimizerState
+from alpha.learner.program import LearnerState
+
+__all__ = ["PARAMETERS", "Saver", "SegmentIO", "load_start", "state_arrays", "state_specs"]
+
+PARAMETERS = "w"
+"""The parameters' array name in a checkpoint; the optimizer's arrays keep their own names."""
+
+
+@dataclass(frozen=True)
+class SegmentIO:
+    """Where a role's learner starts from and publishes to (absolute paths)."""
+
+    first: int = 0
+    end: int = 1
+    resume: str | None = None
+    resume_sha256: str | None = None
+    save: str | None = None
+    nonce: str | None = None
+    keep: int = 2
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "first": self.first,
+            "end": self.end,
+            "resume": self.resume,
+            "resume_sha256": self.resume_sha256,
+            "save": self.save,
+            "nonce": self.nonce,
+            "keep": self.keep,
+        }
+
+
+def state_specs(state: LearnerState) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every array of the learner's state: name -> (shape, dtype)."""
+    dtype = state.model.dtype
+    specs: dict[str, tuple[tuple[int, ...], str]] = {PARAMETERS: ((state.model.size,), dtype)}
+    for name, length in state.optimizer.state_layout(state.model.size):
+        specs[name] = ((length,), dtype)
+    return specs
+
+
+def state_arrays(
+    state: LearnerState, w: npt.NDArray[np.floating]
+) -> dict[str, npt.NDArray[np.floating]]:
+    return {PARAMETERS: w, **state.optimizer_state.arrays}
+
+
+def about(state: LearnerState) -> dict[str, object]:
+    """What a generation records of the learner, for restoring to check it fits."""
+    return {
+        "model": {"hidden": state.model.hidden, "dtype": state.model.dtype},
+        "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
+        "participants": state.participants,
+    }
+
+
+def check_fits(generation: Generation, state: LearnerState) -> None:
+    """
+    Raises:
+        LearnerStateInvalid: the generation's arrays or learner are not this learner's.
+    """
+    wanted = state_specs(state)
+    if generation.arrays != wanted:
+        raise LearnerStateInvalid(
+            f"checkpoint {generation.path.name} holds arrays {generation.arrays}, but this "
+            f"learner's state is {wanted} (another model, dtype or optimizer)"
+        )
+    recorded = generation.about.get("optimizer")
+    mine = about(state)["optimizer"]
+    if recorded != mine:
+        raise LearnerStateInvalid(
+            f"checkpoint {generation.path.name} was written by optimizer {recorded}, this "
+            f"learner runs {mine}"
+        )
+
+
+def load_start(state: LearnerState, io: SegmentIO) -> None:
+    """Load the state a resumed role starts from: the parameters (kept for ``init``) and the
+    optimizer's state, every shard checked.
+
+    Raises:
+        CheckpointCorrupt: the generation, a manifest or a shard is damaged or missing, or its
+            root manifest is not the one the run identity binds.
+        LearnerStateInvalid: the generation is not this learner's state, or of another round.
+    """
+    state.first_round = io.first
+    if io.resume is None:
+        return
+    generation = open_generation(Path(io.resume), expect_sha256=io.resume_sha256)
+    check_fits(generation, state)
+    if generation.round != io.first:
+        raise LearnerStateInvalid(
+            f"checkpoint {generation.path.name} is of round {generation.round}, the run "
+            f"resumes at round {io.first}"
+        )
+    arrays = generation.load()
+    state.start_parameters = arrays.pop(PARAMETERS)
+    state.optimizer_state = OptimizerState.restore(
+        state.optimizer, state.model.size, state.model.dtype, arrays
+    )
+
+
+class Saver:
+    """One role's part in publishing its segment's generation."""
+
+    def __init__(self, state: LearnerState, io: SegmentIO, role: int) -> None:
+        assert io.save is not None and io.nonce is not None
+        self.state = state
+        self.role = role
+        self.end = end = io.end
+        self.folder = Path(io.save)
+        self.nonce = io.nonce
+        self.keep = io.keep
+        self.generation = generation_name(end, io.nonce)
+        self.manifest_sha256 = ""
+
+    def write_owner(self, w: npt.NDArray[np.floating]) -> str:
+        """Write this role's ranges of the state into the staged generation; return its owner
+        manifest's SHA-256."""
+        arrays = state_arrays(self.state, w)
+        owners = self.state.participants
+        ranges = {name: owner_ranges(a.size, owners)[self.role] for name, a in arrays.items()}
+
+        def written(index: int) -> None:
+            if index == 0:
+                reach("checkpoint.writing", self.role)
+
+        staged = staged_folder(self.folder, self.end, self.nonce)
+        digest = write_shards(staged, self.role, arrays, ranges, on_shard=written)
+        reach("checkpoint.written", self.role)
+        return digest
+
+    def publish(self) -> None:
+        """Role 0, at the commit point: publish the generation (every owner's shards are in)."""
+        reach("checkpoint.publishing", self.role)
+        self.manifest_sha256 = publish(
+            self.folder,
+            self.end,
+            self.nonce,
+            owners=self.state.participants,
+            arrays=state_specs(self.state),
+            about=about(self.state),
+        )
+
+    def point(self, log: Callable[[str], None]) -> None:
+        """Role 0, after the commit: move the pointer, then remove old generations; a removal
+        that fails is logged, not raised."""
+        reach("checkpoint.published", self.role)
+        move_pointer(self.folder, self.generation, self.manifest_sha256)
+        for failure in prune(self.folder, self.keep):
+            log(f"checkpoint: {failure}")
