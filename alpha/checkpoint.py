@@ -36,7 +36,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -56,12 +56,14 @@ __all__ = [
     "POINTER_FORMAT",
     "STAGED_SUFFIX",
     "Generation",
+    "Part",
     "Shard",
     "generation_name",
     "move_pointer",
     "open_generation",
     "owner_manifest_name",
     "owner_ranges",
+    "parts_of",
     "prune",
     "publish",
     "published",
@@ -208,18 +210,36 @@ def _write_durably(path: Path, data: bytes) -> None:
         os.fsync(out.fileno())
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one owner writes of one array: ``values`` are elements ``[start, start +
+    len(values))`` of the array ``name`` of global shape ``shape``."""
+
+    name: str
+    values: Array
+    shape: tuple[int, ...]
+    start: int
+
+
+def parts_of(arrays: Mapping[str, Array], ranges: Mapping[str, tuple[int, int]]) -> list[Part]:
+    """The parts of whole ``arrays`` (flattened) at ``ranges``, by name."""
+    return [
+        Part(name, arrays[name].reshape(-1)[start:stop], tuple(arrays[name].shape), start)
+        for name, (start, stop) in sorted(ranges.items())
+    ]
+
+
 def write_shards(
     staged: Path,
     owner: int,
-    arrays: Mapping[str, Array],
-    ranges: Mapping[str, tuple[int, int]],
+    parts: Sequence[Part],
     *,
     on_shard: Callable[[int], None] | None = None,
 ) -> str:
-    """Write owner ``owner``'s shards (``arrays[name]`` flattened, elements ``ranges[name]``)
-    and its owner manifest into the staged generation ``staged``; return the owner
-    manifest's SHA-256. Each file is fsynced, then the folders that name them. ``on_shard`` is
-    called with each shard's index once its file is written (failpoints use it).
+    """Write owner ``owner``'s shards (one per non-empty part) and its owner manifest into the
+    staged generation ``staged``; return the owner manifest's SHA-256. Each file is fsynced,
+    then the folders that name them. ``on_shard`` is called with each shard's index once its
+    file is written (failpoints use it).
 
     Raises:
         OSError: a file cannot be written.
@@ -227,20 +247,18 @@ def write_shards(
     shards_dir = staged / SHARDS
     shards_dir.mkdir(parents=True, exist_ok=True)
     shards = []
-    for name in sorted(ranges):
-        start, stop = ranges[name]
-        if start == stop:
+    for part in sorted(parts, key=lambda p: (p.name, p.start)):
+        values = part.values.reshape(-1)
+        if values.size == 0:
             continue
-        array = arrays[name]
-        dtype = str(array.dtype)
-        data = np.ascontiguousarray(array.reshape(-1)[start:stop]).astype(
-            np.dtype(dtype).newbyteorder("<"), copy=False
-        )
-        raw = data.tobytes()
-        file = f"{SHARDS}/{name}.{start:012d}-{stop:012d}.bin"
-        _write_durably(staged / file, raw)
+        start, stop = part.start, part.start + values.size
+        dtype = str(values.dtype)
+        raw = np.ascontiguousarray(values).astype(np.dtype(dtype).newbyteorder("<"), copy=False)
+        data = raw.tobytes()
+        file = f"{SHARDS}/{part.name}.{start:012d}-{stop:012d}.bin"
+        _write_durably(staged / file, data)
         shards.append(
-            Shard(name, tuple(array.shape), start, stop, dtype, len(raw), _sha256(raw), file)
+            Shard(part.name, part.shape, start, stop, dtype, len(data), _sha256(data), file)
         )
         if on_shard is not None:
             on_shard(len(shards) - 1)

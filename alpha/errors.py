@@ -72,6 +72,7 @@ __all__ = [
     "PortMissing",
     "ProtocolFailure",
     "ProtocolRejected",
+    "RegionInvalid",
     "RepeatBoundExceeded",
     "Replayed",
     "RoleDescriptionInvalid",
@@ -568,6 +569,11 @@ class NoRealization(ProtocolFailure):
     """A local operation or transfer cannot be realized: the operation is not
     provided for a role's target, a region is unknown, or a transfer runs over
     a pair of roles that is not an edge of the run."""
+
+
+class RegionInvalid(ProtocolFailure):
+    """A region view names no region, a view, or one of another dtype, or does not lie
+    inside the region it views."""
 
 
 class OperationUnimplemented(ProtocolFailure):

@@ -91,6 +91,7 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_SEED",
     "MAX_WORK_SIZE",
+    "PARTITIONS",
     "SHAPES",
     "TARGETS",
     "WORK_KINDS",
@@ -134,6 +135,9 @@ _DEFAULT_WORK_SIZE: Final = 1024
 #: The per-round agreed choice's selector: none, or any selector implemented in
 #: ``alpha.operations`` (``const-2`` among them, to show a word out of range refused at run time).
 CHOICES: Final = ("none", *SELECTORS)
+
+#: What a learner partitions among its roles (``docs/learner.md``, "Partitioned state").
+PARTITIONS: Final = ("none", "optimizer", "gradients")
 
 #: Learner models, and the data sets a learner can read (bundled in fixtures/).
 LEARNER_KINDS: Final = ("mlp", "linear")
@@ -207,6 +211,7 @@ _LEARNER_KEYS: Final = (
     "beta1",
     "beta2",
     "epsilon",
+    "partition",
 )
 # The optimizers' constants, in documentation order; each is a key of [learner].
 _OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
@@ -237,6 +242,9 @@ class LearnerSpec:
         holdout: the share of the data set held out for evaluation, in (0, MAX_HOLDOUT].
         optimizer: the optimizer and its constants (``SGD`` unless the plan names another);
             its constants are checked in the plan's dtype too.
+        partition: what is partitioned among the roles (``PARTITIONS``): ``"none"``, the
+            optimizer's state (``"optimizer"``), or also the combined gradient
+            (``"gradients"``).
 
     Raises:
         Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
@@ -250,6 +258,7 @@ class LearnerSpec:
     batch: int
     holdout: float
     optimizer: Optimizer = SGD
+    partition: str = "none"
 
 
 @final
@@ -663,6 +672,7 @@ def _read_learner(root: Table, work_kind: str, dtype: str) -> LearnerSpec | None
         batch=int_at(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
         holdout=float_at(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
         optimizer=_read_optimizer(table, dtype),
+        partition=one_of(table, "learner.partition", PARTITIONS, default="none"),
     )
 
 

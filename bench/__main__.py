@@ -17,6 +17,7 @@ MODULES = (
     "bench.startup",
     "bench.watch",
     "bench.checkpoint",
+    "bench.partition",
 )
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

@@ -21,6 +21,7 @@ from alpha.checkpoint import (
     move_pointer,
     open_generation,
     owner_ranges,
+    parts_of,
     publish,
     staged_folder,
     write_shards,
@@ -38,7 +39,7 @@ def _save(folder: Path, arrays: dict[str, np.ndarray], round: int) -> None:
     staged = staged_folder(folder, round, nonce)
     for owner in range(_OWNERS):
         ranges = {n: owner_ranges(a.size, _OWNERS)[owner] for n, a in arrays.items()}
-        write_shards(staged, owner, arrays, ranges)
+        write_shards(staged, owner, parts_of(arrays, ranges))
     specs = {n: (tuple(a.shape), str(a.dtype)) for n, a in arrays.items()}
     digest = publish(folder, round, nonce, owners=_OWNERS, arrays=specs, about={})
     move_pointer(folder, staged.name.removesuffix(".staged"), digest)

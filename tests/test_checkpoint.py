@@ -21,6 +21,7 @@ from alpha.checkpoint import (
     open_generation,
     owner_manifest_name,
     owner_ranges,
+    parts_of,
     prune,
     publish,
     staged_folder,
@@ -54,7 +55,7 @@ def save(
     staged = staged_folder(folder, round, nonce)
     for owner in range(owners):
         ranges = {name: owner_ranges(array.size, owners)[owner] for name, array in arrays.items()}
-        write_shards(staged, owner, arrays, ranges)
+        write_shards(staged, owner, parts_of(arrays, ranges))
     specs = {name: (tuple(array.shape), str(array.dtype)) for name, array in arrays.items()}
     digest = publish(folder, round, nonce, owners=owners, arrays=specs, about={"run": "test"})
     move_pointer(folder, gen(round, nonce), digest)
@@ -120,7 +121,9 @@ def test_a_generation_is_published_once_and_never_changes(tmp_path: Path) -> Non
 def test_publication_needs_every_owner(tmp_path: Path) -> None:
     arrays = state(50, "float64")
     staged = staged_folder(tmp_path, 3, NONCE)
-    write_shards(staged, 0, arrays, {n: owner_ranges(a.size, 2)[0] for n, a in arrays.items()})
+    write_shards(
+        staged, 0, parts_of(arrays, {n: owner_ranges(a.size, 2)[0] for n, a in arrays.items()})
+    )
     specs = {n: (a.shape, str(a.dtype)) for n, a in arrays.items()}
     with pytest.raises(CheckpointCorrupt, match="owner 1's manifest"):
         publish(tmp_path, 3, NONCE, owners=2, arrays=specs, about={})
@@ -183,7 +186,9 @@ def test_the_pointer_moves_atomically_and_old_generations_go_only_after_a_newer_
         save(tmp_path, round, state(30, "float32", seed=round), 2)
     assert open_generation(tmp_path).round == 30
     # A staged generation older than the newest published one is abandoned.
-    write_shards(staged_folder(tmp_path, 25, NONCE), 0, state(30, "float32"), {"w": (0, 30)})
+    write_shards(
+        staged_folder(tmp_path, 25, NONCE), 0, parts_of(state(30, "float32"), {"w": (0, 30)})
+    )
     assert prune(tmp_path, keep=2) == []
     names = sorted(path.name for path in tmp_path.iterdir())
     assert names == [POINTER, gen(20), gen(30)]

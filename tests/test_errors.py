@@ -69,6 +69,7 @@ INPUT = {
     "SelectorNotAtAuthority",
     "DisseminationInvalid",
     "ChoiceUninformed",
+    "RegionInvalid",
     "ProtocolRejected",
     "PlanInvalid",
     "ArtifactInvalid",

@@ -24,6 +24,8 @@ def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> di
         "batch": state.batch,
         "participants": state.participants,
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
+        "partition": state.partition,
+        "own": None if state.own is None else list(state.own),
         "shard": encode_shard(state.pixels, state.labels),
     }
     if state.holdout_pixels is not None and state.holdout_labels is not None:
@@ -87,6 +89,18 @@ def learner_from_payload(data: object) -> LearnerState:
         if not isinstance(rate, float | int):
             raise ArtifactInvalid(f"learner: rate must be a number, got {rate!r}")
         optimizer = _optimizer_from(data["optimizer"])
+        partition, own = data["partition"], data["own"]
+        if partition not in ("none", "optimizer", "gradients") or (
+            (own is None) != (partition == "none")
+        ):
+            raise ArtifactInvalid(f"learner: partition {partition!r} with range {own!r}")
+        if own is not None and not (
+            isinstance(own, list)
+            and len(own) == 2
+            and all(type(v) is int for v in own)
+            and 0 <= own[0] < own[1]
+        ):
+            raise ArtifactInvalid(f"learner: an owned range is [start, stop), got {own!r}")
         pixels, labels = decode_shard(data["shard"])
         try:
             state = LearnerState(
@@ -98,6 +112,8 @@ def learner_from_payload(data: object) -> LearnerState:
                 pixels=pixels,
                 labels=labels,
                 optimizer=optimizer,
+                partition=partition,
+                own=None if own is None else (own[0], own[1]),
             )
         except LearnerStateInvalid as error:  # a constant out of range in the model's dtype
             raise ArtifactInvalid(f"learner: {error}") from None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from alpha.checkpoint import owner_ranges
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
@@ -31,7 +32,7 @@ from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
 if TYPE_CHECKING:
     from alpha.plan import Plan
 
-__all__ = ["LearnerState", "model_of", "split_of"]
+__all__ = ["LearnerState", "model_of", "owned", "split_of"]
 
 
 def model_of(plan: Plan) -> Model:
@@ -46,6 +47,12 @@ def model_of(plan: Plan) -> Model:
             field="work.kind",
         )
     return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+
+
+def owned(plan: Plan, role: int) -> tuple[int, int]:
+    """The parameter range ``role`` owns when the plan partitions its learner's state: the
+    parameters cut into contiguous ranges in role order, as checkpoints cut them."""
+    return owner_ranges(model_of(plan).size, plan.participants)[role]
 
 
 def split_of(plan: Plan, digits: Digits) -> Split:
@@ -84,11 +91,20 @@ class LearnerState:
     optimizer_state: OptimizerState = field(init=False)
     first_round: int = 0
     start_parameters: npt.NDArray[np.floating] | None = None  # a resumed role's, for init
+    partition: str = "none"
+    own: tuple[int, int] | None = None  # with a partition: the parameter range this role owns
 
     def __post_init__(self) -> None:
         self.optimizer_state = OptimizerState.initial(
-            self.optimizer, self.model.size, self.model.dtype
+            self.optimizer, self.state_size, self.model.dtype
         )
+
+    @property
+    def state_size(self) -> int:
+        """Parameters the optimizer's state covers here: all, or the owned range's."""
+        if self.own is None:
+            return self.model.size
+        return self.own[1] - self.own[0]
 
     @classmethod
     def for_role(
@@ -109,6 +125,8 @@ class LearnerState:
             pixels=pixels,
             labels=labels,
             optimizer=learner.optimizer,
+            partition=learner.partition,
+            own=None if learner.partition == "none" else owned(plan, role),
         )
         if role == 0:
             state.holdout_pixels = parts.holdout_pixels
@@ -140,8 +158,17 @@ class LearnerState:
             g[...] = contribute(self.model, w, x, self.labels[chosen])
 
     def update(self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating]) -> None:
-        """One optimizer step of ``w`` (and of the optimizer's state) from the total ``g``."""
-        self.optimizer_state.step(w, g, rate=self.rate, batch=self.batch * self.participants)
+        """One optimizer step of ``w`` (and of the optimizer's state) from the total ``g``:
+        the whole vector, or with a partition only the owned range (the others' owners step
+        theirs, and the run gathers them: ``docs/learner.md``)."""
+        batch = self.batch * self.participants
+        if self.own is None:
+            self.optimizer_state.step(w, g, rate=self.rate, batch=batch)
+            return
+        start, stop = self.own
+        state = self.optimizer_state
+        state.step_range(w[start:stop], g[start:stop], 0, stop - start, rate=self.rate, batch=batch)
+        state.advance()
 
     def observe(
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int, role: int

@@ -7,12 +7,14 @@ operations that step it are in ``alpha.learner.program``, which participants loa
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
+from alpha.checkpoint import owner_ranges
 from alpha.errors import PlanInvalid
 from alpha.identity import learner_digest
 from alpha.learner.data import Digits
-from alpha.learner.model import Model, initial_parameters
+from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
 from alpha.learner.program import model_of
 from alpha.operations import LEARNER_OPS
@@ -20,6 +22,7 @@ from alpha.plan import TARGETS, LearnerSpec, Plan
 from alpha.protocol.forms import (
     Combine,
     Everyone,
+    Form,
     Local,
     Operation,
     Protocol,
@@ -28,7 +31,9 @@ from alpha.protocol.forms import (
     Roles,
     Seq,
     Targets,
+    Transfer,
 )
+from alpha.topology import ParticipantTree
 
 __all__ = [
     "GPU_TARGET",
@@ -90,25 +95,83 @@ def learner_protocol(plan: Plan) -> Protocol:
             field="run.rounds",
         )
     count = plan.rounds - first
-    round_form = Seq(
-        (
+    regions = {
+        "w": Region("w", plan.dtype, model.size),
+        "g": Region("g", plan.dtype, model.contribution_size),
+    }
+    partition = "none" if plan.learner is None else plan.learner.partition
+    if partition == "none":
+        steps: tuple[Form, ...] = (
             Local(Everyone(), "contribute", "g"),
             Combine("g", "all"),
             Local(Everyone(), "update", "g"),
-            Local(Roles((0,)), "observe", "g"),
         )
-    )
+    else:
+        steps = _partitioned(plan, model.size, partition, regions)
+    round_form = Seq((*steps, Local(Roles((0,)), "observe", "g")))
     return Protocol(
         participants=plan.participants,
         tree=plan.tree,
-        regions={
-            "w": Region("w", plan.dtype, model.size),
-            "g": Region("g", plan.dtype, model.contribution_size),
-        },
+        regions=regions,
         operations=learner_operations(model),
         body=Seq((Local(Everyone(), "init", "w"), Repeat(count, count, round_form))),
         targets=Targets(plan.default_target, _with_gpus(plan)),
     )
+
+
+def _partitioned(
+    plan: Plan, size: int, partition: str, regions: dict[str, Region]
+) -> tuple[Form, ...]:
+    """A round whose optimizer state (and, with ``gradients``, combined gradient) is
+    partitioned: role ``r`` owns the parameter range ``w@r`` and steps only it, then every
+    range travels from its owner to every role (the gather). With ``gradients`` each range of
+    the gradient is combined to the root alone (the same folds in the same order as the whole
+    combine, so the same bits) and sent down the tree path to its owner; the statistics are
+    combined to role 0, which observes them.
+
+    Raises:
+        PlanInvalid: more roles than parameters: a role would own nothing.
+    """
+    tree, n, dtype = plan.tree, plan.participants, plan.dtype
+    if n > size:
+        raise PlanInvalid(
+            f"{n} roles cannot each own a range of {size} parameters: partition = "
+            f"{partition!r} needs at most {size} roles",
+            field="learner.partition",
+        )
+    for role, (start, stop) in enumerate(owner_ranges(size, n)):
+        regions[f"w@{role}"] = Region(f"w@{role}", dtype, stop - start, "w", start)
+        if partition == "gradients":
+            regions[f"g@{role}"] = Region(f"g@{role}", dtype, stop - start, "g", start)
+    steps: list[Form] = [Local(Everyone(), "contribute", "g")]
+    if partition == "optimizer":
+        steps.append(Combine("g", "all"))
+    else:
+        regions["g@stats"] = Region("g@stats", dtype, STATS, "g", size)
+        steps += [Combine(f"g@{role}", "one") for role in range(n)]
+        for role in range(1, n):
+            path = tree.path(role)
+            steps += [Transfer(a, b, f"g@{role}") for a, b in itertools.pairwise(path)]
+        steps.append(Combine("g@stats", "one"))
+    steps.append(Local(Everyone(), "update", "g"))
+    for role in range(n):
+        steps += _flood(tree, role, f"w@{role}")
+    return tuple(steps)
+
+
+def _flood(tree: ParticipantTree, source: int, region: str) -> list[Form]:
+    """``region`` from ``source`` to every role, each tree edge carrying it once, outward."""
+    out: list[Form] = []
+    frontier, seen = [source], {source}
+    while frontier:
+        node = frontier.pop(0)
+        parent = tree.parent(node)
+        for peer in ((parent,) if parent is not None else ()) + tree.children(node):
+            if peer not in seen:
+                seen.add(peer)
+                out.append(Transfer(node, peer, region))
+                frontier.append(peer)
+    return out
 
 
 def _with_gpus(plan: Plan) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -160,6 +223,8 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     }
     if learner.optimizer != SGD:
         config["optimizer"] = {"kind": learner.optimizer.kind, **learner.optimizer.constants}
+    if learner.partition != "none":
+        config["partition"] = learner.partition
     segment = plan.segment
     if segment is not None:
         # Where the segment starts (the generation's root manifest binds the whole state it

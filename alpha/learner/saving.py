@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from alpha.checkpoint import (
     Generation,
+    Part,
     generation_name,
     move_pointer,
     open_generation,
@@ -127,10 +128,17 @@ def load_start(state: LearnerState, io: SegmentIO) -> None:
             f"checkpoint {generation.path.name} is of round {generation.round}, the run "
             f"resumes at round {io.first}"
         )
-    arrays = generation.load()
-    state.start_parameters = arrays.pop(PARAMETERS)
+    state.start_parameters = generation.read(PARAMETERS)
+    arrays = {}
+    for name, ((length,), _) in state_specs(state).items():
+        if name == PARAMETERS:
+            continue
+        if state.own is not None and length == state.model.size:
+            arrays[name] = generation.read(name, *state.own)  # only the owned range
+        else:
+            arrays[name] = generation.read(name)
     state.optimizer_state = OptimizerState.restore(
-        state.optimizer, state.model.size, state.model.dtype, arrays
+        state.optimizer, state.state_size, state.model.dtype, arrays
     )
 
 
@@ -150,17 +158,23 @@ class Saver:
 
     def write_owner(self, w: npt.NDArray[np.floating]) -> str:
         """Write this role's ranges of the state into the staged generation; return its owner
-        manifest's SHA-256."""
-        arrays = state_arrays(self.state, w)
-        owners = self.state.participants
-        ranges = {name: owner_ranges(a.size, owners)[self.role] for name, a in arrays.items()}
+        manifest's SHA-256. Owner ``r`` writes range ``r`` of every array; a partitioned
+        optimizer state is the owned range already, which is that range."""
+        parts = []
+        local = state_arrays(self.state, w)
+        offset = 0 if self.state.own is None else self.state.own[0]
+        for name, ((length,), _) in state_specs(self.state).items():
+            start, stop = owner_ranges(length, self.state.participants)[self.role]
+            values = local[name]
+            at = start - offset if values.size != length else start
+            parts.append(Part(name, values[at : at + stop - start], (length,), start))
 
         def written(index: int) -> None:
             if index == 0:
                 reach("checkpoint.writing", self.role)
 
         staged = staged_folder(self.folder, self.end, self.nonce)
-        digest = write_shards(staged, self.role, arrays, ranges, on_shard=written)
+        digest = write_shards(staged, self.role, parts, on_shard=written)
         reach("checkpoint.written", self.role)
         return digest
 

@@ -18,6 +18,7 @@ from alpha.errors import (
     ParticipantOutOfRange,
     ProtocolFailure,
     ProtocolRejected,
+    RegionInvalid,
     RepeatBoundExceeded,
     SelectorNotAtAuthority,
     SelfTransfer,
@@ -73,6 +74,31 @@ class _Checker:
             self.fail(
                 NoRealization(f"region {name!r} is not declared (declared: {known})", form=path)
             )
+
+    def views(self) -> None:
+        """Every region view lies inside a declared region of its dtype that is no view."""
+        regions = self.protocol.regions
+        for name, region in sorted(regions.items()):
+            if region.of is None:
+                continue
+            parent = regions.get(region.of)
+            if parent is None or parent.of is not None or parent.dtype != region.dtype:
+                self.fail(
+                    RegionInvalid(
+                        f"region {name!r} is a view of {region.of!r}, which is not a declared "
+                        f"{region.dtype} region that is no view itself",
+                        form=f"regions.{name}",
+                    )
+                )
+            elif not (region.count >= 1 and 0 <= region.offset <= parent.count - region.count):
+                self.fail(
+                    RegionInvalid(
+                        f"region {name!r} views elements [{region.offset}, "
+                        f"{region.offset + region.count}) of {region.of!r}, which has "
+                        f"{parent.count}",
+                        form=f"regions.{name}",
+                    )
+                )
 
     def roles(self, roles: RoleSet, path: str) -> bool:
         n = self.protocol.participants
@@ -335,6 +361,7 @@ def _shape(instructions: tuple[object, ...]) -> object:
 def check(protocol: Protocol) -> list[ProtocolFailure]:
     """Every refusal of ``protocol``, in the order of its forms."""
     checker = _Checker(protocol)
+    checker.views()
     checker.form(protocol.body, "body", 1)
     return checker.failures
 

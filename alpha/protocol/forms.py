@@ -50,11 +50,15 @@ and advances once per iteration, so more could never run."""
 @final
 @dataclass(frozen=True, slots=True)
 class Region:
-    """A named buffer every role holds: ``count`` elements of ``dtype``."""
+    """A named buffer every role holds: ``count`` elements of ``dtype``; or, with ``of``, a
+    view of elements ``[offset, offset + count)`` of the region ``of`` (same dtype, not itself
+    a view): transfers and combines of one range of a region move and fold only its bytes."""
 
     name: str
     dtype: str
     count: int
+    of: str | None = None
+    offset: int = 0
 
     @property
     def nbytes(self) -> int:

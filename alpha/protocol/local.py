@@ -142,7 +142,12 @@ def encode(schedule: LocalSchedule) -> dict[str, object]:
     return {
         "format": SCHEDULE_FORMAT,
         "role": schedule.role,
-        "regions": [[r.name, r.dtype, r.count] for r in schedule.regions],
+        "regions": [
+            [r.name, r.dtype, r.count]
+            if r.of is None
+            else [r.name, r.dtype, r.count, r.of, r.offset]
+            for r in schedule.regions
+        ],
         "scratch": [list(pair) for pair in schedule.scratch],
         "body": _encode_body(schedule.body),
     }
@@ -207,9 +212,19 @@ def decode(data: object) -> LocalSchedule:
         raise _bad(f"format must be {SCHEDULE_FORMAT!r}")
     regions = []
     for raw in data.get("regions", []):
-        if not isinstance(raw, list) or len(raw) != 3 or raw[1] not in DTYPES:
-            raise _bad(f"a region is [name, dtype, count], got {raw!r}")
-        regions.append(Region(_str(raw[0], "region"), raw[1], _int(raw[2], "count")))
+        if not isinstance(raw, list) or len(raw) not in (3, 5) or raw[1] not in DTYPES:
+            raise _bad(f"a region is [name, dtype, count] or a view [..., of, offset], got {raw!r}")
+        of, offset = (None, 0) if len(raw) == 3 else (_str(raw[3], "of"), _int(raw[4], "offset"))
+        regions.append(Region(_str(raw[0], "region"), raw[1], _int(raw[2], "count"), of, offset))
+    whole = {r.name: r for r in regions if r.of is None}
+    for region in regions:
+        parent = whole.get(region.of or "")
+        if region.of is not None and (
+            parent is None
+            or parent.dtype != region.dtype
+            or region.offset + region.count > parent.count
+        ):
+            raise _bad(f"region {region.name!r} views no range of a region of its dtype")
     scratch = []
     for raw in data.get("scratch", []):
         if not isinstance(raw, list) or len(raw) != 2:

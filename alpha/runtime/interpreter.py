@@ -74,7 +74,13 @@ class Interpreter:
             role=self.role, participants=participants, buffers=self.buffers, learner=learner
         )
         for region in schedule.regions:
-            self.buffers[region.name] = np.zeros(region.count, dtype=region.dtype)
+            if region.of is None:
+                self.buffers[region.name] = np.zeros(region.count, dtype=region.dtype)
+        for region in schedule.regions:
+            if region.of is not None:  # a range of another region: its bytes, not a copy
+                self.buffers[region.name] = self.buffers[region.of][
+                    region.offset : region.offset + region.count
+                ]
         for name, like in schedule.scratch:
             self.buffers[name] = np.zeros_like(self.buffers[like])
         self.sending: dict[tuple[int, int, FrameKind], SendSlot] = {}
@@ -189,4 +195,5 @@ class Interpreter:
         return {
             region.name: hashlib.sha256(self.buffers[region.name].tobytes()).hexdigest()
             for region in self.schedule.regions
+            if region.of is None
         }

@@ -1,0 +1,164 @@
+"""Partitioned learner state (``[learner] partition``): each role owns one range of the
+parameters and holds the optimizer's state for it alone; with ``gradients`` it also receives
+only its range of the combined gradient. Every mode equals the replicated learner bit for bit,
+and its checkpoints, written by the owners of each range, restore on another owner count."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alpha.checkpoint import open_generation, owner_ranges
+from alpha.errors import PlanInvalid, ProtocolRejected, RegionInvalid
+from alpha.learner.data import load_digits
+from alpha.learner.program import LearnerState, model_of
+from alpha.learner.protocol import learner_protocol
+from alpha.learner.replicate import Start, replicate
+from alpha.plan import parse_plan
+from alpha.protocol import check
+from alpha.protocol.forms import Region
+from alpha.protocol.local import decode, encode
+from alpha.protocol.projection import project
+from alpha.run import run_plan
+
+TOPOLOGIES = {
+    "pair": ('shape = "pair"', 2),
+    "star-5": ('shape = "star"', 5),
+    "tree-7": ('shape = "tree"\nfanout = 2', 7),
+}
+
+
+def plan_text(
+    topology: str,
+    *,
+    partition: str,
+    dtype: str = "float32",
+    optimizer: str = "adam",
+    rounds: int = 3,
+    roles: int | None = None,
+    checkpoint: str = "",
+) -> str:
+    shape, n = TOPOLOGIES[topology]
+    return f"""
+[run]
+name = "part-{topology}"
+rounds = {rounds}
+[membership]
+group = "(group (stride 0 1 {roles or n}))"
+[topology]
+{shape}
+[contract]
+dtype = "{dtype}"
+[budgets]
+accept = 30.0
+receive = 10.0
+start = 30.0
+[work]
+kind = "learn"
+[learner]
+hidden = 8
+rate = 0.01
+batch = 8
+optimizer = "{optimizer}"
+partition = "{partition}"
+{checkpoint}"""
+
+
+@pytest.mark.parametrize("partition", ["optimizer", "gradients"])
+def test_each_role_holds_the_optimizer_state_of_its_range_alone(partition: str) -> None:
+    plan = parse_plan(plan_text("tree-7", partition=partition))
+    digits = load_digits()
+    size = model_of(plan).size
+    states = [LearnerState.for_role(plan, digits, role) for role in range(7)]
+    ranges = owner_ranges(size, 7)
+    for role, state in enumerate(states):
+        assert state.own == ranges[role]
+        assert state.optimizer_state.arrays["m"].size == ranges[role][1] - ranges[role][0]
+        assert state.optimizer_state.arrays["p1"].size == 1
+    assert sum(s.optimizer_state.arrays["v"].size for s in states) == size
+    whole = LearnerState.for_role(parse_plan(plan_text("tree-7", partition="none")), digits, 0)
+    assert whole.optimizer_state.arrays["m"].size == size
+
+
+def test_the_partitioned_protocols_check_and_project() -> None:
+    for partition in ("optimizer", "gradients"):
+        protocol = learner_protocol(parse_plan(plan_text("tree-7", partition=partition)))
+        assert check(protocol) == []
+        for role in range(7):
+            schedule = project(protocol, role)
+            assert decode(encode(schedule)) == schedule
+    # One more role than parameters would leave a role with nothing to own.
+    text = (
+        plan_text("star-5", partition="optimizer")
+        .replace("(stride 0 1 5)", "(stride 0 1 700)")
+        .replace("hidden = 8", "")
+    )
+    plan = parse_plan(text.replace("[learner]", '[learner]\nkind = "linear"'))
+    with pytest.raises(PlanInvalid) as caught:
+        learner_protocol(plan)
+    assert caught.value.field == "learner.partition"
+
+
+def test_a_region_view_must_lie_inside_a_region_of_its_dtype() -> None:
+    import dataclasses
+
+    protocol = learner_protocol(parse_plan(plan_text("pair", partition="optimizer")))
+    for bad in (
+        Region("w@9", protocol.regions["w"].dtype, 4, "nowhere", 0),
+        Region("w@9", "float64", 4, "w", 0),
+        Region("w@9", protocol.regions["w"].dtype, 4, "w", protocol.regions["w"].count - 3),
+        Region("w@9", protocol.regions["w"].dtype, 1, "w@0", 0),
+    ):
+        regions = {**protocol.regions, bad.name: bad}
+        failures = check(dataclasses.replace(protocol, regions=regions))
+        assert [type(f) for f in failures] == [RegionInvalid], bad
+    with pytest.raises(ProtocolRejected):
+        from alpha.protocol import require_valid
+
+        require_valid(dataclasses.replace(protocol, regions={**protocol.regions, bad.name: bad}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("partition", ["optimizer", "gradients"])
+def test_every_partition_equals_the_replicated_learner_bit_for_bit(
+    partition: str, dtype: str, topology: str, tmp_path: Path
+) -> None:
+    optimizer = "adam" if dtype == "float32" else "momentum"
+    plan = parse_plan(plan_text(topology, partition=partition, dtype=dtype, optimizer=optimizer))
+    summary = run_plan(plan, tmp_path / "run", out=io.StringIO())
+    assert summary.ok, summary.cause
+    assert summary.distributed == summary.replicated
+    # The same learner unpartitioned reaches the same bits: partitioning changes who
+    # computes each element, never how.
+    plain = parse_plan(plan_text(topology, partition="none", dtype=dtype, optimizer=optimizer))
+    assert replicate(plain, load_digits()).digest == summary.distributed
+
+
+@pytest.mark.slow
+def test_a_partitioned_checkpoint_is_written_by_each_ranges_owner_and_restores_on_others(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "ckpt"
+    checkpoint = f'[checkpoint]\nevery = 2\nfolder = "{folder}"\n'
+    plan = parse_plan(plan_text("tree-7", partition="gradients", rounds=2, checkpoint=checkpoint))
+    summary = run_plan(plan, tmp_path / "run", out=io.StringIO())
+    assert summary.ok, summary.cause
+    generation = open_generation(folder)
+    size = model_of(plan).size
+    for name in ("w", "m", "v"):
+        assert [(s.start, s.stop) for s in generation.shards[name]] == owner_ranges(size, 7)
+    assert len(generation.shards["p1"]) == 1
+    # Resume on 5 roles (star), partitioning the optimizer only; and on 3, unpartitioned.
+    arrays = generation.load()
+    start = Start(2, arrays.pop("w"), arrays)
+    for topology, partition, roles in (("star-5", "optimizer", 5), ("tree-7", "none", 3)):
+        later = parse_plan(plan_text(topology, partition=partition, rounds=4, roles=roles))
+        resumed = run_plan(later, tmp_path / f"{topology}", out=io.StringIO(), resume=folder)
+        assert resumed.ok, resumed.cause
+        assert resumed.replicated == replicate(later, load_digits(), start=start).digest
+        assert np.isfinite(resumed.holdout_accuracy)
