@@ -17,6 +17,7 @@ bits.
 
 from __future__ import annotations
 
+import mmap
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -100,10 +101,34 @@ SUM_CHECK_OPS: Final[dict[str, LocalOp]] = {
 }
 """The sum check's local operations (``alpha.program`` declares them on every host)."""
 
+
+def release(region: Array) -> None:
+    """Give a transient region's memory back to the system: its pages are dropped
+    (``MADV_DONTNEED``) and read as zeros until written again. A region not in a mapping of
+    its own is zeroed instead (the bytes are gone either way)."""
+    base: object = region
+    while isinstance(base, np.ndarray):  # a view's base is the array it views
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer keeps the buffer's memoryview
+        base = base.obj
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
+    else:
+        region.fill(0)
+
+
+def _update(ctx: Context, g: Array) -> None:
+    store = ctx.buffers["p"] if "p" in ctx.buffers else ctx.buffers["w"]
+    ctx.need_learner().update(store, g)
+
+
 LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "init": lambda ctx, w: ctx.need_learner().init(w),
+    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
+    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers["w"], p),
+    "release": lambda ctx, region: release(region),
     "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
-    "update": lambda ctx, g: ctx.need_learner().update(ctx.buffers["w"], g),
+    "update": _update,
     "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
 }
 """The learner's local operations (``alpha.learner.protocol`` declares where each runs)."""

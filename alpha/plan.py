@@ -137,7 +137,7 @@ _DEFAULT_WORK_SIZE: Final = 1024
 CHOICES: Final = ("none", *SELECTORS)
 
 #: What a learner partitions among its roles (``docs/learner.md``, "Partitioned state").
-PARTITIONS: Final = ("none", "optimizer", "gradients")
+PARTITIONS: Final = ("none", "optimizer", "gradients", "parameters")
 
 #: Learner models, and the data sets a learner can read (bundled in fixtures/).
 LEARNER_KINDS: Final = ("mlp", "linear")

@@ -265,6 +265,12 @@ def run_plan(
             if segment.end < plan.rounds or progress.live:
                 progress.close()
             print(f"run: checkpoint {previous.path.name} published (round {segment.end})", file=out)
+            # Old generations go once a newer one is published; a removal that failed is
+            # reported on role 0's log, and here.
+            log = (directory / "logs" / "role-000000.log").read_text(errors="replace")
+            for line in log.splitlines():
+                if ": checkpoint: cannot " in line:
+                    print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
     digests = {data["digests"]["w"] for data in found.values()}
     replaying = _Progress(out, plan.rounds, label="replicated ")

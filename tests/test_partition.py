@@ -67,7 +67,7 @@ partition = "{partition}"
 {checkpoint}"""
 
 
-@pytest.mark.parametrize("partition", ["optimizer", "gradients"])
+@pytest.mark.parametrize("partition", ["optimizer", "gradients", "parameters"])
 def test_each_role_holds_the_optimizer_state_of_its_range_alone(partition: str) -> None:
     plan = parse_plan(plan_text("tree-7", partition=partition))
     digits = load_digits()
@@ -84,7 +84,7 @@ def test_each_role_holds_the_optimizer_state_of_its_range_alone(partition: str) 
 
 
 def test_the_partitioned_protocols_check_and_project() -> None:
-    for partition in ("optimizer", "gradients"):
+    for partition in ("optimizer", "gradients", "parameters"):
         protocol = learner_protocol(parse_plan(plan_text("tree-7", partition=partition)))
         assert check(protocol) == []
         for role in range(7):
@@ -124,7 +124,7 @@ def test_a_region_view_must_lie_inside_a_region_of_its_dtype() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("partition", ["optimizer", "gradients"])
+@pytest.mark.parametrize("partition", ["optimizer", "gradients", "parameters"])
 def test_every_partition_equals_the_replicated_learner_bit_for_bit(
     partition: str, dtype: str, topology: str, tmp_path: Path
 ) -> None:
@@ -145,7 +145,7 @@ def test_a_partitioned_checkpoint_is_written_by_each_ranges_owner_and_restores_o
 ) -> None:
     folder = tmp_path / "ckpt"
     checkpoint = f'[checkpoint]\nevery = 2\nfolder = "{folder}"\n'
-    plan = parse_plan(plan_text("tree-7", partition="gradients", rounds=2, checkpoint=checkpoint))
+    plan = parse_plan(plan_text("tree-7", partition="parameters", rounds=2, checkpoint=checkpoint))
     summary = run_plan(plan, tmp_path / "run", out=io.StringIO())
     assert summary.ok, summary.cause
     generation = open_generation(folder)
@@ -156,9 +156,43 @@ def test_a_partitioned_checkpoint_is_written_by_each_ranges_owner_and_restores_o
     # Resume on 5 roles (star), partitioning the optimizer only; and on 3, unpartitioned.
     arrays = generation.load()
     start = Start(2, arrays.pop("w"), arrays)
-    for topology, partition, roles in (("star-5", "optimizer", 5), ("tree-7", "none", 3)):
+    for topology, partition, roles in (
+        ("star-5", "optimizer", 5),
+        ("tree-7", "none", 3),
+        ("tree-7", "parameters", 4),
+    ):
         later = parse_plan(plan_text(topology, partition=partition, rounds=4, roles=roles))
         resumed = run_plan(later, tmp_path / f"{topology}", out=io.StringIO(), resume=folder)
         assert resumed.ok, resumed.cause
         assert resumed.replicated == replicate(later, load_digits(), start=start).digest
         assert np.isfinite(resumed.holdout_accuracy)
+
+
+def _resident_bytes(array: np.ndarray) -> int:
+    """The resident bytes of the mapping ``array`` starts, from /proc/self/smaps."""
+    address = array.__array_interface__["data"][0]
+    found = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            low, high = (int(x, 16) for x in head.split("-"))
+            found = low <= address < high and low == address
+        elif found and line.startswith("Rss:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no mapping starts at the array")
+
+
+def test_releasing_a_transient_region_gives_its_pages_back() -> None:
+    from alpha.operations import release
+    from alpha.runtime.interpreter import transient_array
+
+    w = transient_array(1 << 20, "float32")  # 4 MiB in a mapping of its own
+    assert _resident_bytes(w) == 0
+    w[:] = 1.5
+    assert _resident_bytes(w) >= 4 << 20
+    view = w[1000:2000]  # a range of it, as a region view is
+    release(view)  # through a view, the whole mapping goes
+    assert _resident_bytes(w) == 0
+    assert not w.any()  # reads as zeros until written again
+    w[:10] = 2.0
+    assert w[:10].tolist() == [2.0] * 10

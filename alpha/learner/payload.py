@@ -90,7 +90,7 @@ def learner_from_payload(data: object) -> LearnerState:
             raise ArtifactInvalid(f"learner: rate must be a number, got {rate!r}")
         optimizer = _optimizer_from(data["optimizer"])
         partition, own = data["partition"], data["own"]
-        if partition not in ("none", "optimizer", "gradients") or (
+        if partition not in ("none", "optimizer", "gradients", "parameters") or (
             (own is None) != (partition == "none")
         ):
             raise ArtifactInvalid(f"learner: partition {partition!r} with range {own!r}")

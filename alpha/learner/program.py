@@ -166,9 +166,23 @@ class LearnerState:
             self.optimizer_state.step(w, g, rate=self.rate, batch=batch)
             return
         start, stop = self.own
+        # With partitioned parameters ``w`` is the role's own store (``p``), its range first.
+        part = w[: stop - start] if self.partition == "parameters" else w[start:stop]
         state = self.optimizer_state
-        state.step_range(w[start:stop], g[start:stop], 0, stop - start, rate=self.rate, batch=batch)
+        state.step_range(part, g[start:stop], 0, stop - start, rate=self.rate, batch=batch)
         state.advance()
+
+    def keep_own(self, w: npt.NDArray[np.floating], p: npt.NDArray[np.floating]) -> None:
+        """Partitioned parameters: keep the owned range of the whole ``w`` in the store ``p``."""
+        assert self.own is not None
+        start, stop = self.own
+        p[: stop - start] = w[start:stop]
+
+    def load_own(self, w: npt.NDArray[np.floating], p: npt.NDArray[np.floating]) -> None:
+        """Partitioned parameters: put the store's range back into its place in ``w``."""
+        assert self.own is not None
+        start, stop = self.own
+        w[start:stop] = p[: stop - start]
 
     def observe(
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int, role: int

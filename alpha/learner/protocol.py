@@ -100,23 +100,38 @@ def learner_protocol(plan: Plan) -> Protocol:
         "g": Region("g", plan.dtype, model.contribution_size),
     }
     partition = "none" if plan.learner is None else plan.learner.partition
+    observe = Local(Roles((0,)), "observe", "g")
+    before: tuple[Form, ...] = (Local(Everyone(), "init", "w"),)
+    after: tuple[Form, ...] = ()
     if partition == "none":
         steps: tuple[Form, ...] = (
             Local(Everyone(), "contribute", "g"),
             Combine("g", "all"),
             Local(Everyone(), "update", "g"),
+            observe,
         )
+    elif partition != "parameters":
+        steps = (*_partitioned(plan, model.size, partition, regions), observe)
     else:
         steps = _partitioned(plan, model.size, partition, regions)
-    round_form = Seq((*steps, Local(Roles((0,)), "observe", "g")))
+        before += (Local(Everyone(), "keep_own", "p"), Local(Everyone(), "release", "w"))
+        after = (Local(Everyone(), "load_own", "p"), *_gather(plan))
     return Protocol(
         participants=plan.participants,
         tree=plan.tree,
         regions=regions,
         operations=learner_operations(model),
-        body=Seq((Local(Everyone(), "init", "w"), Repeat(count, count, round_form))),
+        body=Seq((*before, Repeat(count, count, Seq(steps)), *after)),
         targets=Targets(plan.default_target, _with_gpus(plan)),
     )
+
+
+def _gather(plan: Plan) -> list[Form]:
+    """Every range ``w@r`` from its owner to every role along the tree."""
+    out: list[Form] = []
+    for role in range(plan.participants):
+        out += _flood(plan.tree, role, f"w@{role}")
+    return out
 
 
 def _partitioned(
@@ -139,11 +154,21 @@ def _partitioned(
             f"{partition!r} needs at most {size} roles",
             field="learner.partition",
         )
-    for role, (start, stop) in enumerate(owner_ranges(size, n)):
+    ranges = owner_ranges(size, n)
+    for role, (start, stop) in enumerate(ranges):
         regions[f"w@{role}"] = Region(f"w@{role}", dtype, stop - start, "w", start)
-        if partition == "gradients":
+        if partition != "optimizer":
             regions[f"g@{role}"] = Region(f"g@{role}", dtype, stop - start, "g", start)
-    steps: list[Form] = [Local(Everyone(), "contribute", "g")]
+    steps: list[Form] = []
+    if partition == "parameters":
+        # The whole parameters exist only while they are used: gathered from their owners
+        # for the contribution, released after, gathered to role 0 alone to observe.
+        regions["w"] = Region("w", dtype, size, transient=True)
+        regions["p"] = Region("p", dtype, ranges[0][1] - ranges[0][0])
+        steps += [Local(Everyone(), "load_own", "p"), *_gather(plan)]
+    steps.append(Local(Everyone(), "contribute", "g"))
+    if partition == "parameters":
+        steps.append(Local(Everyone(), "release", "w"))
     if partition == "optimizer":
         steps.append(Combine("g", "all"))
     else:
@@ -154,8 +179,14 @@ def _partitioned(
             steps += [Transfer(a, b, f"g@{role}") for a, b in itertools.pairwise(path)]
         steps.append(Combine("g@stats", "one"))
     steps.append(Local(Everyone(), "update", "g"))
-    for role in range(n):
-        steps += _flood(tree, role, f"w@{role}")
+    if partition != "parameters":
+        steps += _gather(plan)
+        return tuple(steps)
+    steps.append(Local(Everyone(), "load_own", "p"))
+    for role in range(1, n):
+        path = tree.path(role)
+        steps += [Transfer(b, a, f"w@{role}") for a, b in reversed(list(itertools.pairwise(path)))]
+    steps += [Local(Roles((0,)), "observe", "g"), Local(Everyone(), "release", "w")]
     return tuple(steps)
 
 

@@ -52,13 +52,16 @@ and advances once per iteration, so more could never run."""
 class Region:
     """A named buffer every role holds: ``count`` elements of ``dtype``; or, with ``of``, a
     view of elements ``[offset, offset + count)`` of the region ``of`` (same dtype, not itself
-    a view): transfers and combines of one range of a region move and fold only its bytes."""
+    a view): transfers and combines of one range of a region move and fold only its bytes.
+    A ``transient`` region's memory is given back to the system by the ``release`` operation
+    between uses (it reads as zeros after; see ``docs/protocol.md``)."""
 
     name: str
     dtype: str
     count: int
     of: str | None = None
     offset: int = 0
+    transient: bool = False
 
     @property
     def nbytes(self) -> int:

@@ -137,17 +137,20 @@ def _encode_body(body: Sequence[Instruction]) -> list[object]:
     return out
 
 
+def _encode_region(region: Region) -> list[object]:
+    if region.transient:
+        return [region.name, region.dtype, region.count, region.of, region.offset, True]
+    if region.of is not None:
+        return [region.name, region.dtype, region.count, region.of, region.offset]
+    return [region.name, region.dtype, region.count]
+
+
 def encode(schedule: LocalSchedule) -> dict[str, object]:
     """The JSON-able form of a schedule (``docs/protocol.md``)."""
     return {
         "format": SCHEDULE_FORMAT,
         "role": schedule.role,
-        "regions": [
-            [r.name, r.dtype, r.count]
-            if r.of is None
-            else [r.name, r.dtype, r.count, r.of, r.offset]
-            for r in schedule.regions
-        ],
+        "regions": [_encode_region(r) for r in schedule.regions],
         "scratch": [list(pair) for pair in schedule.scratch],
         "body": _encode_body(schedule.body),
     }
@@ -212,10 +215,17 @@ def decode(data: object) -> LocalSchedule:
         raise _bad(f"format must be {SCHEDULE_FORMAT!r}")
     regions = []
     for raw in data.get("regions", []):
-        if not isinstance(raw, list) or len(raw) not in (3, 5) or raw[1] not in DTYPES:
+        if not isinstance(raw, list) or len(raw) not in (3, 5, 6) or raw[1] not in DTYPES:
             raise _bad(f"a region is [name, dtype, count] or a view [..., of, offset], got {raw!r}")
-        of, offset = (None, 0) if len(raw) == 3 else (_str(raw[3], "of"), _int(raw[4], "offset"))
-        regions.append(Region(_str(raw[0], "region"), raw[1], _int(raw[2], "count"), of, offset))
+        of: str | None = None
+        offset = 0
+        if len(raw) >= 5:
+            of = None if len(raw) == 6 and raw[3] is None else _str(raw[3], "of")
+            offset = _int(raw[4], "offset")
+        if len(raw) == 6 and raw[5] is not True:
+            raise _bad(f"a region's sixth field marks it transient: true, got {raw[5]!r}")
+        name, count = _str(raw[0], "region"), _int(raw[2], "count")
+        regions.append(Region(name, raw[1], count, of, offset, transient=len(raw) == 6))
     whole = {r.name: r for r in regions if r.of is None}
     for region in regions:
         parent = whole.get(region.of or "")

@@ -11,6 +11,7 @@ refuses a word that is not canonical (``NoncanonicalWord``).
 from __future__ import annotations
 
 import hashlib
+import mmap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -28,7 +29,19 @@ from alpha.runtime.whereabouts import RUNNING, Whereabouts
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word"]
+__all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word", "transient_array"]
+
+
+def transient_array(count: int, dtype: str) -> np.ndarray:
+    """Zeros in their own anonymous mapping, so that the ``release`` operation can give the
+    pages back (``alpha.operations.release``) and the mapping stays valid for the slots that
+    receive into it."""
+    size = max(1, count * np.dtype(dtype).itemsize)
+    # Private: MADV_DONTNEED on a private anonymous mapping frees its pages and refills them
+    # with zeros; a shared one (mmap's default) would keep them in its shared memory object.
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20)
+    return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=dtype, count=count)
+
 
 WORD_BYTES: Final = 8
 """A choice word: one unsigned 64-bit big-endian integer, 0 or 1."""
@@ -74,7 +87,9 @@ class Interpreter:
             role=self.role, participants=participants, buffers=self.buffers, learner=learner
         )
         for region in schedule.regions:
-            if region.of is None:
+            if region.of is None and region.transient:
+                self.buffers[region.name] = transient_array(region.count, region.dtype)
+            elif region.of is None:
                 self.buffers[region.name] = np.zeros(region.count, dtype=region.dtype)
         for region in schedule.regions:
             if region.of is not None:  # a range of another region: its bytes, not a copy
