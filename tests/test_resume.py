@@ -192,8 +192,22 @@ async def _launch_stopping_at(compiled: Path, point: str, role: int) -> None:
     assert running(compiled) == []
 
 
+def _copy_of(saved: Path, tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """A copy of the saved checkpoint folder, and the bytes of its latest generation and
+    pointer, to compare with after a kill."""
+    import shutil
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(saved, folder)
+    before: dict[str, object] = {
+        "generation": files_of(open_generation(folder).path),
+        "pointer": (folder / POINTER).read_bytes(),
+    }
+    return folder, before
+
+
 def _assert_restore_and_resume_work(
-    folder: Path, before: dict[str, bytes], tmp_path: Path, uninterrupted: str
+    folder: Path, before: dict[str, object], tmp_path: Path, uninterrupted: str
 ) -> None:
     assert files_of(folder / open_generation(folder).path.name) == before["generation"]
     assert (folder / POINTER).read_bytes() == before["pointer"]
@@ -227,14 +241,7 @@ def _assert_restore_and_resume_work(
 def test_a_kill_at_each_step_of_publication_leaves_the_previous_generation(
     point: str, role: int, saved: Path, tmp_path: Path, uninterrupted: str
 ) -> None:
-    import shutil
-
-    folder = tmp_path / "ckpt"
-    shutil.copytree(saved, folder)
-    before = {
-        "generation": files_of(open_generation(folder).path),
-        "pointer": (folder / POINTER).read_bytes(),
-    }
+    folder, before = _copy_of(saved, tmp_path)
     compiled = _next_segment(folder, tmp_path / "segment")
     trio.run(_launch_stopping_at, compiled, point, role)
     published = (folder / generation_name(6, "deadbeef")).exists()
@@ -245,14 +252,7 @@ def test_a_kill_at_each_step_of_publication_leaves_the_previous_generation(
 def test_a_participant_killed_mid_round_publishes_nothing(
     saved: Path, tmp_path: Path, uninterrupted: str
 ) -> None:
-    import shutil
-
-    folder = tmp_path / "ckpt"
-    shutil.copytree(saved, folder)
-    before = {
-        "generation": files_of(open_generation(folder).path),
-        "pointer": (folder / POINTER).read_bytes(),
-    }
+    folder, before = _copy_of(saved, tmp_path)
     compiled = _next_segment(folder, tmp_path / "segment")
     # Role 2 (role 1's child) is killed as round 5's combined gradient reaches it.
     outcome = trio.run(
