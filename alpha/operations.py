@@ -127,6 +127,10 @@ LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
     "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers["w"], p),
     "release": lambda ctx, region: release(region),
+    "contribute_logical": lambda ctx, c: ctx.need_learner().contribute_logical(
+        ctx.buffers["w"], c, ctx.round
+    ),
+    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers["c"], g),
     "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
     "update": _update,
     "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),

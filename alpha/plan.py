@@ -82,6 +82,7 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "LEARNER_KINDS",
     "MAX_BATCH",
+    "MAX_CONTRIBUTORS",
     "MAX_GPU_UUID_CHARS",
     "MAX_HIDDEN",
     "MAX_HOLDOUT",
@@ -138,6 +139,10 @@ CHOICES: Final = ("none", *SELECTORS)
 
 #: What a learner partitions among its roles (``docs/learner.md``, "Partitioned state").
 PARTITIONS: Final = ("none", "optimizer", "gradients", "parameters")
+
+#: Logical contributors: each is a data shard and a contribution every round; 4096 of them
+#: each send a contribution toward role 0, which folds them all.
+MAX_CONTRIBUTORS: Final = 4096
 
 #: Learner models, and the data sets a learner can read (bundled in fixtures/).
 LEARNER_KINDS: Final = ("mlp", "linear")
@@ -212,6 +217,7 @@ _LEARNER_KEYS: Final = (
     "beta2",
     "epsilon",
     "partition",
+    "contributors",
 )
 # The optimizers' constants, in documentation order; each is a key of [learner].
 _OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
@@ -244,7 +250,9 @@ class LearnerSpec:
             its constants are checked in the plan's dtype too.
         partition: what is partitioned among the roles (``PARTITIONS``): ``"none"``, the
             optimizer's state (``"optimizer"``), or also the combined gradient
-            (``"gradients"``).
+            (``"gradients"``), or also the parameters (``"parameters"``).
+        contributors: the logical contributors whose contributions each round sums, whatever
+            the number of roles that host them; None: one per role.
 
     Raises:
         Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
@@ -259,6 +267,7 @@ class LearnerSpec:
     holdout: float
     optimizer: Optimizer = SGD
     partition: str = "none"
+    contributors: int | None = None
 
 
 @final
@@ -673,6 +682,7 @@ def _read_learner(root: Table, work_kind: str, dtype: str) -> LearnerSpec | None
         holdout=float_at(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
         optimizer=_read_optimizer(table, dtype),
         partition=one_of(table, "learner.partition", PARTITIONS, default="none"),
+        contributors=optional_int_at(table, "learner.contributors", low=1, high=MAX_CONTRIBUTORS),
     )
 
 

@@ -196,3 +196,20 @@ def test_releasing_a_transient_region_gives_its_pages_back() -> None:
     assert not w.any()  # reads as zeros until written again
     w[:10] = 2.0
     assert w[:10].tolist() == [2.0] * 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partition", ["none", "optimizer", "gradients", "parameters"])
+def test_logical_contributors_give_the_same_bits_on_any_number_of_roles(
+    partition: str, tmp_path: Path
+) -> None:
+    digests = set()
+    for roles in (2, 5):
+        text = plan_text("star-5", partition=partition, roles=roles).replace(
+            'partition = "', 'contributors = 4\npartition = "'
+        )
+        summary = run_plan(parse_plan(text), tmp_path / f"run-{roles}", out=io.StringIO())
+        assert summary.ok, summary.cause
+        assert summary.distributed == summary.replicated
+        digests.add(summary.distributed)
+    assert len(digests) == 1

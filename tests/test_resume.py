@@ -272,3 +272,41 @@ def test_a_participant_killed_mid_round_publishes_nothing(
         for p in folder.iterdir()
     )
     _assert_restore_and_resume_work(folder, before, tmp_path, uninterrupted)
+
+
+# --- logical contributors: resume on any owner count equals the uninterrupted run ------------
+
+
+def logical_text(folder: Path, *, rounds: int, roles: int, every: int | None = 2) -> str:
+    """The plan above with 4 logical contributors, whatever the number of roles."""
+    return plan_text(folder, rounds=rounds, roles=roles, every=every).replace(
+        'optimizer = "adam"', 'optimizer = "adam"\ncontributors = 4'
+    )
+
+
+@pytest.fixture(scope="module")
+def logical_uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> str:
+    base = tmp_path_factory.mktemp("logical-plain")
+    plan = parse_plan(logical_text(base, rounds=6, roles=N, every=None))
+    summary = run_plan(plan, base / "run", out=io.StringIO())
+    assert summary.ok, summary.cause
+    return summary.distributed
+
+
+@pytest.fixture(scope="module")
+def logical_saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("logical-saved")
+    plan = parse_plan(logical_text(base / "ckpt", rounds=4, roles=N))
+    summary = run_plan(plan, base / "run", out=io.StringIO())
+    assert summary.ok, summary.cause
+    return base / "ckpt"
+
+
+@pytest.mark.parametrize("owners", [1, N - 1, N + 1, 2 * N])
+def test_with_logical_contributors_resume_on_any_owner_count_equals_the_uninterrupted_run(
+    owners: int, logical_saved: Path, logical_uninterrupted: str, tmp_path: Path
+) -> None:
+    plan = parse_plan(logical_text(tmp_path / "ckpt", rounds=6, roles=owners))
+    summary = run_plan(plan, tmp_path / "run", out=io.StringIO(), resume=logical_saved)
+    assert summary.ok, summary.cause
+    assert summary.distributed == logical_uninterrupted

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from alpha.errors import ArtifactInvalid
 from alpha.learner.data import decode_shard, encode_shard
 from alpha.learner.gpu import GpuContributor
-from alpha.learner.model import Model
+from alpha.learner.model import FEATURES, Model
 from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
 from alpha.learner.program import LearnerState
 from alpha.learner.saving import SegmentIO
@@ -26,7 +28,15 @@ def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> di
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "partition": state.partition,
         "own": None if state.own is None else list(state.own),
-        "shard": encode_shard(state.pixels, state.labels),
+        "contributors": state.contributors,
+        "hosted": [
+            {"contributor": k, "shard": encode_shard(pixels, labels)}
+            for k, (pixels, labels) in zip(state.hosted, state.hosted_data, strict=True)
+        ],
+        # With logical contributors the role's data are its hosted contributors' shards.
+        "shard": None
+        if state.contributors is not None
+        else encode_shard(state.pixels, state.labels),
     }
     if state.holdout_pixels is not None and state.holdout_labels is not None:
         data["holdout"] = encode_shard(state.holdout_pixels, state.holdout_labels)
@@ -89,6 +99,18 @@ def learner_from_payload(data: object) -> LearnerState:
         if not isinstance(rate, float | int):
             raise ArtifactInvalid(f"learner: rate must be a number, got {rate!r}")
         optimizer = _optimizer_from(data["optimizer"])
+        contributors = data["contributors"]
+        if contributors is not None and (type(contributors) is not int or contributors < 1):
+            raise ArtifactInvalid(f"learner: contributors must be null or >= 1: {contributors!r}")
+        raw_hosted = data["hosted"]
+        if not isinstance(raw_hosted, list) or (raw_hosted and contributors is None):
+            raise ArtifactInvalid("learner: hosted contributors come with a contributor count")
+        hosted = []
+        for item in raw_hosted:
+            k = item.get("contributor") if isinstance(item, dict) else None
+            if type(k) is not int or contributors is None or not 0 <= k < contributors:
+                raise ArtifactInvalid(f"learner: a hosted contributor is wrong: {item!r}")
+            hosted.append((k, decode_shard(item.get("shard"))))
         partition, own = data["partition"], data["own"]
         if partition not in ("none", "optimizer", "gradients", "parameters") or (
             (own is None) != (partition == "none")
@@ -101,7 +123,12 @@ def learner_from_payload(data: object) -> LearnerState:
             and 0 <= own[0] < own[1]
         ):
             raise ArtifactInvalid(f"learner: an owned range is [start, stop), got {own!r}")
-        pixels, labels = decode_shard(data["shard"])
+        if data["shard"] is None:
+            if contributors is None:
+                raise ArtifactInvalid("learner: a role without logical contributors has a shard")
+            pixels, labels = np.zeros((0, FEATURES), np.uint8), np.zeros(0, np.uint8)
+        else:
+            pixels, labels = decode_shard(data["shard"])
         try:
             state = LearnerState(
                 model=Model(hidden, dtype),
@@ -114,6 +141,9 @@ def learner_from_payload(data: object) -> LearnerState:
                 optimizer=optimizer,
                 partition=partition,
                 own=None if own is None else (own[0], own[1]),
+                contributors=contributors,
+                hosted=tuple(k for k, _ in hosted),
+                hosted_data=[data for _, data in hosted],
             )
         except LearnerStateInvalid as error:  # a constant out of range in the model's dtype
             raise ArtifactInvalid(f"learner: {error}") from None

@@ -23,16 +23,18 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.checkpoint import owner_ranges
+from alpha.combine import ordered_sum
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
-from alpha.learner.model import Model, contribute, evaluate, initial_parameters
+from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
+from alpha.topology import ParticipantTree
 
 if TYPE_CHECKING:
     from alpha.plan import Plan
 
-__all__ = ["LearnerState", "model_of", "owned", "split_of"]
+__all__ = ["LOGICAL_FANOUT", "LearnerState", "logical_tree", "model_of", "owned", "split_of"]
 
 
 def model_of(plan: Plan) -> Model:
@@ -49,6 +51,16 @@ def model_of(plan: Plan) -> Model:
     return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
 
 
+LOGICAL_FANOUT = 2
+"""The fan-out of the tree whose order folds logical contributors' contributions."""
+
+
+def logical_tree(contributors: int) -> ParticipantTree:
+    """The order logical contributors' contributions are folded in: the preorder tree of
+    ``contributors`` nodes and fan-out :data:`LOGICAL_FANOUT`, whatever roles host them."""
+    return ParticipantTree(contributors, LOGICAL_FANOUT)
+
+
 def owned(plan: Plan, role: int) -> tuple[int, int]:
     """The parameter range ``role`` owns when the plan partitions its learner's state: the
     parameters cut into contiguous ranges in role order, as checkpoints cut them."""
@@ -59,7 +71,8 @@ def split_of(plan: Plan, digits: Digits) -> Split:
     """The plan's split of the data set into role shards and the held-out part."""
     learner = plan.learner
     assert learner is not None
-    return split(digits, participants=plan.participants, holdout=learner.holdout, seed=learner.seed)
+    shards = learner.contributors or plan.participants
+    return split(digits, participants=shards, holdout=learner.holdout, seed=learner.seed)
 
 
 @dataclass
@@ -93,11 +106,21 @@ class LearnerState:
     start_parameters: npt.NDArray[np.floating] | None = None  # a resumed role's, for init
     partition: str = "none"
     own: tuple[int, int] | None = None  # with a partition: the parameter range this role owns
+    contributors: int | None = None  # the plan's logical contributors, if it names them
+    hosted: tuple[int, ...] = ()  # with contributors: those this role computes
+    hosted_data: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]] = field(
+        default_factory=list
+    )
 
     def __post_init__(self) -> None:
         self.optimizer_state = OptimizerState.initial(
             self.optimizer, self.state_size, self.model.dtype
         )
+
+    @property
+    def samples(self) -> int:
+        """Samples one round's combined gradient sums over: ``batch`` per contributor."""
+        return self.batch * (self.contributors or self.participants)
 
     @property
     def state_size(self) -> int:
@@ -115,7 +138,12 @@ class LearnerState:
         learner = plan.learner
         assert learner is not None
         parts = parts or split_of(plan, digits)
-        pixels, labels = parts.shard(role)
+        hosted: tuple[int, ...] = ()
+        if learner.contributors is None:
+            pixels, labels = parts.shard(role)
+        else:
+            hosted = tuple(range(*owner_ranges(learner.contributors, plan.participants)[role]))
+            pixels, labels = np.zeros((0, FEATURES), np.uint8), np.zeros(0, np.uint8)
         state = cls(
             model=model_of(plan),
             seed=learner.seed,
@@ -127,6 +155,9 @@ class LearnerState:
             optimizer=learner.optimizer,
             partition=learner.partition,
             own=None if learner.partition == "none" else owned(plan, role),
+            contributors=learner.contributors,
+            hosted=hosted,
+            hosted_data=[parts.shard(k) for k in hosted],
         )
         if role == 0:
             state.holdout_pixels = parts.holdout_pixels
@@ -161,7 +192,7 @@ class LearnerState:
         """One optimizer step of ``w`` (and of the optimizer's state) from the total ``g``:
         the whole vector, or with a partition only the owned range (the others' owners step
         theirs, and the run gathers them: ``docs/learner.md``)."""
-        batch = self.batch * self.participants
+        batch = self.samples
         if self.own is None:
             self.optimizer_state.step(w, g, rate=self.rate, batch=batch)
             return
@@ -171,6 +202,29 @@ class LearnerState:
         state = self.optimizer_state
         state.step_range(part, g[start:stop], 0, stop - start, rate=self.rate, batch=batch)
         state.advance()
+
+    def contribute_logical(
+        self, w: npt.NDArray[np.floating], c: npt.NDArray[np.floating], round: int
+    ) -> None:
+        """With logical contributors: each hosted contributor ``k``'s contribution into row
+        ``k`` of ``c`` (the contributions of every contributor, one after another)."""
+        width = self.model.contribution_size
+        for k, (pixels, labels) in zip(self.hosted, self.hosted_data, strict=True):
+            chosen = batch_indices(len(labels), self.batch, self.first_round + round)
+            x = features(pixels[chosen], self.model.dtype)
+            row = c[k * width : (k + 1) * width]
+            if self.gpu is not None:
+                row[...] = self.gpu.contribute(w, x, labels[chosen])
+            else:
+                row[...] = contribute(self.model, w, x, labels[chosen])
+
+    def fold_logical(self, c: npt.NDArray[np.floating], g: npt.NDArray[np.floating]) -> None:
+        """Role 0, with logical contributors: ``g`` := every contributor's row of ``c``
+        folded in the logical tree's order (:func:`logical_tree`), whoever computed it."""
+        assert self.contributors is not None
+        width = self.model.contribution_size
+        tree = logical_tree(self.contributors)
+        g[...] = ordered_sum(tree, lambda k: c[k * width : (k + 1) * width])
 
     def keep_own(self, w: npt.NDArray[np.floating], p: npt.NDArray[np.floating]) -> None:
         """Partitioned parameters: keep the owned range of the whole ``w`` in the store ``p``."""
@@ -188,7 +242,7 @@ class LearnerState:
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int, role: int
     ) -> None:
         size = self.model.size
-        samples = self.batch * self.participants
+        samples = self.samples
         loss = float(g[size]) / samples
         train = float(g[size + 1]) / samples
         held = float("nan")

@@ -103,17 +103,25 @@ def learner_protocol(plan: Plan) -> Protocol:
     observe = Local(Roles((0,)), "observe", "g")
     before: tuple[Form, ...] = (Local(Everyone(), "init", "w"),)
     after: tuple[Form, ...] = ()
-    if partition == "none":
+    logical = plan.learner is not None and plan.learner.contributors is not None
+    if partition == "none" and logical:
         steps: tuple[Form, ...] = (
+            *_logical_total(plan, model, regions),
+            *_flood(plan.tree, 0, "g"),
+            Local(Everyone(), "update", "g"),
+            observe,
+        )
+    elif partition == "none":
+        steps = (
             Local(Everyone(), "contribute", "g"),
             Combine("g", "all"),
             Local(Everyone(), "update", "g"),
             observe,
         )
     elif partition != "parameters":
-        steps = (*_partitioned(plan, model.size, partition, regions), observe)
+        steps = (*_partitioned(plan, model, partition, regions), observe)
     else:
-        steps = _partitioned(plan, model.size, partition, regions)
+        steps = _partitioned(plan, model, partition, regions)
         before += (Local(Everyone(), "keep_own", "p"), Local(Everyone(), "release", "w"))
         after = (Local(Everyone(), "load_own", "p"), *_gather(plan))
     return Protocol(
@@ -126,6 +134,23 @@ def learner_protocol(plan: Plan) -> Protocol:
     )
 
 
+def _logical_total(plan: Plan, model: Model, regions: dict[str, Region]) -> list[Form]:
+    """Logical contributors' total, at role 0: every role computes the contributions of those
+    it hosts (rows ``c@k`` of ``c``), each travels up the tree path to role 0, which folds
+    them in the logical tree's order into ``g`` (``docs/learner.md``)."""
+    assert plan.learner is not None and plan.learner.contributors is not None
+    contributors = plan.learner.contributors
+    width = model.contribution_size
+    regions["c"] = Region("c", plan.dtype, contributors * width)
+    steps: list[Form] = [Local(Everyone(), "contribute_logical", "c")]
+    for host, (first, last) in enumerate(owner_ranges(contributors, plan.participants)):
+        path = plan.tree.path(host)
+        for k in range(first, last):
+            regions[f"c@{k}"] = Region(f"c@{k}", plan.dtype, width, "c", k * width)
+            steps += [Transfer(b, a, f"c@{k}") for a, b in reversed(list(itertools.pairwise(path)))]
+    return [*steps, Local(Roles((0,)), "fold_logical", "g")]
+
+
 def _gather(plan: Plan) -> list[Form]:
     """Every range ``w@r`` from its owner to every role along the tree."""
     out: list[Form] = []
@@ -135,7 +160,7 @@ def _gather(plan: Plan) -> list[Form]:
 
 
 def _partitioned(
-    plan: Plan, size: int, partition: str, regions: dict[str, Region]
+    plan: Plan, model: Model, partition: str, regions: dict[str, Region]
 ) -> tuple[Form, ...]:
     """A round whose optimizer state (and, with ``gradients``, combined gradient) is
     partitioned: role ``r`` owns the parameter range ``w@r`` and steps only it, then every
@@ -146,8 +171,12 @@ def _partitioned(
 
     Raises:
         PlanInvalid: more roles than parameters: a role would own nothing.
+
+    With logical contributors the total is folded at role 0 (:func:`_logical_total`) and
+    sent whole to every role (``optimizer``) or by range to each owner.
     """
-    tree, n, dtype = plan.tree, plan.participants, plan.dtype
+    tree, n, dtype, size = plan.tree, plan.participants, plan.dtype, model.size
+    logical = plan.learner is not None and plan.learner.contributors is not None
     if n > size:
         raise PlanInvalid(
             f"{n} roles cannot each own a range of {size} parameters: partition = "
@@ -166,18 +195,23 @@ def _partitioned(
         regions["w"] = Region("w", dtype, size, transient=True)
         regions["p"] = Region("p", dtype, ranges[0][1] - ranges[0][0])
         steps += [Local(Everyone(), "load_own", "p"), *_gather(plan)]
-    steps.append(Local(Everyone(), "contribute", "g"))
+    if logical:
+        steps += _logical_total(plan, model, regions)
+    else:
+        steps.append(Local(Everyone(), "contribute", "g"))
     if partition == "parameters":
         steps.append(Local(Everyone(), "release", "w"))
     if partition == "optimizer":
-        steps.append(Combine("g", "all"))
+        steps += _flood(tree, 0, "g") if logical else [Combine("g", "all")]
     else:
         regions["g@stats"] = Region("g@stats", dtype, STATS, "g", size)
-        steps += [Combine(f"g@{role}", "one") for role in range(n)]
+        if not logical:  # with logical contributors role 0 holds the whole total already
+            steps += [Combine(f"g@{role}", "one") for role in range(n)]
         for role in range(1, n):
             path = tree.path(role)
             steps += [Transfer(a, b, f"g@{role}") for a, b in itertools.pairwise(path)]
-        steps.append(Combine("g@stats", "one"))
+        if not logical:
+            steps.append(Combine("g@stats", "one"))
     steps.append(Local(Everyone(), "update", "g"))
     if partition != "parameters":
         steps += _gather(plan)
@@ -256,6 +290,8 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         config["optimizer"] = {"kind": learner.optimizer.kind, **learner.optimizer.constants}
     if learner.partition != "none":
         config["partition"] = learner.partition
+    if learner.contributors is not None:
+        config["contributors"] = learner.contributors
     segment = plan.segment
     if segment is not None:
         # Where the segment starts (the generation's root manifest binds the whole state it

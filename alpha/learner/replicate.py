@@ -18,7 +18,7 @@ from alpha.combine import ordered_sum
 from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters
 from alpha.learner.optimizer import LearnerStateInvalid, OptimizerState
-from alpha.learner.program import LearnerState, model_of, split_of
+from alpha.learner.program import LearnerState, logical_tree, model_of, split_of
 from alpha.learner.protocol import require_learner
 from alpha.plan import Plan
 
@@ -111,20 +111,31 @@ def replicate(
         parameters = start.parameters.copy()
     n = plan.participants
     parts = split_of(plan, digits)
-    states = [LearnerState.for_role(plan, digits, role, parts) for role in range(n)]
+    tree = plan.tree
+    if learner.contributors is None:
+        states = [LearnerState.for_role(plan, digits, role, parts) for role in range(n)]
+    else:
+        # Logical contributors: each one's shard and contribution, folded in the logical
+        # tree's order whatever roles host them (docs/learner.md).
+        tree = logical_tree(learner.contributors)
+        states = [
+            LearnerState.for_role(plan, digits, 0, parts) for _ in range(learner.contributors)
+        ]
+        for k, state in enumerate(states):
+            state.pixels, state.labels = parts.shard(k)
     for state in states:
         state.first_round = first
     scratch = np.zeros(model.contribution_size, dtype=model.dtype)
     held = features(parts.holdout_pixels, model.dtype)
     replica = Replica(parameters, optimizer=optimizer.arrays, rounds=first)
-    samples = learner.batch * n
+    samples = learner.batch * (learner.contributors or n)
     for index in range(last - first):
 
         def contribution(role: int, index: int = index) -> npt.NDArray[np.floating]:
             states[role].contribute(parameters, scratch, index)
             return scratch.copy()
 
-        total = ordered_sum(plan.tree, contribution)
+        total = ordered_sum(tree, contribution)
         optimizer.step(parameters, total, rate=learner.rate, batch=samples)
         accuracy = evaluate(model, parameters, held, parts.holdout_labels)
         round = first + index
