@@ -126,6 +126,38 @@ def _group_facts(group: ParticipantGroup) -> dict[str, object]:
     }
 
 
+def _describe_deploy(args: argparse.Namespace) -> int:
+    from alpha.deploy import load_deployment
+
+    deployment = load_deployment(args.file)
+    if args.json:
+        facts = {
+            "transport": deployment.transport,
+            "remote_root": deployment.remote_root,
+            "roles": [
+                {"role": role, **_vars_of(node)} for role, node in enumerate(deployment.nodes)
+            ],
+        }
+        print(json.dumps(facts, indent=2))
+        return EXIT_OK
+    print(f"transport    {deployment.transport}")
+    print(f"remote root  {deployment.remote_root}")
+    for role, node in enumerate(deployment.nodes):
+        print(
+            f"role {role:<7} {node.pod_id} at {node.host} port {node.port}, GPU minor "
+            f"{node.minor}, key {node.ssh_key}"
+        )
+    return EXIT_OK
+
+
+def _vars_of(node: object) -> dict[str, object]:
+    """A frozen dataclass with slots as a dict of its fields."""
+    import dataclasses
+
+    assert dataclasses.is_dataclass(node) and not isinstance(node, type)
+    return dataclasses.asdict(node)
+
+
 def _describe_tree(args: argparse.Namespace) -> int:
     tree = ParticipantTree(args.n, args.fanout)
     facts: dict[str, object] = {
@@ -394,6 +426,16 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--epoch", type=_nonnegative_int, default=0, help="membership epoch")
     group.add_argument("--json", action="store_true", help="print JSON instead of text")
     group.set_defaults(handler=_describe_group)
+
+    deploy = what.add_parser(
+        "deploy",
+        help="check a deployment file and show which node runs which role",
+        description="Read a deployment file (JSON, docs/deploy.md), check every field, and "
+        "print the node of each role. Exits 2 naming the first wrong field.",
+    )
+    deploy.add_argument("file", metavar="FILE", help="a deployment file")
+    deploy.add_argument("--json", action="store_true", help="print JSON instead of text")
+    deploy.set_defaults(handler=_describe_deploy)
 
     tree = what.add_parser(
         "tree",

@@ -41,6 +41,7 @@ __all__ = [
     "ContractInvalid",
     "Corrupted",
     "CoverageBroken",
+    "DeployInvalid",
     "DisseminationInvalid",
     "DoubleRearm",
     "EmptySelection",
@@ -636,6 +637,15 @@ class CheckFailed(RoundFailed):
 class PlanInvalid(InputInvalid, ValueError):
     """A plan is not valid TOML or a field is missing or wrong; ``field`` names
     it (e.g. ``topology.fanout``)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class DeployInvalid(InputInvalid, ValueError):
+    """A deployment file is unreadable, not JSON, or a field is missing, unknown or wrong;
+    ``field`` names it (e.g. ``nodes[1].port``)."""
 
     def __init__(self, message: str, *, field: str = "") -> None:
         self.field = field

@@ -54,7 +54,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("runtime",)),
     (
         "program",
-        ("protocol", "plan", "_fields", "learner", "program", "operations", "role", "budgets"),
+        (
+            "protocol",
+            "plan",
+            "_fields",
+            "learner",
+            "program",
+            "operations",
+            "role",
+            "budgets",
+            "deploy",
+        ),
     ),
     (
         "values",

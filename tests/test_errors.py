@@ -76,6 +76,7 @@ INPUT = {
     "TargetMismatch",
     "CheckpointCorrupt",
     "LearnerStateInvalid",
+    "DeployInvalid",
 }
 RUN = {
     "RunFailed",
@@ -128,6 +129,7 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "PlanInvalid": {ValueError},
     "ArtifactInvalid": {ValueError},
     "CheckpointCorrupt": {ValueError},
+    "DeployInvalid": {ValueError},
     "LearnerStateInvalid": {ValueError},
 }
 
