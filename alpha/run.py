@@ -21,6 +21,7 @@ from typing import Any, Final, TextIO
 
 import trio
 
+from alpha._files import output_folder
 from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint import Generation, open_generation
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
@@ -207,6 +208,7 @@ def run_plan(
     """
     started = time.monotonic()
     require_learner(plan)
+    output_folder(directory)  # a folder that cannot be made is refused before anything runs
     digits = load_digits()
     first, previous, start = 0, None, None
     if resume is not None:

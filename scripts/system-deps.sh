@@ -10,6 +10,11 @@ NEEDS=(
   "python3 -c 'import venv, ensurepip'|python3-venv"
   # The AArch64 participant runs under user-mode emulation (docs/emulation.md).
   "command -v qemu-aarch64|qemu-user"
+  # The ssh-tunnel tests start an sshd of their own (harness/sshd.py) and ssh through it,
+  # across network namespaces when they may create them.
+  "test -x /usr/sbin/sshd|openssh-server"
+  "command -v ssh|openssh-client"
+  "command -v ip|iproute2"
 )
 
 missing=()
@@ -38,5 +43,18 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "system-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+
+# openssh-server's post-install would start a system sshd; the tests start their own. A
+# policy-rc.d that exits 101 tells invoke-rc.d not to start services, for this install only:
+# ours is removed after, and one that was already there is left as it was.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  trap '$sudo rm -f "$policy"' EXIT
+  trap 'exit 1' HUP INT TERM # so that EXIT runs when interrupted too
+  printf '#!/bin/sh\n# Written by alpha scripts/system-deps.sh while installing.\nexit 101\n' \
+    | $sudo tee "$policy" >/dev/null
+  $sudo chmod 0755 "$policy"
+fi
+
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
