@@ -208,12 +208,12 @@ def run_plan(
     """
     started = time.monotonic()
     require_learner(plan)
-    output_folder(directory)  # a folder that cannot be made is refused before anything runs
     digits = load_digits()
     first, previous, start = 0, None, None
     if resume is not None:
         previous, start = _resume_point(plan, digits, resume)
         first = previous.round
+    output_folder(directory)  # a folder that cannot be made is refused before anything runs
     spec = plan.checkpoint
     folder = None
     if spec is not None:
