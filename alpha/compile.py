@@ -215,21 +215,15 @@ def compile_plan(
 
 
 def _segment_io(plan: Plan) -> SegmentIO | None:
-    """What a learner's artifact carries of the segment it runs (``docs/checkpoints.md``)."""
+    """What a learner's artifact carries of the segment it runs (``docs/checkpoints.md``):
+    the plan's segment, and the round it ends on."""
+    import dataclasses
+
     from alpha.learner.saving import SegmentIO
 
-    segment = plan.segment
-    if segment is None:
+    if plan.segment is None:
         return None
-    return SegmentIO(
-        first=segment.first,
-        end=plan.rounds,
-        resume=segment.resume,
-        resume_sha256=segment.resume_sha256,
-        save=segment.save,
-        nonce=segment.nonce,
-        keep=segment.keep,
-    )
+    return SegmentIO(**dataclasses.asdict(plan.segment), end=plan.rounds)
 
 
 def print_progress(done: int, total: int) -> None:

@@ -144,10 +144,9 @@ def _logical_total(plan: Plan, model: Model, regions: dict[str, Region]) -> list
     regions["c"] = Region("c", plan.dtype, contributors * width)
     steps: list[Form] = [Local(Everyone(), "contribute_logical", "c")]
     for host, (first, last) in enumerate(owner_ranges(contributors, plan.participants)):
-        path = plan.tree.path(host)
         for k in range(first, last):
             regions[f"c@{k}"] = Region(f"c@{k}", plan.dtype, width, "c", k * width)
-            steps += [Transfer(b, a, f"c@{k}") for a, b in reversed(list(itertools.pairwise(path)))]
+            steps += _toward_root(plan.tree, host, f"c@{k}")
     return [*steps, Local(Roles((0,)), "fold_logical", "g")]
 
 
@@ -208,8 +207,7 @@ def _partitioned(
         if not logical:  # with logical contributors role 0 holds the whole total already
             steps += [Combine(f"g@{role}", "one") for role in range(n)]
         for role in range(1, n):
-            path = tree.path(role)
-            steps += [Transfer(a, b, f"g@{role}") for a, b in itertools.pairwise(path)]
+            steps += _from_root(tree, role, f"g@{role}")
         if not logical:
             steps.append(Combine("g@stats", "one"))
     steps.append(Local(Everyone(), "update", "g"))
@@ -218,10 +216,19 @@ def _partitioned(
         return tuple(steps)
     steps.append(Local(Everyone(), "load_own", "p"))
     for role in range(1, n):
-        path = tree.path(role)
-        steps += [Transfer(b, a, f"w@{role}") for a, b in reversed(list(itertools.pairwise(path)))]
+        steps += _toward_root(tree, role, f"w@{role}")
     steps += [Local(Roles((0,)), "observe", "g"), Local(Everyone(), "release", "w")]
     return tuple(steps)
+
+
+def _from_root(tree: ParticipantTree, role: int, region: str) -> list[Form]:
+    """``region`` from role 0 down the tree path to ``role``, one edge after another."""
+    return [Transfer(a, b, region) for a, b in itertools.pairwise(tree.path(role))]
+
+
+def _toward_root(tree: ParticipantTree, role: int, region: str) -> list[Form]:
+    """``region`` from ``role`` up the tree path to role 0, one edge after another."""
+    return [Transfer(b, a, region) for a, b in reversed(list(itertools.pairwise(tree.path(role))))]
 
 
 def _flood(tree: ParticipantTree, source: int, region: str) -> list[Form]:
