@@ -208,12 +208,34 @@ def _abbreviate(roles: Sequence[int], empty: str) -> str:
     return f"{shown} ({len(roles)})"
 
 
-def _launch_dir(directory: Path, interpreters: Mapping[str, Sequence[str]] | None = None) -> int:
+def _launch_dir(
+    directory: Path,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+    deploy: str | None = None,
+    ssh_options: Sequence[str] = (),
+) -> int:
     import trio
 
-    from alpha.launch import launch, launch_specs
+    from alpha.launch import LaunchResult, launch, launch_specs
 
-    specs, deadline = launch_specs(directory, interpreters)
+    route = None
+    tunnels = None
+    if deploy is None:
+        specs, deadline = launch_specs(directory, interpreters)
+    else:
+        from alpha.deploy import load_deployment
+        from alpha.remote import Tunnels, deploy_specs, stage_artifacts
+
+        deployment = load_deployment(deploy)
+        local, _ = launch_specs(directory)
+        deployment.require_roles(len(local))
+        print(f"launch: copying {len(local)} artifact(s) to their nodes", file=sys.stderr)
+        stage_artifacts(local, deployment, ssh_options)
+        specs, deadline = deploy_specs(directory, deployment, interpreters, ssh_options)
+        logs = directory / "logs"
+        logs.mkdir(exist_ok=True)
+        tunnels = Tunnels(deployment, logs, ssh_options)
+        route = tunnels.route
     total = len(specs)
     up = 0
 
@@ -222,7 +244,14 @@ def _launch_dir(directory: Path, interpreters: Mapping[str, Sequence[str]] | Non
         up += 1
         print(f"launch: role {role} announced {len(ports)} port(s) ({up}/{total})", file=sys.stderr)
 
-    result = trio.run(lambda: launch(specs, deadline=deadline, on_announce=progress))
+    async def main() -> LaunchResult:
+        try:
+            return await launch(specs, deadline=deadline, on_announce=progress, route=route)
+        finally:
+            if tunnels is not None:
+                await tunnels.aclose()
+
+    result = trio.run(main)
     failure = result.first_failure
     if failure is not None:
         print(f"launch: role {failure.role} failed first: {failure.cause}", file=sys.stderr)
@@ -236,7 +265,9 @@ def _launch(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     if not directory.is_dir():
         raise UsageError(f"alpha launch: {directory} is not a directory")
-    return _launch_dir(directory, _interpreters("launch", args.interpreter))
+    return _launch_dir(
+        directory, _interpreters("launch", args.interpreter), args.deploy, args.ssh_option or ()
+    )
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -495,6 +526,21 @@ def build_parser() -> argparse.ArgumentParser:
         "first.",
     )
     launch.add_argument("dir", metavar="DIR", help="a folder that `alpha compile` wrote")
+    launch.add_argument(
+        "--deploy",
+        default=None,
+        metavar="FILE",
+        help="run each role on the node a deployment file names, through SSH tunnels "
+        "(docs/deploy.md)",
+    )
+    launch.add_argument(
+        "--ssh-option",
+        action="append",
+        default=None,
+        metavar="OPT",
+        help="an extra word for every ssh call with --deploy (repeatable), e.g. "
+        "-o UserKnownHostsFile=FILE given as two options",
+    )
     _add_interpreter_option(launch)
     launch.set_defaults(handler=_launch)
 

@@ -63,6 +63,7 @@ __all__ = [
     "LearnerInputInvalid",
     "LearnerStateInvalid",
     "NoRealization",
+    "NodeUnreachable",
     "NoncanonicalWord",
     "NotAMember",
     "OperationUnimplemented",
@@ -513,6 +514,11 @@ class LaunchFailed(RunFailed):
         self.others = others
         tail = f" ({others} other role(s) stopped after it)" if others else ""
         super().__init__(f"role {role} failed first: {cause}{tail}")
+
+
+class NodeUnreachable(RunFailed):
+    """A deployment's node cannot be reached or written over SSH, or an SSH forward did not
+    come up within its bound; the message names the node and quotes ssh."""
 
 
 class PortMissing(RunFailed):

@@ -7,9 +7,10 @@ accepts one key, the client key it generated, for the current user, and allows w
 transport does: remote commands and TCP forwards both ways (``-L`` and ``-R``). The
 :class:`Sshd` it yields holds what an ``ssh`` call against it needs.
 
-:func:`namespace_pair` creates two network namespaces joined by a veth pair, so that a test can
-put an sshd in each and show that a process in one reaches the other's loopback only through
-the tunnels. It only ever touches the namespaces it created, and deletes them at exit.
+:func:`namespace_nodes` creates network namespaces, each joined to the caller's namespace by a
+veth pair of its own and to no other, so that a test can put an sshd in each and show that a
+process in one reaches another's loopback only through tunnels opened from the caller's. It
+only ever touches the namespaces it created, and deletes them at exit.
 
 ``make test`` installs openssh-server, openssh-client and iproute2 (``scripts/system-deps.sh``).
 Facts measured on this kind of machine: ``shared/notes/ssh-tunnel.md``.
@@ -35,14 +36,16 @@ from typing import Final
 from harness.processes import children_of
 
 __all__ = [
+    "MAX_NODES",
     "SSHD",
     "START_WAIT",
+    "Namespace",
     "Sshd",
     "SshdFailed",
     "SshdUnavailable",
     "free_port",
     "in_netns",
-    "namespace_pair",
+    "namespace_nodes",
     "running_sshd",
 ]
 
@@ -159,6 +162,23 @@ def free_port(host: str, netns: str | None = None) -> int:
     argv = in_netns(netns, [sys.executable, "-c", _FREE_PORT, str(int(family)), host])
     found = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30)
     return int(found.stdout)
+
+
+_CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10).close()\n"
+    "except OSError as error:\n"
+    "    print(error.errno or 0)\n"
+)
+
+
+def connect_error(host: str, port: int, netns: str | None = None) -> int | None:
+    """The errno of one TCP connection from ``netns`` to ``host:port`` (for example
+    ``ENETUNREACH`` where the namespace has no route there), or None if it connected."""
+    argv = in_netns(netns, [sys.executable, "-c", _CONNECT, host, str(port)])
+    found = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+    return int(found.stdout) if found.stdout.strip() else None
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -345,11 +365,23 @@ def running_sshd(
         _stop(process)
 
 
-_pairs = itertools.count()  # several pairs in one process get distinct names and addresses
+_sets = itertools.count()  # several sets in one process get distinct names and addresses
 
 # `ip netns add` says one of these where the caller may not create namespaces (not root, no
 # CAP_SYS_ADMIN, or a container that forbids the mount ip makes for them).
 _NOT_PERMITTED: Final = ("Operation not permitted", "Permission denied")
+
+MAX_NODES: Final = 16
+"""Namespaces one :func:`namespace_nodes` makes at most (each takes a /30 of its set's /26)."""
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """A network namespace of the test's own, one veth away from this process's namespace."""
+
+    name: str
+    address: str  # its end of the veth: where a process here reaches it
+    gateway: str  # this namespace's end of the veth, in the same /30
 
 
 def _ip(*argv: str) -> None:
@@ -357,29 +389,35 @@ def _ip(*argv: str) -> None:
 
 
 @contextmanager
-def namespace_pair(prefix: str) -> Iterator[tuple[str, str, str, str] | None]:
-    """Two network namespaces of the caller's own, ``PREFIX-PID-N-a`` and ``-b``, joined by a
-    veth pair with the addresses ``10.X.Y.Z+1`` and ``+2`` of a /30 picked from the pid (so
-    that parallel runs differ), each with its loopback up: yields ``(ns_a, addr_a, ns_b,
-    addr_b)``. Both are deleted at exit, whatever happened; no other namespace is touched.
+def namespace_nodes(prefix: str, count: int = 2) -> Iterator[list[Namespace] | None]:
+    """``count`` network namespaces of the caller's own, ``PREFIX-PID-N-K``, each with its
+    loopback up and joined to this process's namespace (the deployment host) by a veth pair
+    of its own, on a /30 of ``10.X.Y.0`` picked from the pid (so that parallel runs differ).
+    Each namespace has a route to its own /30 only: this process reaches every one of them,
+    and none of them reaches another. All are deleted at exit, whatever happened; no other
+    namespace is touched.
 
     Yields None where ``ip netns add`` is not permitted, so that a test can skip.
 
     Raises:
         SshdUnavailable: ``ip`` (iproute2) is not installed.
+        ValueError: ``count`` is not 1 to :data:`MAX_NODES`.
         subprocess.CalledProcessError: creating a namespace failed for another reason (for
             example a namespace of that name exists: it is not ours, so it is left alone).
     """
     if shutil.which("ip") is None:
         raise SshdUnavailable("ip (iproute2)")
+    if not 1 <= count <= MAX_NODES:
+        raise ValueError(f"namespace_nodes makes 1 to {MAX_NODES} namespaces, not {count}")
     pid = os.getpid()
-    n = next(_pairs)
-    ns_a, ns_b = f"{prefix}-{pid}-{n}-a", f"{prefix}-{pid}-{n}-b"
-    x, y, z = (pid >> 8) % 256, pid % 256, 4 * (n % 64)
-    addr_a, addr_b = f"10.{x}.{y}.{z + 1}", f"10.{x}.{y}.{z + 2}"
+    n = next(_sets)
+    x, y, base = (pid >> 8) % 256, pid % 256, 64 * (n % 4)
     created: list[str] = []
+    links: list[str] = []
     try:
-        for name in (ns_a, ns_b):
+        nodes = []
+        for k in range(count):
+            name = f"{prefix}-{pid}-{n}-{k}"
             added = subprocess.run(
                 ["ip", "netns", "add", name], capture_output=True, text=True, timeout=30
             )
@@ -391,14 +429,25 @@ def namespace_pair(prefix: str) -> Iterator[tuple[str, str, str, str] | None]:
                     added.returncode, added.args, added.stdout, added.stderr
                 )
             created.append(name)
-        # Created inside the namespaces, so the names cannot clash with another run's.
-        end_a = ["veth0", "netns", ns_a]
-        _ip("link", "add", *end_a, "type", "veth", "peer", "name", "veth0", "netns", ns_b)
-        for name, address in ((ns_a, addr_a), (ns_b, addr_b)):
+            z = base + 4 * k
+            gateway, address = f"10.{x}.{y}.{z + 1}", f"10.{x}.{y}.{z + 2}"
+            # Made inside the namespace, then one end moved here; the end here is named from
+            # the pid and the counters (15 bytes at most), so runs cannot clash.
+            here = f"av{pid % 10**7}{n % 4}{k:x}"
+            _ip("-n", name, "link", "add", here, "type", "veth", "peer", "name", "veth0")
+            _ip("-n", name, "link", "set", here, "netns", str(pid))
+            links.append(here)
+            _ip("address", "add", f"{gateway}/30", "dev", here)
+            _ip("link", "set", here, "up")
             _ip("-n", name, "link", "set", "lo", "up")
             _ip("-n", name, "address", "add", f"{address}/30", "dev", "veth0")
             _ip("-n", name, "link", "set", "veth0", "up")
-        yield ns_a, addr_a, ns_b, addr_b
+            nodes.append(Namespace(name, address, gateway))
+        yield nodes
     finally:
+        # The kernel removes a deleted namespace's links later, in the background: the ends
+        # here are deleted first (which deletes their peers), so none outlives the call.
+        for here in reversed(links):
+            subprocess.run(["ip", "link", "delete", here], capture_output=True, timeout=30)
         for name in reversed(created):
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)

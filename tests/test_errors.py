@@ -99,6 +99,7 @@ RUN = {
     "CommitInvalid",
     "CommitUnknown",
     "LaunchFailed",
+    "NodeUnreachable",
     "PortMissing",
     "LauncherLost",
     "GpuUnavailable",

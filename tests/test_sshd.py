@@ -9,6 +9,7 @@ processes of their own, so that they can run inside a namespace (``ip netns exec
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
@@ -28,12 +29,14 @@ import harness.sshd
 from harness.processes import state_of
 from harness.sshd import (
     PORT_ATTEMPTS,
+    Namespace,
     Sshd,
     SshdFailed,
     SshdUnavailable,
+    connect_error,
     free_port,
     in_netns,
-    namespace_pair,
+    namespace_nodes,
     running_sshd,
 )
 
@@ -71,6 +74,7 @@ while True:
             print("refused")
             sys.exit(3)
         time.sleep(0.02)
+
 conn.settimeout(60)
 data = random.Random(int(seed)).randbytes(int(size))
 def send():
@@ -107,13 +111,12 @@ def echoed(port: int, seed: int, *, netns: str | None = None, host: str = "127.0
 
 def refused(port: int, host: str, netns: str | None) -> bool:
     """Whether one connection from ``netns`` to ``host:port`` is refused."""
-    done = subprocess.run(
-        _python(netns, _CLIENT, host, port, 1, 0, 0),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.returncode == 3 and done.stdout.strip() == "refused"
+    return connect_error(host, port, netns) == errno.ECONNREFUSED
+
+
+def unroutable(host: str, netns: str) -> bool:
+    """Whether ``netns`` has no route to ``host`` (ENETUNREACH, whatever the port)."""
+    return connect_error(host, 22, netns) == errno.ENETUNREACH
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -310,36 +313,38 @@ def test_local_and_remote_forwards_carry_bytes_intact(tmp_path: Path) -> None:
                 assert echoed(remote, seed=2) == expected(2)
 
 
-# --- two network namespaces, an sshd in each ---------------------------------------------------
+# --- network namespaces, an sshd in each, reached from here only --------------------------------
 
 
 @contextmanager
-def pair_or_skip() -> Iterator[tuple[str, str, str, str]]:
-    with namespace_pair("alpha-sshd") as pair:
-        if pair is None:
+def nodes_or_skip(count: int = 2) -> Iterator[list[Namespace]]:
+    with namespace_nodes("alpha-sshd", count) as nodes:
+        if nodes is None:
             pytest.skip("ip netns add is not permitted here (needs root or CAP_SYS_ADMIN)")
-        yield pair
+        yield nodes
 
 
 @pytest.mark.slow
 def test_across_namespaces_the_tunnels_are_the_only_way(tmp_path: Path) -> None:
     with (
-        pair_or_skip() as (ns_a, addr_a, ns_b, addr_b),
-        running_sshd(tmp_path / "a", host=addr_a, netns=ns_a) as sshd_a,
-        running_sshd(tmp_path / "b", host=addr_b, netns=ns_b) as sshd_b,
-        echo_server(ns_a) as target,  # on ns_a's loopback only
+        nodes_or_skip() as (a, b),
+        running_sshd(tmp_path / "a", host=a.address, netns=a.name) as sshd_a,
+        running_sshd(tmp_path / "b", host=b.address, netns=b.name) as sshd_b,
+        echo_server(a.name) as target,  # on a's loopback only
     ):
-        # From ns_b, ns_a's loopback cannot be reached, by either address.
-        assert refused(target, "127.0.0.1", ns_b)
-        assert refused(target, addr_a, ns_b)
-        # ns_b -> sshd in ns_a -> ns_a's loopback.
-        local = free_port("127.0.0.1", ns_b)
-        with forward(sshd_a, ["-L", f"127.0.0.1:{local}:127.0.0.1:{target}"], ns_b):
-            assert echoed(local, seed=3, netns=ns_b) == expected(3)
-        # ns_a -> sshd in ns_b, which listens on ns_b's loopback and sends back to ns_a.
-        with forward(sshd_b, ["-R", f"0:127.0.0.1:{target}"], ns_a) as remote:
-            assert remote is not None
-            assert echoed(remote, seed=4, netns=ns_b) == expected(4)
+        # From b, nothing of a can be reached: not its loopback, its address or its sshd.
+        assert refused(target, "127.0.0.1", b.name)
+        assert unroutable(a.address, b.name) and unroutable(a.gateway, b.name)
+        assert unroutable(b.address, a.name)
+        # Here -> sshd in a -> a's loopback: a local forward opened from here.
+        local = free_port("127.0.0.1")
+        with forward(sshd_a, ["-L", f"127.0.0.1:{local}:127.0.0.1:{target}"]):
+            assert echoed(local, seed=3) == expected(3)
+            # b's loopback -> sshd in b -> here -> sshd in a -> a's loopback: the route the
+            # transport gives a connector in b to a listener in a.
+            with forward(sshd_b, ["-R", f"0:127.0.0.1:{local}"]) as remote:
+                assert remote is not None
+                assert echoed(remote, seed=4, netns=b.name) == expected(4)
 
 
 def _namespaces() -> set[str]:
@@ -349,26 +354,45 @@ def _namespaces() -> set[str]:
 
 
 @pytest.mark.slow
-def test_the_namespaces_are_gone_after_the_fixture(tmp_path: Path) -> None:
-    with pair_or_skip() as (ns_a, _, ns_b, _):
-        assert {ns_a, ns_b} <= _namespaces()
-        assert str(os.getpid()) in ns_a and ns_a != ns_b
-    assert not {ns_a, ns_b} & _namespaces()
-    assert not Path(f"/run/netns/{ns_a}").exists() and not Path(f"/run/netns/{ns_b}").exists()
-    # Also when the test fails inside, with an sshd still running in one of them.
-    with (
-        pytest.raises(ZeroDivisionError),
-        pair_or_skip() as (ns_c, addr_c, ns_d, _),
-        running_sshd(tmp_path / "c", host=addr_c, netns=ns_c),
-    ):
-        1 / 0  # noqa: B018
-    assert not {ns_c, ns_d} & _namespaces()
-    assert (ns_c, ns_d) != (ns_a, ns_b)
+def _links() -> set[str]:
+    """The names of this namespace's network links (``ip -o link``: ``N: NAME[@PEER]: ...``)."""
+    listed = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    return {line.split(": ")[1].split("@")[0] for line in listed.stdout.splitlines()}
 
 
 @pytest.mark.slow
-def test_pairs_in_one_process_have_their_own_names_and_addresses() -> None:
-    with pair_or_skip() as first, pair_or_skip() as second:
-        assert not set(first) & set(second)
-        for address in (first[1], first[3], second[1], second[3]):
-            assert socket.inet_aton(address) and address.startswith("10.")
+def test_the_namespaces_and_links_are_gone_after_the_fixture(tmp_path: Path) -> None:
+    before = _links()
+    with nodes_or_skip(3) as nodes:
+        names = {node.name for node in nodes}
+        assert names <= _namespaces() and len(names) == 3
+        assert all(str(os.getpid()) in name for name in names)
+        assert len(_links() - before) == 3  # one veth end here per namespace
+    assert not names & _namespaces()
+    assert not any(Path(f"/run/netns/{name}").exists() for name in names)
+    assert _links() == before  # at once, not when the kernel gets round to it
+    # Also when the test fails inside, with an sshd still running in one of them.
+    with (
+        pytest.raises(ZeroDivisionError),
+        nodes_or_skip() as (c, d),
+        running_sshd(tmp_path / "c", host=c.address, netns=c.name),
+    ):
+        1 / 0  # noqa: B018
+    assert not {c.name, d.name} & _namespaces()
+    assert _links() == before
+
+
+@pytest.mark.slow
+def test_sets_in_one_process_have_their_own_names_and_addresses() -> None:
+    with nodes_or_skip() as first, nodes_or_skip() as second:
+        seen = [word for node in (*first, *second) for word in (node.name, node.address)]
+        seen += [node.gateway for node in (*first, *second)]
+        assert len(set(seen)) == len(seen)
+        for node in (*first, *second):
+            assert socket.inet_aton(node.address) and node.address.startswith("10.")
+
+
+def test_a_set_is_one_to_sixteen_namespaces() -> None:
+    for count in (0, 17):
+        with pytest.raises(ValueError, match="1 to 16"), namespace_nodes("alpha-sshd", count):
+            pass
