@@ -18,6 +18,7 @@ MODULES = (
     "bench.watch",
     "bench.checkpoint",
     "bench.partition",
+    "bench.combine",
 )
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
