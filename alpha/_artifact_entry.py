@@ -6,6 +6,7 @@ participant (and so numpy and trio) only then, in :func:`run_embedded`.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -24,6 +25,14 @@ REPORTS_DIR: Final = "reports"
 # The exit code of an artifact that cannot start: a wrong target, a damaged archive, an
 # interpreter without numpy or trio. Nothing ran, as for any other usage error.
 EXIT_CANNOT_START: Final = EXIT_USAGE
+
+BLAS_THREADS: Final = ("OPENBLAS_NUM_THREADS", "1")
+"""The environment variable, and its value, that gives numpy's BLAS one thread in a
+participant, set before numpy is imported unless the environment sets it already. A
+participant computes without BLAS (contract arithmetic in explicit loops, docs/learner.md), yet
+OpenBLAS starts a thread per core when numpy is imported, and they spin a while: about 0.1 s
+of CPU at every start here, a quarter of a participant's start-up, paid by every role of a run
+that starts them all at once on a few cores."""
 
 
 def _say(role: object, text: str) -> None:
@@ -50,6 +59,7 @@ def run_embedded(archive: Path | None = None) -> int:
     except AlphaError as error:
         _say("?", f"failed: {type(error).__name__}: {error}")
         return EXIT_CANNOT_START
+    os.environ.setdefault(*BLAS_THREADS)
     try:
         from alpha.participant import run_payload
     except ModuleNotFoundError as error:

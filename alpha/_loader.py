@@ -312,7 +312,8 @@ def main() -> int:
         name = os.path.basename(path)
         print(f"role ?: failed: interrupted while checking {name}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
-    from alpha.artifact import run_embedded
+    # The entry itself, not alpha.artifact, which also holds the builder and run.json.
+    from alpha._artifact_entry import run_embedded
 
     return run_embedded()
 

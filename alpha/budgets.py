@@ -23,15 +23,18 @@ class Budgets:
 
     Attributes:
         connect_attempts: connection attempts to a lower peer before giving up.
-        connect_interval: pause between two attempts; attempts x interval also bounds the wait
-            for a lower peer's port on stdin.
-        accept: the wait for each higher peer to connect (each accept, not all together:
-            peers start one after another, so the total grows with their number).
+        connect_interval: pause between two attempts; attempts x interval bounds every attempt
+            and all of them together.
+        accept: the wait for a peer to come up on an edge: each higher peer to connect (each
+            accept, not all together), and each lower peer's port on stdin (the launcher
+            relays it once that peer announced; every role starts at once, so the peer may
+            still be starting).
         receive: the wait for one whole frame, from the moment the role waits for it to its
             trailer; also a send the peer does not take, and the end of an edge.
         start: the wait for the first byte of the first frame on an edge after the hellos: the
-            peer may still be waiting for roles that start after it (the launcher starts roles
-            one after another), so this wait grows with the run and has its own bound.
+            peer may still be waiting for other roles to come up (on a host with fewer cores
+            than roles their start-ups share the cores), so this wait grows with the run and
+            has its own bound.
         deadline: an optional bound on the whole session, from start to the last frame. None
             (the default) leaves it off: every wait is bounded by the budgets above, so a
             failed or silent peer is found without it, and a long training run is not cut

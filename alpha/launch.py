@@ -1,9 +1,11 @@
-"""The local launcher: start participants in role order and relay their announced ports.
+"""The local launcher: start every participant at once and relay their announced ports.
 
-The launcher gives a run no meaning of its own. It starts role 0, reads the ports it announces
-on stdout (two bytes each, big-endian, one per edge to a higher peer), and writes each port to
-the stdin of the later role that connects to it; then the next role. It passes no other byte.
-Then it waits for every participant.
+The launcher gives a run no meaning of its own. It starts every role at once (a delayed role
+after its delay), reads the ports each announces on stdout (two bytes each, big-endian, one per
+edge to a higher peer), and writes each port to the stdin of the higher role that connects to
+it, as soon as it is known and in that role's edge order. It passes no other byte. A connector
+therefore only ever learns the port of a listener that is up: no participant connects to an
+absent listener. Then it waits for every participant.
 
 When a participant fails, the launcher names the role that failed first and its one-line cause
 (the last line of its log, or how it ended: killed by a signal, stopped, silent), stops every
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -40,9 +43,11 @@ __all__ = [
     "CAUSE_TAIL_BYTES",
     "EXIT_NOTICE",
     "LAUNCH_SLACK",
+    "START_SHARE",
     "LaunchResult",
     "LaunchSpec",
     "RoleOutcome",
+    "announce_bound",
     "first_failure",
     "launch",
     "launch_specs",
@@ -50,13 +55,27 @@ __all__ = [
 ]
 
 LAUNCH_SLACK: Final = 5.0
-"""Seconds the launcher allows past the participants' own session deadline before it stops
-them itself: time to start, to report, and to exit after their own budgets ran out."""
+"""Seconds the launcher allows past the participants' own session deadline (and the start
+allowance, :func:`announce_bound`) before it stops them itself: time to report, and to exit
+after their own budgets ran out."""
 
 ANNOUNCE_WAIT: Final = 60.0
-"""Seconds the launcher waits for one participant to announce its ports after it was started:
-an emulated AArch64 participant needs a few seconds to import its runtime; a minute means it
-is stuck."""
+"""Seconds one participant may take to announce its ports after it was started, on a host
+that starts nothing else: an emulated AArch64 participant needs a few seconds to import its
+runtime; a minute means it is stuck. :func:`announce_bound` adds the start allowance."""
+
+START_SHARE: Final = 0.5
+"""Seconds of one core that one participant's start-up takes at most before it announces:
+about 0.3 s of CPU here (the interpreter, trio, numpy and Alpha's own modules, ``python -m
+bench endpoints``), with room for a slower host. Every role starts at once, so on a host with
+fewer cores than roles the start-ups share the cores, and the last role announces only once
+about ``roles x START_SHARE / cores`` seconds of start-ups have run: a busy host, not a stuck
+role. The announce wait grows by that much (:func:`announce_bound`)."""
+
+FDS_PER_ROLE: Final = 4
+"""File descriptors the launcher holds per role at most while it starts them all: the write
+end of its stdin until every port is written, the read end of its stdout until it announced,
+the handle it waits on for the exit, and its log while it is being created."""
 
 EXIT_NOTICE: Final = 1.0
 """Seconds by which a failure the launcher saw itself (an exit without a failure-clock line,
@@ -184,6 +203,36 @@ def _blame_time(failure: RoleOutcome) -> float:
     return failure.failed_at - EXIT_NOTICE if failure.exit_seen else failure.failed_at
 
 
+def announce_bound(announce_wait: float, roles: int, cores: int) -> float:
+    """How long a role may take to announce once started, when ``roles`` roles start at once
+    on ``cores`` cores: ``announce_wait`` (a role alone: :data:`ANNOUNCE_WAIT`), plus the
+    cores' time that every start-up takes (``roles x START_SHARE / cores``), during which each
+    role gets only its share of them. Past it, the role is stuck, not slowed by the others."""
+    return announce_wait + START_SHARE * max(roles, 0) / max(cores, 1)
+
+
+def _cores() -> int:
+    """The cores this process (and so every participant it starts) may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _enough_descriptors(roles: int) -> None:
+    """Raise this process's soft limit on open files, up to its hard limit, so that starting
+    ``roles`` roles at once does not run out of descriptors (:data:`FDS_PER_ROLE` each); a
+    common default soft limit is 1024. The hard limit is never raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # The launcher's own: the interpreter's, trio's, a few per hook (relays, forwards).
+    wanted = FDS_PER_ROLE * roles + 256
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+
+
 def _state(pid: int) -> str:
     """A process's state letter from ``/proc/PID/stat`` (``T`` stopped by a signal, ``t``
     stopped by a tracer), or ``""`` where it cannot be read (it was reaped, no /proc)."""
@@ -215,19 +264,25 @@ class _Launch:
         self.result = LaunchResult()
         self.failures: list[RoleOutcome] = []  # in the order the launcher found them
         self.processes: dict[int, trio.Process] = {}
-        self.stdins: dict[int, trio.abc.SendStream] = {}
         self.ports: dict[tuple[int, int], int] = {}  # (listener, connector) -> port
+        # Set once the port of an edge (listener, connector) may go to its connector.
+        self.relayed: dict[tuple[int, int], trio.Event] = {}
+        # Each role's stdin feed, cancelled when the role exits.
+        self.feeds: dict[int, trio.CancelScope] = {}
         self.route: RouteHook | None = None
         self.killed: set[int] = set()  # the launcher sent them SIGKILL
         self.stopped: dict[int, tuple[str, float]] = {}  # role -> (state, when found)
         self.diagnosed: dict[int, RoleOutcome] = {}  # failures the launcher found in a role
         self.stopping = False
-        # Starting roles one after another, delays included: stop_all() cuts it short.
+        # Starting the roles, delays and announcements included: stop_all() cuts it short.
         self.starting = trio.CancelScope()
         self.started = trio.current_time()
         self.started_at: dict[int, float] = {}
         # Every participant learns who launched it, and stops when its parent is another.
         self.environment = {**os.environ, LAUNCHER_PID_ENV: str(os.getpid())}
+
+    def relay_of(self, listener: int, connector: int) -> trio.Event:
+        return self.relayed.setdefault((listener, connector), trio.Event())
 
     def now(self) -> float:
         return trio.current_time() - self.started
@@ -308,9 +363,9 @@ class _Launch:
         code = await process.wait()
         outcome = self.record(spec, code, time.monotonic())
         self.result.outcomes[spec.role] = outcome
-        stdin = self.stdins.pop(spec.role, None)
-        if stdin is not None:
-            await stdin.aclose()
+        feed = self.feeds.pop(spec.role, None)
+        if feed is not None:
+            feed.cancel()  # no port it still waits for can reach it now
         if outcome.failed:
             self.fail(outcome)
 
@@ -324,6 +379,32 @@ class _Launch:
             env=self.environment,
         )
 
+    async def feed(
+        self, spec: LaunchSpec, stdin: trio.abc.SendStream, scope: trio.CancelScope
+    ) -> None:
+        """Write the ports of ``spec``'s lower peers to its stdin, in its edge order, each as
+        soon as it is known and every earlier one written; then close stdin. A port never
+        relayed (an absent peer, one that died or is silent) stops the feed there: the role
+        waits on stdin until its own budget names that peer, or until it ends."""
+        with scope:
+            try:
+                cursor = 0
+                lower = spec.lower
+                while cursor < len(lower):
+                    await self.relay_of(lower[cursor], spec.role).wait()
+                    # The longest known prefix, in one write.
+                    known = bytearray()
+                    while cursor < len(lower) and self.relay_of(lower[cursor], spec.role).is_set():
+                        port = self.ports[(lower[cursor], spec.role)]
+                        known += port.to_bytes(PORT_BYTES, "big")
+                        cursor += 1
+                    await stdin.send_all(bytes(known))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # it already exited; watch() reports why
+            finally:
+                with trio.CancelScope(shield=True):
+                    await stdin.aclose()
+
     async def start(
         self,
         spec: LaunchSpec,
@@ -331,6 +412,9 @@ class _Launch:
         announce_wait: float,
         on_announce: AnnounceHook | None,
     ) -> None:
+        """Start ``spec``'s role, feed its stdin, read and relay its announcement: its ports
+        go to their connectors once ``on_announce`` (if any) returned. The role has
+        ``announce_wait`` seconds from its start to announce."""
         if self.stopping:
             return
         spec.log.parent.mkdir(parents=True, exist_ok=True)
@@ -338,6 +422,8 @@ class _Launch:
             process = await self.open(spec, log.fileno())
         self.processes[spec.role] = process
         self.started_at[spec.role] = self.now()
+        give_up = trio.current_time() + announce_wait
+        feed = self.feeds[spec.role] = trio.CancelScope()  # watch() cancels it at the exit
         nursery.start_soon(self.watch, spec, process)
         if self.stopping:
             # The launcher began to stop while this role started: it must not run on.
@@ -345,36 +431,22 @@ class _Launch:
             process.kill()
             return
         assert process.stdin is not None and process.stdout is not None
-        # Ports of the lower peers, in edge order, as far as they are known: an absent peer
-        # stops the feed, and the role waits on stdin until its own budget names that peer.
-        feed = bytearray()
-        complete = True
-        for peer in spec.lower:
-            port = self.ports.get((peer, spec.role))
-            if port is None:
-                complete = False
-                break
-            feed += port.to_bytes(PORT_BYTES, "big")
-        try:
-            await process.stdin.send_all(bytes(feed))
-            if complete:
-                await process.stdin.aclose()
-            else:
-                self.stdins[spec.role] = process.stdin
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # it already exited; watch() reports why
+        nursery.start_soon(self.feed, spec, process.stdin, feed)
         wanted = PORT_BYTES * len(spec.higher)
         announced = bytearray()
-        with trio.move_on_after(announce_wait):
+        with trio.move_on_at(give_up):
             while len(announced) < wanted:
                 chunk = await process.stdout.receive_some(wanted - len(announced))
                 if not chunk:
+                    # Its stdout is closed: it is exiting, and watch() says how; unless it
+                    # runs on without announcing, silent.
+                    await process.wait()
                     break
                 announced += chunk
         await process.stdout.aclose()
         if len(announced) < wanted:
             if process.returncode is None and spec.role not in self.killed:
-                # Alive but silent: it is stuck before its listeners are up.
+                # Alive but silent past its bound: it is stuck before its listeners are up.
                 outcome = RoleOutcome(
                     spec.role,
                     None,
@@ -401,6 +473,8 @@ class _Launch:
             self.ports[(spec.role, peer)] = port
         if on_announce is not None:
             await on_announce(spec.role, ports)
+        for peer in spec.higher:
+            self.relay_of(spec.role, peer).set()
 
     def running(self) -> list[int]:
         return sorted(r for r, p in self.processes.items() if p.returncode is None)
@@ -423,8 +497,6 @@ class _Launch:
                     if stream is not None:
                         await stream.aclose()
                 await process.wait()
-            for stdin in self.stdins.values():
-                await stdin.aclose()
 
 
 def _signal_name(number: int) -> str:
@@ -445,19 +517,27 @@ async def launch(
     announce_wait: float = ANNOUNCE_WAIT,
     route: RouteHook | None = None,
 ) -> LaunchResult:
-    """Start ``specs`` in role order, relay announced ports, wait for every role.
+    """Start every role of ``specs`` at once, relay announced ports, wait for every role.
+
+    Every role not ``absent`` is started at once (a delayed role after its delay); no start
+    waits for another role's announcement. Each announced port reaches its connector as soon
+    as its listener announced it, in the connector's edge order.
 
     Args:
         specs: one per role.
         deadline: the participants' session deadline; the launcher stops everything
-            ``LAUNCH_SLACK`` seconds after it. None: no bound from the launcher (the
-            participants' own budgets bound every wait).
+            ``LAUNCH_SLACK`` seconds after it and the start allowance (see
+            :func:`announce_bound`). None: no bound from the launcher (the participants' own
+            budgets bound every wait).
         fail_fast: stop every other role as soon as one fails (``alpha launch``). With False
             each role runs until it ends by itself, so each reports its own cause (tests).
         absent: roles never started (a host that never comes up), for tests and gates.
-        delays: seconds to wait before starting a role (a late host), for tests and gates.
-        on_announce: called after each role announced, with its ports.
-        announce_wait: how long one role may take to announce.
+        delays: seconds to wait before starting a role (a late host), for tests and gates;
+            only that role's start waits.
+        on_announce: called after each role announced, with its ports, before they are
+            relayed to its connectors. Calls for different roles may overlap.
+        announce_wait: how long one role may take to announce, when it starts alone; the
+            launcher allows :func:`announce_bound` for the roles it starts at once.
         route: called with (listener, connector, port) for each announced port; the port it
             returns is the one the connector gets (tests and gates put a relay on an edge).
 
@@ -467,7 +547,10 @@ async def launch(
     state = _Launch(specs, fail_fast)
     state.route = route
     delays = delays or {}
-    bound = math.inf if deadline is None else deadline + LAUNCH_SLACK
+    starting = [spec for spec in state.specs if spec.role not in absent]
+    _enough_descriptors(len(starting))
+    wait = announce_bound(announce_wait, len(starting), _cores())
+    bound = math.inf if deadline is None else deadline + (wait - announce_wait) + LAUNCH_SLACK
     try:
         with trio.move_on_after(bound) as scope:
             async with trio.open_nursery() as outer:
@@ -475,15 +558,22 @@ async def launch(
                 # The inner nursery ends when every started role's watch() has recorded it.
                 async with trio.open_nursery() as nursery:
                     with state.starting:
-                        for spec in state.specs:
-                            if spec.role in absent:
-                                state.result.outcomes[spec.role] = RoleOutcome(
-                                    spec.role, None, "never started (absent)"
+                        async with trio.open_nursery() as starts:
+                            for spec in state.specs:
+                                if spec.role in absent:
+                                    state.result.outcomes[spec.role] = RoleOutcome(
+                                        spec.role, None, "never started (absent)"
+                                    )
+                                    continue
+                                starts.start_soon(
+                                    _start_after,
+                                    state,
+                                    spec,
+                                    delays.get(spec.role, 0.0),
+                                    nursery,
+                                    wait,
+                                    on_announce,
                                 )
-                                continue
-                            if delays.get(spec.role):
-                                await trio.sleep(delays[spec.role])
-                            await state.start(spec, nursery, announce_wait, on_announce)
                 outer.cancel_scope.cancel()
         if deadline is not None and scope.cancelled_caught and state.running():
             state.fail(
@@ -505,6 +595,19 @@ async def launch(
     state.result.first_failure = first_failure(state.failures)
     state.result.elapsed_s = state.now()
     return state.result
+
+
+async def _start_after(
+    state: _Launch,
+    spec: LaunchSpec,
+    delay: float,
+    nursery: trio.Nursery,
+    announce_wait: float,
+    on_announce: AnnounceHook | None,
+) -> None:
+    if delay:
+        await trio.sleep(delay)  # a late host: stop_all() cuts it short
+    await state.start(spec, nursery, announce_wait, on_announce)
 
 
 async def _stop_on_signals(scope: trio.CancelScope, state: _Launch) -> None:

@@ -27,10 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
-from alpha.protocol.forms import Choice, Local, Protocol, walk
 
 if TYPE_CHECKING:
     from alpha.learner.program import LearnerState
+    from alpha.protocol.forms import Protocol
 
 __all__ = [
     "LEARNER_OPS",
@@ -158,6 +158,9 @@ def unimplemented(protocol: Protocol) -> list[ProtocolFailure]:
     A name the protocol does not declare is left to the protocol checks (``NoRealization``,
     ``SelectorNotAtAuthority``), so one cause is reported once.
     """
+    # The forms are the compiler's: a participant, which only runs operations, never loads them.
+    from alpha.protocol.forms import Choice, Local, walk
+
     failures: list[ProtocolFailure] = []
     for path, form in walk(protocol.body):
         if isinstance(form, Local):

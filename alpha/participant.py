@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -25,14 +26,15 @@ from alpha.errors import (
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.failpoints import requested
-from alpha.learner.payload import attach_gpu, learner_from_payload, segment_from_payload
-from alpha.learner.program import LearnerState
-from alpha.learner.saving import Saver, load_start
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
+
+if TYPE_CHECKING:
+    from alpha.learner.program import LearnerState
+    from alpha.learner.saving import Saver
 
 __all__ = ["FAILURE_CLOCK", "run_description", "run_payload"]
 
@@ -113,14 +115,26 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
             raise ArtifactInvalid("it has no schedule; build artifacts with alpha compile")
         schedule = decode(raw)
         data = payload.get("learner")
-        learner = None if data is None else learner_from_payload(data)
-        segment = segment_from_payload(data)
+        if data is None:
+            # A role without a learner (a sum check) does not load the learner's data, model,
+            # optimizer and checkpoint code: every role's start pays for what it imports.
+            learner = segment = None
+        else:
+            from alpha.learner.payload import learner_from_payload, segment_from_payload
+
+            learner = learner_from_payload(data)
+            segment = segment_from_payload(data)
         requested()  # a misspelt failpoint is refused before anything runs
     except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:
         _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
+    if learner is None:
+        return run_description(description, schedule, report_path, learner)
+    from alpha.learner.payload import attach_gpu
+    from alpha.learner.saving import Saver, load_start
+
     saver = None
-    if learner is not None and segment is not None:
+    if segment is not None:
         try:
             load_start(learner, segment)
         except (CheckpointCorrupt, LearnerStateInvalid) as error:
@@ -130,8 +144,6 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
             return EXIT_USAGE
         if segment.save is not None:
             saver = Saver(learner, segment, description.role)
-    if learner is None:
-        return run_description(description, schedule, report_path, learner)
     try:
         attach_gpu(learner)
     except GpuUnavailable as error:

@@ -1,11 +1,12 @@
 """Endpoints: establishing every edge of a run, and frame throughput on one loopback edge.
 
 Edge establishment: real participant processes started by the launcher (``alpha.launch``) on
-127.0.0.1 for trees of 16, 64 and 128 roles, fan-out 4, from the artifacts ``alpha exchange N 4
---payload 64`` compiles (with larger budgets): each edge carries a 64-byte contribution up and
-the checked 64-byte total down, and the run commits. The
-reference, timed in the same run, is the start-up of one bare ``python -c "import trio, numpy"``
-process: what starting one participant costs at the least.
+127.0.0.1 for trees of 16, 64, 128, 256 and 512 roles, fan-out 4, from the artifacts ``alpha
+exchange N 4 --payload 64`` compiles (with larger budgets): each edge carries a 64-byte
+contribution up and the checked 64-byte total down, and the run commits. The launcher starts
+every role at once. The reference, timed in the same run, is the start-up of one bare ``python
+-c "import trio, numpy"`` process: what starting one participant costs at the least. The
+participants' memory is sampled while they run (the sum of their PSS).
 
 Frame throughput: one TCP connection on 127.0.0.1 between two processes, a sender in a child
 process and the receiver in this one. Alpha's ``FrameChannel`` (sending from a ``SendSlot``,
@@ -25,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import trio
 
+from alpha._artifact_entry import BLAS_THREADS
 from alpha.budgets import Budgets
 from alpha.compile import compile_plan
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
@@ -47,13 +50,14 @@ NAME = "endpoints"
 ROOT = Path(__file__).resolve().parent.parent
 
 # Edge establishment.
-ROLES = (16, 64, 128)
+ROLES = (16, 64, 128, 256, 512)
 FANOUT = 4
 EXCHANGE = 64  # bytes each way per edge
 # Generous budgets, so that none shapes the figures.
-BUDGETS = Budgets(deadline=300, accept=120, receive=120)
-LONG_RUN = 128  # trees this large are launched once: one launch takes most of a minute
+BUDGETS = Budgets(deadline=600, accept=300, receive=300, start=300)
+LONG_RUN = 128  # trees this large are launched once: one launch takes from 20 s to 2 minutes
 STARTUPS = 5  # bare interpreter start-ups per median
+PSS_POLL = 1.0  # seconds between two samples of the participants' memory
 
 # Throughput.
 MIB = 1 << 20
@@ -82,6 +86,52 @@ class _Launched:
     established_median: float  # the median role's established_s
     established_max: float
     cpu_per_role: float  # user + system CPU of the participants, per role
+    peak_pss: int  # bytes: the largest sum of the participants' PSS in one sample
+
+
+def _children_pss() -> int:
+    """The sum of the proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``) of this
+    process's children: the participants' share of the host's memory, shared pages divided
+    among the processes that map them, so the sum counts each page once."""
+    me = str(os.getpid())
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                fields = file.read().rpartition(b")")[2].split()
+            if fields[1].decode() != me:
+                continue
+            with open(f"/proc/{entry}/smaps_rollup", "rb") as file:
+                for line in file:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, IndexError, ValueError):
+            continue  # it exited meanwhile
+    return total
+
+
+@contextmanager
+def _peak_pss() -> Iterator[list[int]]:
+    """Sample :func:`_children_pss` every :data:`PSS_POLL` seconds while the block runs; the
+    yielded list holds the peak once it ends."""
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _children_pss())
+            done.wait(PSS_POLL)
+
+    thread = threading.Thread(target=sample, name="pss", daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        thread.join()
 
 
 def _launch_once(n: int) -> _Launched:
@@ -107,7 +157,8 @@ def _launch_once(n: int) -> _Launched:
             return await launch(specs, deadline=deadline, on_announce=on_announce)
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        result = trio.run(session)
+        with _peak_pss() as peak:
+            result = trio.run(session)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if not result.ok:
             failure = result.first_failure
@@ -129,16 +180,20 @@ def _launch_once(n: int) -> _Launched:
         established_median=statistics.median(established.values()),
         established_max=max(established.values()),
         cpu_per_role=cpu / n,
+        peak_pss=peak[0],
     )
 
 
 def _startup(code: str) -> tuple[float, float]:
-    """Median wall time and CPU per start-up of ``python -c code``."""
+    """Median wall time and CPU per start-up of ``python -c code``, with numpy's BLAS given
+    one thread as a participant gives it (``alpha._artifact_entry.BLAS_THREADS``)."""
     argv = [sys.executable, "-c", code]
+    name, value = BLAS_THREADS
+    environment = {**os.environ, name: os.environ.get(name, value)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
 
     def start() -> None:
-        subprocess.run(argv, cwd=ROOT, check=True)
+        subprocess.run(argv, cwd=ROOT, check=True, env=environment)
 
     wall = median_seconds(start, repeat=STARTUPS)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -166,46 +221,47 @@ def _establishment(repeat: int) -> str:
 
         wall = median([one.wall for one in launched])
         cpu = median([one.cpu_per_role for one in launched])
+        pss = median([float(one.peak_pss) for one in launched])
         rows.append(
             f"| {n} | {count} | {wall:.2f} s | {wall / n:.3f} s | "
             f"{wall / (n * bare):.2f} | {median([one.all_up for one in launched]):.2f} s | "
             f"{median([one.established_median for one in launched]):.2f} s / "
             f"{median([one.established_max for one in launched]):.2f} s | "
-            f"{cpu:.2f} s | {n * cpu / cores:.1f} s |"
+            f"{cpu:.2f} s | {n * cpu / cores:.1f} s | {pss / (1 << 30):.2f} GiB |"
         )
     return "\n".join(
         [
             f"Establishing every edge of a tree of real participant processes, fan-out {FANOUT},",
             "on 127.0.0.1, as `alpha exchange N 4` does: the plan is compiled into artifacts",
-            "(untimed), then the launcher (`alpha.launch`) starts the roles in role order, each",
-            "after the one before announced its listening ports (a leaf announces none, so the",
-            "next role starts as soon as a leaf is spawned), relays the ports and waits for every",
-            f"role; each edge then carries a {EXCHANGE}-byte contribution up and the checked",
-            "total down, and the run commits (reports count only with its commit record).",
-            f"Trees of {LONG_RUN} roles are launched once, smaller ones {runs} times (medians).",
-            "Budgets are generous (deadline 300 s, accept and receive 120 s) so that none shapes",
-            "the figures.",
+            "(untimed), then the launcher (`alpha.launch`) starts every role at once, relays each",
+            "announced port to its connector as soon as it is known, and waits for every role;",
+            f"each edge then carries a {EXCHANGE}-byte contribution up and the checked total",
+            "down, and the run commits (reports count only with its commit record). Trees of",
+            f"{LONG_RUN} roles or more are launched once, smaller ones {runs} times (medians).",
+            f"Budgets are generous (deadline {BUDGETS.deadline:g} s, accept, receive and start",
+            f"{BUDGETS.accept:g} s) so that none shapes the figures.",
             "",
             "'launch wall' is the launcher's elapsed time from the first start to the last exit;",
             "'per role' divides it by the roles; '÷ bare' divides that by the reference, the",
-            'start-up of one bare `python -c "import trio, numpy"` timed in this run:',
-            f"{bare:.3f} s wall, {bare_cpu:.2f} s CPU (median of {STARTUPS}). 1.0 would mean a",
-            "launch costs one bare start-up per role, one after another. For comparison,",
-            '`python -c "import alpha.participant"`, the imports every participant pays, takes',
-            f"{alpha:.3f} s wall and {alpha_cpu:.2f} s CPU. 'all edges up' is from the launch's",
-            "start to the last edge established: the latest, over the listening roles, of the",
-            "moment its announcement reached the launcher plus its `established_s` (every edge",
-            "has one listening end, established only after its last accept and hello).",
-            "`established_s` is each role's own time from its session start to all its edges",
-            "established; a role is established when its last child connects, after all its",
-            "earlier children's subtrees started, so the maximum (the root's) spans about three",
-            "quarters of the launch. 'CPU per role' is the participants' user and system time",
-            f"per role; 'CPU floor' is roles times CPU per role over the {cores} cores here: the",
-            "launch wall cannot be shorter, since start-ups that overlap share the cores.",
+            'start-up of one bare `python -c "import trio, numpy"` timed in this run, with one',
+            f"BLAS thread as participants have: {bare:.3f} s wall, {bare_cpu:.2f} s CPU (median of",
+            f"{STARTUPS}). 1.0 would mean a launch costs one bare start-up per role, one after",
+            'another. For comparison, `python -c "import alpha.participant"`, the imports every',
+            f"participant pays, takes {alpha:.3f} s wall and {alpha_cpu:.2f} s CPU. 'all edges",
+            "up' is from the launch's start to the last edge established: the latest, over the",
+            "listening roles, of the moment its announcement reached the launcher plus its",
+            "`established_s` (every edge has one listening end, established only after its last",
+            "accept and hello). `established_s` is each role's own time from its session start",
+            "to all its edges established. 'CPU per role' is the participants' user and system",
+            f"time per role; 'CPU floor' is roles times CPU per role over the {cores} cores here:",
+            "the launch wall cannot be shorter, since start-ups share the cores. 'peak PSS' is",
+            "the largest sum of the participants' proportional set sizes",
+            "(`/proc/PID/smaps_rollup`), sampled at most once a second (a sample of hundreds of",
+            "processes takes seconds while they start).",
             "",
             "| roles | runs | launch wall | per role | ÷ bare | all edges up "
-            "| established_s median / max | CPU per role | CPU floor |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| established_s median / max | CPU per role | CPU floor | peak PSS |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

@@ -122,7 +122,7 @@ SHELL_ARROWS = frozenset(
         ("_verified_roles", "_artifact_payload"),
         ("_verified_roles", "_artifact_read"),
         ("_verified_roles", "_run_json"),
-        ("_loader", "artifact"),
+        ("_loader", "_artifact_entry"),
     }
 )
 

@@ -183,7 +183,9 @@ async def test_the_deadline_names_the_step_it_struck() -> None:
 
 
 async def test_a_lower_port_that_never_comes_names_the_peer() -> None:
-    budgets = Budgets(connect_attempts=5, connect_interval=0.05)
+    # The port comes once its listener is up: waiting for it is waiting for a peer to come
+    # up, which the accept budget bounds.
+    budgets = Budgets(connect_attempts=5, connect_interval=0.05, accept=0.25)
     ports_send, ports_in = trio.testing.memory_stream_pair()
 
     async def announce(data: bytes) -> None:
@@ -192,7 +194,8 @@ async def test_a_lower_port_that_never_comes_names_the_peer() -> None:
     description, schedule = _role(3, 6, 2, budgets, [1])
     with pytest.raises(BudgetExhausted) as caught:
         await run_role(description, announce=announce, ports_in=ports_in, schedule=schedule)
-    assert (caught.value.budget, caught.value.peer) == ("connect", 1)
+    assert (caught.value.budget, caught.value.peer) == ("accept", 1)
+    assert caught.value.seconds == budgets.accept
     await ports_send.aclose()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -27,6 +28,7 @@ from alpha.launch import (
     RoleOutcome,
     _Launch,
     first_failure,
+    launch,
     read_cause,
 )
 from alpha.plan import parse_plan
@@ -91,8 +93,8 @@ async def test_every_edge_is_established_once_and_checked(
     ("tree", "absent", "budget"),
     [
         (pair(), 1, "accept"),  # role 0 listens for 1, which never comes
-        (pair(), 0, "connect"),  # role 1 never gets role 0's port
-        (star(6), 0, "connect"),  # every leaf waits for the hub
+        (pair(), 0, "accept"),  # role 1 never gets role 0's port: it waits for it to come up
+        (star(6), 0, "accept"),  # every leaf waits for the hub
     ],
     ids=["pair-without-1", "pair-without-0", "star-without-hub"],
 )
@@ -112,6 +114,8 @@ async def test_a_peer_that_never_starts_exhausts_every_other_budget(
         assert "BudgetExhausted" in outcome.cause
         assert f"for role {absent}" in outcome.cause, outcome.cause
         assert f"{budget} budget ({seconds:g} s)" in outcome.cause
+        if role > absent:  # a connector: never given the absent listener's port
+            assert f"waiting for the port of role {absent} on stdin" in outcome.cause
         # Bounds the code enforces: the role's own budget, plus the documented slack for
         # starting and exiting.
         assert outcome.ended_s - outcome.started_s <= seconds + LAUNCH_SLACK
@@ -124,14 +128,22 @@ async def test_a_peer_that_never_starts_exhausts_every_other_budget(
 async def test_the_launcher_fails_fast_and_leaves_no_process(tmp_path: Path) -> None:
     tree = ParticipantTree(7, 2)
     run = CompiledRun.exchange(tmp_path, tree, budgets=FAST)
-    result = await run.launch(absent=frozenset({1}))
+    # Every role starts at once, so the roles about role 1 run out of budget within moments of
+    # each other and the others follow them by themselves (lost peers, aborts). Role 6, a leaf,
+    # is played by a process that would run on for ten minutes: only the launcher stops it.
+    sleeper = (sys.executable, "-c", "import time; time.sleep(600)")
+    specs = [
+        dataclasses.replace(spec, argv=sleeper) if spec.role == 6 else spec for spec in run.specs
+    ]
+    result = await launch(specs, deadline=run.deadline, absent=frozenset({1}))
     assert result.first_failure is not None
     # A neighbour of role 1 (its parent 0 or a child 2, 3) hits its budget first; the launcher
     # stops every other role then.
     assert result.first_failure.role in tree.edges(1)
     assert "BudgetExhausted" in result.first_failure.cause
     assert "for role 1" in result.first_failure.cause
-    assert any(outcome.killed for outcome in result.outcomes.values())
+    assert result.outcomes[6].killed
+    assert result.outcomes[6].returncode == -signal.SIGKILL
     last_start = max(o.started_s for o in result.outcomes.values())
     assert result.elapsed_s <= last_start + max(FAST.accept, FAST.connect) + LAUNCH_SLACK
     assert unreaped(result) == []
@@ -291,7 +303,9 @@ async def test_a_role_killed_by_a_signal_is_named_first_with_its_log(tmp_path: P
         if role == 0:
             listener.append(ports[0])  # role 0's listener for role 1
         if role == 1:
-            while not established_on(listener[0]):
+            # Roles announce in any order: role 1 (a leaf, with nothing to announce) may be
+            # first; it connects once role 0's port reached it.
+            while not (listener and established_on(listener[0])):
                 await trio.sleep(0.01)
             os.kill(await pid_running(run.specs[0].argv[-1]), signal.SIGKILL)
 

@@ -1,37 +1,57 @@
-"""A participant's start loads what it runs and no more: no plan reader, no protocol checker.
+"""A participant's start loads what it runs and no more: no plan reader, no protocol checker,
+no protocol forms or projection, no artifact builder; and a role without a learner no learner
+payload or checkpoint saving.
 
 Every participant is its own process started from its artifact, so each module the artifact's
-entry imports is paid for at every start (``python -m bench startup``). Reading a plan (and
-``tomllib``, which only the plan reader needs) and checking a protocol are the compiler's jobs;
-a participant runs the description, schedule and learner its payload already holds.
+entry imports is paid for at every start (``python -m bench startup``), and a launch starts
+every role at once on the host's cores (``python -m bench endpoints``). Reading a plan (and
+``tomllib``, which only the plan reader needs), checking and projecting a protocol and building
+artifacts are the compiler's jobs; a participant runs the description, schedule and learner its
+payload already holds.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from alpha._artifact_entry import BLAS_THREADS
 from alpha.compile import compile_plan, parse_roles
 from alpha.exitcodes import EXIT_FAILURE
 from alpha.plan import load_plan
 
-COMPILE_ONLY = ("alpha.plan", "tomllib", "alpha.protocol.checks")
-"""What only compiling needs: the plan reader, the TOML parser it uses, the protocol checker."""
+COMPILE_ONLY = (
+    "alpha.plan",
+    "tomllib",
+    "alpha.protocol.checks",
+    "alpha.protocol.forms",
+    "alpha.protocol.projection",
+    "alpha._artifact_build",
+)
+"""What only compiling needs: the plan reader, the TOML parser it uses, the protocol's forms,
+their checker and projection, and the artifact builder."""
+
+LEARNER_ONLY = ("alpha.learner.payload", "alpha.learner.saving")
+"""What only a role with a learner needs: its learner state from the payload, and saving it."""
+
+SUM_CHECK = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "tree.toml"
 
 DIGITS = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "digits.toml"
 
 ENTRY_IMPORTS = (
-    "from alpha.artifact import run_embedded",
+    "from alpha._artifact_entry import run_embedded",
     "from alpha.participant import run_payload",
     "from alpha.learner.payload import attach_gpu, learner_from_payload",
     "from alpha.protocol.local import decode",
     "from alpha.role import RoleDescription",
 )
 """What an artifact's entry imports on its way to running its payload: ``alpha._loader`` calls
-``run_embedded``, which calls ``run_payload``, which decodes the schedule and the learner."""
+``run_embedded``, which calls ``run_payload``, which decodes the schedule and, for a role with a
+learner, the learner."""
 
 
 def _imported(*argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -74,3 +94,66 @@ def test_a_learner_role_starts_from_its_artifact_without_a_plan_reader_or_protoc
     assert "failed: PortMissing" in done.stderr
     assert {"alpha.participant", "alpha.learner.payload", "alpha.protocol.local"} <= modules
     assert sorted(modules.intersection(COMPILE_ONLY)) == []
+
+
+@pytest.mark.slow
+def test_a_role_without_a_learner_starts_without_the_learners_payload_code(
+    tmp_path: Path,
+) -> None:
+    # Role 1 of the sum check, with an empty stdin, as above.
+    plan = load_plan(SUM_CHECK)
+    compile_plan(plan, tmp_path, parse_roles("1", plan.participants))
+    done, modules = _imported(str(tmp_path / "role-000001.pyz"))
+    assert done.returncode == EXIT_FAILURE, done.stderr[-2000:]
+    assert "failed: PortMissing" in done.stderr
+    assert {"alpha.participant", "alpha.protocol.local"} <= modules
+    assert sorted(modules.intersection(COMPILE_ONLY + LEARNER_ONLY)) == []
+
+
+# Runs an artifact in this interpreter as `python3 ARTIFACT` would, then says on stderr (stdout
+# carries the port announcement, in binary) which BLAS thread count it left in the environment.
+_RUN_AND_SAY_BLAS = """
+import os, runpy, sys
+sys.argv = [sys.argv[1]]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+print(os.environ.get("OPENBLAS_NUM_THREADS"), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("2", "2")])
+def test_a_participant_gives_numpys_blas_one_thread_unless_told_otherwise(
+    given: str | None, kept: str, tmp_path: Path
+) -> None:
+    # A participant computes without BLAS; the threads OpenBLAS would start at import only
+    # take the cores every other role's start-up needs.
+    plan = load_plan(SUM_CHECK)
+    compile_plan(plan, tmp_path, parse_roles("1", plan.participants))
+    environment = {k: v for k, v in os.environ.items() if k != BLAS_THREADS[0]}
+    if given is not None:
+        environment[BLAS_THREADS[0]] = given
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_AND_SAY_BLAS, str(tmp_path / "role-000001.pyz")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=environment,
+        check=False,
+    )
+    assert b"failed: PortMissing" in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].decode() == kept
+
+
+def test_every_name_of_the_protocol_package_loads_from_its_module() -> None:
+    # The package loads each name on first use, so that a participant, which needs only its
+    # local schedule, loads none of the forms, checks or projection.
+    import alpha.protocol as protocol
+    from alpha.protocol import checks, forms, local, projection, regions
+
+    modules = (checks, forms, local, projection, regions)
+    for name in protocol.__all__:
+        value = getattr(protocol, name)
+        assert any(getattr(module, name, None) is value for module in modules), name
+    assert forms.Region is regions.Region and forms.DTYPES is regions.DTYPES

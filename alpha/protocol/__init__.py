@@ -1,31 +1,36 @@
-"""The global protocol: forms written once for every role, checked, and projected per role."""
+"""The global protocol: forms written once for every role, checked, and projected per role.
 
+Each name is loaded from its module on first use: a participant imports this package only for
+its local schedule (``alpha.protocol.local``), and its start pays for neither the forms, nor
+their checks, nor projection, which are the compiler's.
+"""
+
+from importlib import import_module
 from typing import TYPE_CHECKING
-
-from alpha.protocol.forms import (
-    Children,
-    Choice,
-    Combine,
-    Dissemination,
-    Everyone,
-    Form,
-    GroupRoles,
-    Local,
-    Operation,
-    Protocol,
-    Region,
-    Repeat,
-    Roles,
-    RoleSet,
-    Seq,
-    Targets,
-    Transfer,
-)
-from alpha.protocol.local import LocalSchedule, decode, encode
-from alpha.protocol.projection import project, slots
 
 if TYPE_CHECKING:
     from alpha.protocol.checks import check, require_valid
+    from alpha.protocol.forms import (
+        Children,
+        Choice,
+        Combine,
+        Dissemination,
+        Everyone,
+        Form,
+        GroupRoles,
+        Local,
+        Operation,
+        Protocol,
+        Repeat,
+        Roles,
+        RoleSet,
+        Seq,
+        Targets,
+        Transfer,
+    )
+    from alpha.protocol.local import LocalSchedule, decode, encode
+    from alpha.protocol.projection import project, slots
+    from alpha.protocol.regions import Region
 
 __all__ = [
     "Children",
@@ -54,16 +59,40 @@ __all__ = [
     "slots",
 ]
 
-_CHECKS = frozenset({"check", "require_valid"})
+# The module each name lives in.
+_HOMES = {
+    **dict.fromkeys(
+        (
+            "Children",
+            "Choice",
+            "Combine",
+            "Dissemination",
+            "Everyone",
+            "Form",
+            "GroupRoles",
+            "Local",
+            "Operation",
+            "Protocol",
+            "Repeat",
+            "RoleSet",
+            "Roles",
+            "Seq",
+            "Targets",
+            "Transfer",
+        ),
+        "forms",
+    ),
+    "Region": "regions",
+    **dict.fromkeys(("LocalSchedule", "decode", "encode"), "local"),
+    **dict.fromkeys(("project", "slots"), "projection"),
+    **dict.fromkeys(("check", "require_valid"), "checks"),
+}
 
 
 def __getattr__(name: str) -> object:
-    # The checker is loaded on first use: a participant imports this package for its local
-    # schedule (alpha.protocol.local) and checks nothing, so its start does not pay for it.
-    if name in _CHECKS:
-        from alpha.protocol import checks
-
-        value = getattr(checks, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, final
 
 from alpha.membership import ParticipantGroup
+from alpha.protocol.regions import DTYPES, Region
 from alpha.topology import ParticipantTree
 
 __all__ = [
@@ -39,33 +40,9 @@ __all__ = [
     "walk",
 ]
 
-DTYPES: Final = {"float32": 4, "float64": 8, "uint8": 1}
-"""Region element types and their widths in bytes."""
-
 MAX_ITERATIONS: Final = 2**64 - 1
 """The most iterations nested repeats may multiply to: a slot's version counter is 64 bits
 and advances once per iteration, so more could never run."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Region:
-    """A named buffer every role holds: ``count`` elements of ``dtype``; or, with ``of``, a
-    view of elements ``[offset, offset + count)`` of the region ``of`` (same dtype, not itself
-    a view): transfers and combines of one range of a region move and fold only its bytes.
-    A ``transient`` region's memory is given back to the system by the ``release`` operation
-    between uses (it reads as zeros after; see ``docs/protocol.md``)."""
-
-    name: str
-    dtype: str
-    count: int
-    of: str | None = None
-    offset: int = 0
-    transient: bool = False
-
-    @property
-    def nbytes(self) -> int:
-        return DTYPES[self.dtype] * self.count
 
 
 # --- role sets ----------------------------------------------------------------------------

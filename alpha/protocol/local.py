@@ -12,7 +12,7 @@ from typing import Final, final
 
 from alpha._checks import int_in
 from alpha.errors import ArtifactInvalid
-from alpha.protocol.forms import DTYPES, Region
+from alpha.protocol.regions import DTYPES, Region
 
 __all__ = [
     "SCHEDULE_FORMAT",

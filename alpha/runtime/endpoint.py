@@ -6,10 +6,12 @@ listens and the higher connects, and every participant:
 1. binds and listens on every edge to a higher peer;
 2. announces those ports on stdout, two bytes each, big-endian, in edge order;
 3. connects to each lower peer, whose ports it reads from stdin in the same encoding;
-4. accepts each higher peer, then closes that listener.
+4. accepts each higher peer, exchanges hellos, then closes that listener.
 
-Launching participants in role order, each after the one before has announced, therefore never
-connects to an absent listener. The first frame each way on a new connection is a hello bound
+A connector learns a listener's port only from the launcher, which relays it once the
+listener announced it: every participant starts at once, and none ever connects to an absent
+listener. The wait for a port is a wait for a peer to come up, like an accept, and the accept
+budget bounds both. The first frame each way on a new connection is a hello bound
 to the run identity and the edge; a wrong hello (a stranger, another run, another edge) is
 refused with the frame codec's class and the run aborts. Every wait is bounded by a named
 budget (``alpha.budgets``).
@@ -169,7 +171,12 @@ class Establishment:
         return channel
 
     async def accept(self, edge: Edge) -> FrameChannel:
-        """Step 4 for one higher peer: accept within the budget, close the listener, greet."""
+        """Step 4 for one higher peer: accept within the budget, greet, close the listener.
+
+        The listener closes once the hellos are through, not before: every role starts at
+        once, so the real peer may already wait behind a stranger the listener took first,
+        and closing the listener resets its connection. This role must fail on the
+        stranger's hello (and say so) before that peer can see its connection go."""
         listener = self.listeners[edge.peer]
         self.step = f"accepting role {edge.peer}"
         self.waiting_for = edge.peer
@@ -185,8 +192,6 @@ class Establishment:
                 seconds=self.budgets.accept,
                 when=self.where.when(),
             )
-        listener.close()
-        del self.listeners[edge.peer]
         channel = self.channel(trio.SocketStream(sock), edge.peer)
         identity = self.description.identity
         self.step = f"checking the hello of role {edge.peer}"
@@ -196,6 +201,8 @@ class Establishment:
         await channel.send(
             SendSlot(hello_spec(identity, self.role, edge.peer)), b"", step=self.step
         )
+        listener.close()
+        del self.listeners[edge.peer]
         self.waiting_for = None
         return channel
 
@@ -210,15 +217,19 @@ async def read_ports(
 ) -> list[int]:
     """Read ``count`` announced ports (two bytes each) for ``peers`` from the launcher.
 
+    Each port comes once its listener started and announced it; every role starts at once, so
+    the listener may still be starting. That is a wait for a peer to come up, as an accept is,
+    and the accept budget bounds each port.
+
     Raises:
-        BudgetExhausted: a port did not arrive within the connect budget (it names the peer).
+        BudgetExhausted: a port did not arrive within the accept budget (it names the peer).
         PortMissing: the stream ended first.
     """
     data = bytearray()
     ports: list[int] = []
     for peer in peers[:count]:
         step = f"waiting for the port of role {peer} on stdin"
-        with trio.move_on_after(budgets.connect) as scope:
+        with trio.move_on_after(budgets.accept) as scope:
             while len(data) < PORT_BYTES:
                 chunk = await stream.receive_some(PORT_BYTES - len(data))
                 if not chunk:
@@ -232,8 +243,8 @@ async def read_ports(
                 role=role,
                 peer=peer,
                 step=step,
-                budget="connect",
-                seconds=budgets.connect,
+                budget="accept",
+                seconds=budgets.accept,
                 when="before the first round",
             )
         ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
@@ -254,7 +265,8 @@ async def establish(
     Channels are registered on ``stack`` so they close when the session ends, cleanly or not.
 
     Raises:
-        BudgetExhausted: a connect, port, accept or receive budget ran out.
+        BudgetExhausted: a connect, accept (an accept, or a port on stdin) or receive budget
+            ran out.
         FrameRefused: a hello was wrong (a stranger, another run, another edge).
         PeerLost: a connection broke.
         PortMissing: the launcher closed stdin before giving a lower peer's port.

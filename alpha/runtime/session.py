@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -37,7 +37,6 @@ from alpha.errors import (
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.learner.program import LearnerState
-from alpha.learner.saving import Saver
 from alpha.protocol.local import LocalSchedule
 from alpha.role import RoleDescription
 from alpha.runtime.channel import FrameChannel
@@ -45,6 +44,9 @@ from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_launcher
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
+
+if TYPE_CHECKING:
+    from alpha.learner.saving import Saver
 
 __all__ = [
     "COMPLETION_SLOT",
