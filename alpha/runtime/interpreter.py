@@ -29,7 +29,6 @@ import trio
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
-from alpha.learner.program import LearnerState
 from alpha.protocol.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first_failure
 from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
@@ -37,6 +36,8 @@ from alpha.runtime.whereabouts import RUNNING, Whereabouts
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
+
+    from alpha.learner.program import LearnerState  # a type only: sum-check roles never load it
 
 __all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word", "transient_array"]
 
