@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
+    "DIGEST_SIZE",
     "FIELDS",
     "FORMAT_VERSION",
     "HEADER_SIZE",
@@ -68,18 +69,26 @@ __all__ = [
     "ReceiveSlot",
     "Reception",
     "SendSlot",
+    "Unsealed",
     "abort_spec",
     "field_at",
+    "payload_digest",
+    "seal",
 ]
 
 MAGIC: Final = b"ALPF"
 """The first four bytes of every frame: a stranger speaking another protocol fails here."""
 
-FORMAT_VERSION: Final = 1
-"""The layout described in this module; a change of layout changes this byte."""
+FORMAT_VERSION: Final = 2
+"""The layout described in this module; a change of layout changes this byte. Version 2 binds
+the trailer to the payload through the payload's own digest (:func:`seal`), so that a payload
+sent on several edges is hashed once."""
 
 TRAILER_SIZE: Final = 32
 """A SHA-256 digest."""
+
+DIGEST_SIZE: Final = 32
+"""A payload digest: SHA-256 of the payload bytes."""
 
 # Roles travel as unsigned 32-bit integers: the membership's MAX_ROLE (alpha.membership, the
 # one home of the role limits).
@@ -229,14 +238,37 @@ class FrameSpec:
         )
 
 
+def payload_digest(payload: Buffer) -> bytes:
+    """SHA-256 of a payload's bytes: what the trailer binds (:func:`seal`)."""
+    return hashlib.sha256(_byte_view(payload)).digest()
+
+
+def seal(header: Buffer, digest: bytes) -> bytes:
+    """The trailer of a frame with ``header`` whose payload has the digest ``digest``:
+    SHA-256 over the header's 132 bytes followed by the payload digest's 32.
+
+    A payload sent on several edges (each with its own header) is hashed once; each frame
+    costs one more hash of 164 bytes. A forwarder that verified a payload already holds its
+    digest. Any change of header or payload still changes the trailer, as long as SHA-256
+    resists collisions.
+    """
+    if len(digest) != DIGEST_SIZE:
+        raise FrameSpecInvalid(f"a payload digest has {DIGEST_SIZE} bytes, not {len(digest)}")
+    state = hashlib.sha256(header)
+    state.update(digest)
+    return state.digest()
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One frame ready to send, in three pieces so the payload is never copied."""
+    """One frame ready to send, in three pieces so the payload is never copied, and the
+    payload's digest, to frame the same bytes again without hashing them."""
 
     header: bytes
     payload: memoryview
     trailer: bytes
+    digest: bytes
 
     def pieces(self) -> tuple[bytes, memoryview, bytes]:
         return (self.header, self.payload, self.trailer)
@@ -244,6 +276,20 @@ class Outgoing:
     def join(self) -> bytes:
         """The whole frame as one bytes object (a copy: for tests and small frames)."""
         return b"".join(self.pieces())
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Unsealed:
+    """A frame whose header and payload may leave before its trailer is known: the payload's
+    digest can be computed while they are sent (:meth:`SendSlot.begin`)."""
+
+    header: bytes
+    payload: memoryview
+
+    def seal(self, digest: bytes) -> Outgoing:
+        """The frame, with the trailer for a payload whose digest is ``digest``."""
+        return Outgoing(self.header, self.payload, seal(self.header, digest), digest)
 
 
 def _byte_view(data: Buffer) -> memoryview:
@@ -272,11 +318,23 @@ class SendSlot:
     def next_version(self) -> int:
         return self._next_version
 
-    def prepare(self, payload: Buffer) -> Outgoing:
+    def prepare(self, payload: Buffer, *, digest: bytes | None = None) -> Outgoing:
         """Frame ``payload`` at the next version, then advance the counter.
 
-        Hashes header and payload once; the payload is referenced, not copied, so it must not
-        change until the frame is sent.
+        Hashes the payload once, unless ``digest`` (its SHA-256, from an earlier frame of the
+        same bytes) is given; the payload is referenced, not copied, so it must not change
+        until the frame is sent.
+
+        Raises:
+            FrameSpecInvalid: the payload's length differs from the spec's extent.
+            VersionOverflow: the counter stands at ``MAX_VERSION``; it never wraps.
+        """
+        unsealed = self.begin(payload)
+        return unsealed.seal(payload_digest(unsealed.payload) if digest is None else digest)
+
+    def begin(self, payload: Buffer) -> Unsealed:
+        """The header of the next frame and a view of ``payload``, then advance the counter;
+        the trailer follows from the payload's digest (:meth:`Unsealed.seal`).
 
         Raises:
             FrameSpecInvalid: the payload's length differs from the spec's extent.
@@ -302,21 +360,18 @@ class SendSlot:
                 received=version,
                 edge=(spec.sender, spec.receiver),
             )
-        header = spec.header(version)
-        digest = hashlib.sha256(header)
-        digest.update(view)
-        outgoing = Outgoing(header, view, digest.digest())
         self._next_version = version + 1
-        return outgoing
+        return Unsealed(spec.header(version), view)
 
 
 # Reception phases: where the next byte of the frame goes.
 _HEADER_PHASE: Final = 0
 _BODY_PHASE: Final = 1
 _TRAILER_PHASE: Final = 2
-_VERIFIED: Final = 3
-_FINISHED: Final = 4
-_REFUSED: Final = 5
+_HASHING: Final = 3  # every byte is in; payload bytes still being hashed (deferred)
+_VERIFIED: Final = 4
+_FINISHED: Final = 5
+_REFUSED: Final = 6
 
 
 @final
@@ -332,6 +387,7 @@ class ReceiveSlot:
     __slots__ = (
         "_armed",
         "_buffer",
+        "_digest",
         "_header",
         "_next_version",
         "_refusal",
@@ -372,11 +428,18 @@ class ReceiveSlot:
         self._trailer = memoryview(bytearray(TRAILER_SIZE))
         self._armed: Reception | None = None
         self._refusal: FrameRefused | None = None
+        self._digest: bytes | None = None
 
     @property
     def next_version(self) -> int:
         """The version of the next frame this slot will accept."""
         return self._next_version
+
+    @property
+    def payload_digest(self) -> bytes | None:
+        """SHA-256 of the payload the last finished reception exposed (checked through its
+        trailer), until the slot is armed again; None before."""
+        return self._digest
 
     @property
     def refusal(self) -> FrameRefused | None:
@@ -387,11 +450,13 @@ class ReceiveSlot:
     def armed(self) -> bool:
         return self._armed is not None
 
-    def arm(self) -> Reception:
+    def arm(self, *, deferred: bool = False) -> Reception:
         """Expect the frame at :attr:`next_version`.
 
         The previous payload view (from :meth:`Reception.finish`) is overwritten by this
-        reception: consume it before arming again.
+        reception: consume it before arming again. With ``deferred`` the reception does not
+        hash payload bytes as they arrive: the caller hashes them (:meth:`Reception.unhashed`),
+        for example in another thread while more arrive.
 
         Raises:
             DoubleRearm: the slot is already armed for that version.
@@ -415,7 +480,8 @@ class ReceiveSlot:
                 f"< {MAX_VERSION}",
                 self._next_version,
             )
-        self._armed = Reception(self)
+        self._digest = None
+        self._armed = Reception(self, deferred=deferred)
         return self._armed
 
     def accept(self, data: Buffer) -> memoryview:
@@ -507,7 +573,11 @@ class Reception:
 
     Drive it with :meth:`into` and :meth:`advance` (zero-copy reads), or :meth:`feed`
     (copies from bytes already in memory); call :meth:`eof` when the stream ends and
-    :meth:`finish` once :attr:`verified`.
+    :meth:`finish` once :attr:`verified`. A deferred reception (``ReceiveSlot.arm(deferred=
+    True)``) leaves the payload's hashing to the caller: :meth:`unhashed` gives the next
+    received bytes not yet hashed, :meth:`hash` hashes them (it touches nothing else, so it
+    may run in another thread while more bytes arrive), and :meth:`hashed` records them; the
+    trailer is checked once every byte is in and hashed.
 
     Header fields are checked in layout order, each as soon as its last byte is in:
     magic, format, kind and reserved bytes (``WrongFrame``), identity (``IdentityMismatch``),
@@ -517,16 +587,28 @@ class Reception:
     (``Corrupted``).
     """
 
-    __slots__ = ("_expected", "_hash", "_offered", "_origin", "_phase", "_position", "_slot")
+    __slots__ = (
+        "_deferred",
+        "_expected",
+        "_hash",
+        "_hashed",
+        "_offered",
+        "_origin",
+        "_phase",
+        "_position",
+        "_slot",
+    )
 
-    def __init__(self, slot: ReceiveSlot) -> None:
+    def __init__(self, slot: ReceiveSlot, *, deferred: bool = False) -> None:
         self._slot = slot
         self._origin: ReceiveSlot | None = None  # the slot armed, once an ABORT took its place
         self._expected = slot.spec.header(slot.next_version)
         self._phase = _HEADER_PHASE
         self._position = 0  # bytes of this frame received so far
         self._offered = 0  # length of the view last handed out by into()
-        self._hash = hashlib.sha256()
+        self._hash = hashlib.sha256()  # over the payload only (layout 2)
+        self._hashed = 0  # payload bytes hashed so far
+        self._deferred = deferred
 
     @property
     def verified(self) -> bool:
@@ -549,6 +631,43 @@ class Reception:
     def remaining(self) -> int:
         """Bytes of this frame still to come."""
         return self._slot.spec.frame_size - self._position
+
+    def unhashed(self, limit: int) -> memoryview:
+        """Up to ``limit`` payload bytes received but not hashed yet, in order (deferred
+        receptions; empty when none are waiting)."""
+        start = self._hashed
+        end = start + min(self._waiting(), max(0, limit))
+        return self._slot._buffer[start:end]
+
+    def _waiting(self) -> int:
+        """Payload bytes received and not hashed yet."""
+        received = min(max(0, self._position - HEADER_SIZE), self._slot.spec.extent)
+        return received - self._hashed
+
+    def hash(self, piece: memoryview) -> None:
+        """Hash ``piece``, the view :meth:`unhashed` returned last; touches nothing but the
+        hash state, so it may run in a worker thread while bytes arrive (hashlib releases the
+        GIL for large pieces). Call :meth:`hashed` after it, from the driving thread."""
+        self._hash.update(piece)
+
+    def hashed(self, count: int) -> None:
+        """Record that the ``count`` bytes :meth:`unhashed` gave were hashed; once the whole
+        frame is in and hashed, check the trailer.
+
+        Raises:
+            FrameIncomplete: more bytes than were waiting.
+            Corrupted: the trailer does not match; the slot is refused.
+        """
+        self._live()
+        if not 0 <= count <= self._waiting():
+            raise FrameIncomplete(f"hashed({count}) with {self._waiting()} byte(s) waiting")
+        self._hashed += count
+        if self._phase == _HASHING and self._hashed == self._slot.spec.extent:
+            try:
+                self._check_trailer()
+            except FrameRefused as refusal:
+                self._refuse_origin(refusal)
+                raise
 
     def into(self) -> memoryview:
         """The memory the next bytes of this frame go into.
@@ -573,27 +692,52 @@ class Reception:
         self._offered = len(view)
         return view
 
+    def into_rest(self) -> list[memoryview]:
+        """The memory for the rest of the current part and every part after it, in order: one
+        scatter read (``recvmsg_into``) can fill payload and trailer at once. While the header
+        is incomplete, only the header's rest: its fields are checked before any payload byte
+        is read. Capped at the end of the frame; empty once it is complete.
+
+        Raises:
+            FrameRefused: the slot refused; the same class again.
+        """
+        first = self.into()
+        views = [first] if len(first) else []
+        if self._phase == _BODY_PHASE:
+            views.append(self._slot._trailer)
+            self._offered += TRAILER_SIZE
+        return views
+
     def advance(self, count: int) -> None:
-        """Record that ``count`` bytes were written into the view :meth:`into` returned.
+        """Record that ``count`` bytes were written into the memory :meth:`into` or
+        :meth:`into_rest` returned, in order.
 
         Checks every header field those bytes completed, hashes payload bytes, and checks the
         trailer once it is whole.
 
         Raises:
-            FrameIncomplete: ``count`` is negative or more than the view offered.
+            FrameIncomplete: ``count`` is negative or more than the memory offered.
             FrameRefused: the subclass named in the class docstring; the slot is refused.
         """
         self._live()
         if not 0 <= count <= self._offered:
             raise FrameIncomplete(f"advance({count}) after into() offered {self._offered} bytes")
         self._offered = 0
-        if count == 0:
-            return
         try:
-            self._advance(count)
+            while count:
+                step = min(count, self._part_end() - self._position)
+                self._advance(step)
+                count -= step
         except FrameRefused as refusal:
             self._refuse_origin(refusal)
             raise
+
+    def _part_end(self) -> int:
+        """Where the current part (header, payload or trailer) of the frame ends."""
+        if self._phase == _HEADER_PHASE:
+            return HEADER_SIZE
+        spec = self._slot.spec
+        return HEADER_SIZE + spec.extent if self._phase == _BODY_PHASE else spec.frame_size
 
     def _advance(self, count: int) -> None:
         before = self._position
@@ -606,27 +750,37 @@ class Reception:
             slot = self._slot
             spec = slot.spec
             if after == HEADER_SIZE:
-                self._hash.update(slot._header)
                 self._phase = _BODY_PHASE if spec.extent else _TRAILER_PHASE
             return
         slot = self._slot
         spec = slot.spec
         if self._phase == _BODY_PHASE:
-            self._hash.update(slot._buffer[before - HEADER_SIZE : after - HEADER_SIZE])
+            if not self._deferred:
+                self._hash.update(slot._buffer[before - HEADER_SIZE : after - HEADER_SIZE])
+                self._hashed = after - HEADER_SIZE
             if after == HEADER_SIZE + spec.extent:
                 self._phase = _TRAILER_PHASE
         elif after == spec.frame_size:
-            received = bytes(slot._trailer)
-            expected = self._hash.digest()
-            if received != expected:
-                slot._refuse(
-                    Corrupted,
-                    "the SHA-256 trailer does not match the header and payload received",
-                    "trailer",
-                    expected.hex(),
-                    received.hex(),
-                )
-            self._phase = _VERIFIED
+            if self._hashed < spec.extent:
+                self._phase = _HASHING
+            else:
+                self._check_trailer()
+
+    def _check_trailer(self) -> None:
+        slot = self._slot
+        digest = self._hash.digest()
+        received = bytes(slot._trailer)
+        expected = seal(slot._header, digest)
+        if received != expected:
+            slot._refuse(
+                Corrupted,
+                "the SHA-256 trailer does not match the header and payload received",
+                "trailer",
+                expected.hex(),
+                received.hex(),
+            )
+        slot._digest = digest
+        self._phase = _VERIFIED
 
     def feed(self, data: Buffer) -> int:
         """Copy bytes from ``data`` into the frame; return how many were used.
@@ -662,7 +816,7 @@ class Reception:
             raise
 
     def _eof(self) -> None:
-        if self._phase != _VERIFIED:
+        if self._phase not in (_VERIFIED, _HASHING):
             spec = self._slot.spec
             self._slot._refuse(
                 Truncated,

@@ -77,7 +77,7 @@ _RECEIVE_WORD: Final = """\
 _ENCODE: Final = "data = encode_word(word)"
 _WORD_SLOT: Final = "slot_out = self._send_slot(peer, ins.slot, FrameKind.CHOICE, WORD_BYTES)"
 _ARM: Final = """\
-            reception = slot.arm()
+            reception = slot.arm(deferred=deferred)
             sock = self.stream.socket
             if first:
 """
@@ -131,7 +131,11 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
                 Patch(
                     "alpha/runtime/channel.py",
                     _ARM,
-                    _ARM.replace("slot.arm()\n", "slot.arm()\n            slot.arm()\n", 1),
+                    _ARM.replace(
+                        "slot.arm(deferred=deferred)\n",
+                        "slot.arm(deferred=deferred)\n            slot.arm()\n",
+                        1,
+                    ),
                 ),
             ),
         ),

@@ -17,6 +17,7 @@ from alpha.compile import describe_role
 from alpha.errors import (
     BudgetExhausted,
     CheckFailed,
+    Corrupted,
     PeerLost,
     PortMissing,
     RoleDescriptionInvalid,
@@ -24,13 +25,13 @@ from alpha.errors import (
     TrailingBytes,
     Truncated,
 )
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
 from alpha.identity import RunIdentity
 from alpha.program import exchange_plan, protocol_for
 from alpha.protocol import LocalSchedule, project
 from alpha.protocol.local import Loop, Recv, Send
 from alpha.role import RoleDescription
-from alpha.runtime.channel import FrameChannel
+from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
 from alpha.runtime.endpoint import hello_spec
 from alpha.runtime.session import first_alpha_error, run_role
 
@@ -58,6 +59,103 @@ async def test_large_payloads_cross_both_ways_at_once_into_lent_buffers() -> Non
     # The payload views are the lent buffers themselves: no copy after the socket's.
     assert np.shares_memory(np.frombuffer(got_high, dtype=np.float32), into_high)
     assert np.shares_memory(np.frombuffer(got_low, dtype=np.float32), into_low)
+
+
+# --- large frames: hashed in a worker thread while they move ----------------------------------
+
+LARGE = 3 * OVERLAP_MIN + 12345  # not a whole number of hash pieces
+
+
+def _large(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, LARGE, dtype=np.uint8)
+
+
+async def test_a_large_frame_hashed_while_it_moves_is_the_same_frame() -> None:
+    payload = _large(1)
+    async with connected() as (low, high), trio.open_nursery() as nursery:
+        sent: list[bytes] = []
+
+        async def send() -> None:
+            sent.append(await low.send(SendSlot(spec(0, 1, LARGE)), payload))
+
+        nursery.start_soon(send)
+        slot = ReceiveSlot(spec(0, 1, LARGE))
+        got = await high.receive(slot)
+    assert bytes(got) == payload.tobytes()
+    assert sent == [payload_digest(payload)] == [slot.payload_digest]
+    # The bytes on the wire are the frame prepare() makes in one piece.
+    assert high.received_bytes == low.sent_bytes == spec(0, 1, LARGE).frame_size
+
+
+async def test_a_known_digest_frames_the_payload_again_on_other_edges() -> None:
+    payload = _large(2)
+    digest = payload_digest(payload)
+    async with connected(0, 1) as (a, b), connected(0, 2) as (c, d):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.send, SendSlot(spec(0, 1, LARGE)), payload)
+            assert bytes(await b.receive(ReceiveSlot(spec(0, 1, LARGE)))) == payload.tobytes()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: c.send(SendSlot(spec(0, 2, LARGE)), payload, digest=digest))
+            slot = ReceiveSlot(spec(0, 2, LARGE))
+            assert bytes(await d.receive(slot)) == payload.tobytes()
+        assert slot.payload_digest == digest
+
+
+@pytest.mark.parametrize("size", [100, LARGE], ids=["small", "large"])
+async def test_a_frame_sealed_with_a_stale_digest_is_corrupted(size: int) -> None:
+    """A sender whose remembered digest no longer matches the bytes (a bug in its cache)
+    cannot slip them through: the receiver hashes what arrives."""
+    payload = np.zeros(size, dtype=np.uint8)
+    stale = payload_digest(payload)
+    payload[size // 2] = 1
+    async with connected() as (low, high), trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: low.send(SendSlot(spec(0, 1, size)), payload, digest=stale))
+        slot = ReceiveSlot(spec(0, 1, size))
+        with pytest.raises(Corrupted):
+            await high.receive(slot)
+    assert slot.next_version == 0 and slot.payload_digest is None
+
+
+@pytest.mark.parametrize("offset", [200, LARGE // 2, LARGE + 100], ids=["first", "mid", "last"])
+async def test_a_damaged_byte_in_a_large_frame_is_corrupted(offset: int) -> None:
+    frame = bytearray(SendSlot(spec(0, 1, LARGE)).prepare(_large(3)).join())
+    frame[offset] ^= 0x01
+    async with connected() as (low, high), trio.open_nursery() as nursery:
+        nursery.start_soon(low.stream.send_all, bytes(frame))
+        with pytest.raises(Corrupted):
+            await high.receive(ReceiveSlot(spec(0, 1, LARGE)))
+
+
+async def test_a_large_frame_cut_short_is_truncated() -> None:
+    frame = SendSlot(spec(0, 1, LARGE)).prepare(_large(4)).join()
+
+    async def half_then_end(low: FrameChannel) -> None:
+        await low.stream.send_all(frame[: LARGE // 2])
+        await low.stream.send_eof()
+
+    slot = ReceiveSlot(spec(0, 1, LARGE))
+    async with connected() as (low, high), trio.open_nursery() as nursery:
+        nursery.start_soon(half_then_end, low)
+        with pytest.raises(Truncated) as caught:
+            await high.receive(slot)
+    assert caught.value.received == LARGE // 2
+    assert slot.next_version == 0
+
+
+async def test_a_large_frame_that_stalls_spends_the_receive_budget() -> None:
+    frame = SendSlot(spec(0, 1, LARGE)).prepare(_large(5)).join()
+    async with connected() as (low, high):
+        await low.stream.send_all(frame[: OVERLAP_MIN * 2])  # then nothing
+        with pytest.raises(BudgetExhausted) as caught:
+            await high.receive(ReceiveSlot(spec(0, 1, LARGE)))
+    assert caught.value.budget == "receive"
+
+
+async def test_a_peer_gone_while_a_large_frame_is_sent_is_lost() -> None:
+    async with connected() as (low, high):
+        await high.aclose()
+        with pytest.raises(PeerLost):
+            await low.send(SendSlot(spec(0, 1, LARGE)), _large(6))
 
 
 async def test_channels_on_different_edges_work_concurrently() -> None:

@@ -1,4 +1,6 @@
-"""Frames v1: the codec refuses every wrong byte, with the class its field implies."""
+"""Frames, layout 2: the codec refuses every wrong byte, with the class its field implies; a
+payload's digest, computed once, seals it on any number of edges; a deferred reception, hashed
+in any pieces beside the reads, checks exactly as an inline one."""
 
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from alpha.frame import (
     FrameSpec,
     ReceiveSlot,
     SendSlot,
+    payload_digest,
+    seal,
 )
 from alpha.identity import RunIdentity
 
@@ -122,7 +126,7 @@ def test_known_frame_layout() -> None:
     spec = make_spec(3, sender=258, receiver=3, slot=9)
     data = frame_bytes(spec, b"abc", 5)
     assert data[0:4] == b"ALPF"
-    assert data[4] == 1
+    assert data[4] == 2
     assert data[5] == FrameKind.DATA == 2
     assert data[6:8] == b"\0\0"
     assert data[8:104] == IDENTITY.encode()
@@ -132,7 +136,8 @@ def test_known_frame_layout() -> None:
     assert data[116:124] == (5).to_bytes(8, "big")
     assert data[124:132] == (3).to_bytes(8, "big")
     assert data[132:135] == b"abc"
-    assert data[135:] == hashlib.sha256(data[:135]).digest()
+    # Layout 2: the trailer is SHA-256 over the header and the payload's own SHA-256.
+    assert data[135:] == hashlib.sha256(data[:132] + hashlib.sha256(b"abc").digest()).digest()
     assert len(data) == spec.frame_size == 132 + 3 + 32
 
 
@@ -183,6 +188,33 @@ def test_stream_reads_in_any_pieces_are_capped_at_each_part(
         position += take
     assert len(reception.into()) == 0
     assert stream[position:] == following
+    assert bytes(reception.finish()) == payload
+
+
+@given(specs_and_frames(max_payload=300), st.data())
+def test_scatter_reads_fill_payload_and_trailer_at_once_but_never_the_header_with_them(
+    case: tuple[FrameSpec, bytes, int, bytes], data: st.DataObject
+) -> None:
+    spec, payload, version, frame = case
+    stream = frame + b"NEXT FRAME"
+    reception = ReceiveSlot(spec, next_version=version).arm()
+    position = 0
+    while not reception.verified:
+        views = reception.into_rest()
+        room = sum(len(view) for view in views)
+        if position < HEADER_SIZE:  # the header alone: checked before any payload byte
+            assert [len(view) for view in views] == [HEADER_SIZE - position]
+        else:  # the rest of the frame, and not a byte more
+            assert room == spec.frame_size - position
+        take = data.draw(st.integers(1, room))
+        left, at = take, position
+        for view in views:  # what recvmsg_into does: fill each view in turn
+            part = min(left, len(view))
+            view[:part] = stream[at : at + part]
+            left, at = left - part, at + part
+        reception.advance(take)
+        position += take
+    assert reception.into_rest() == []
     assert bytes(reception.finish()) == payload
 
 
@@ -535,3 +567,131 @@ def test_a_slot_that_expects_an_abort_takes_it_directly() -> None:
     reception = slot.arm()
     reception.feed(_abort_frame())
     assert reception.verified and not reception.aborted
+
+
+# --- layout 2: a payload hashed once, frames sealed per header ------------------------------
+
+
+@given(specs_and_frames(), st.integers(1, 5))
+def test_a_payload_digest_seals_the_same_frame_on_any_number_of_edges(
+    case: tuple[FrameSpec, bytes, int, bytes], edges: int
+) -> None:
+    spec, payload, version, data = case
+    digest = hashlib.sha256(payload).digest()
+    assert payload_digest(payload) == digest
+    assert SendSlot(spec, next_version=version).prepare(payload, digest=digest).join() == data
+    unsealed = SendSlot(spec, next_version=version).begin(payload)
+    assert unsealed.seal(digest).join() == data
+    # The same digest frames the payload for other receivers, each frame checking there.
+    for receiver in range(edges):
+        if receiver == spec.sender:
+            continue
+        other = FrameSpec(spec.identity, spec.kind, spec.sender, receiver, spec.slot, len(payload))
+        framed = SendSlot(other).prepare(payload, digest=digest)
+        assert framed.digest == digest
+        slot = ReceiveSlot(other)
+        assert bytes(slot.accept(framed.join())) == payload
+        assert slot.payload_digest == digest
+
+
+@given(st.binary(min_size=1, max_size=64), st.binary(min_size=32, max_size=32))
+def test_a_frame_sealed_with_another_payloads_digest_is_corrupted(
+    payload: bytes, wrong: bytes
+) -> None:
+    if wrong == hashlib.sha256(payload).digest():
+        return
+    spec = make_spec(len(payload))
+    data = SendSlot(spec).prepare(payload, digest=wrong).join()
+    slot = ReceiveSlot(spec)
+    with pytest.raises(Corrupted):
+        slot.accept(data)
+    assert slot.payload_digest is None and slot.next_version == 0
+
+
+def test_a_digest_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(FrameSpecInvalid, match="32 bytes"):
+        seal(b"h" * HEADER_SIZE, b"short")
+    with pytest.raises(FrameSpecInvalid):
+        SendSlot(make_spec(3)).prepare(b"abc", digest=b"\0" * 31)
+
+
+def test_begin_advances_the_counter_like_prepare() -> None:
+    slot = SendSlot(make_spec(3), next_version=4)
+    unsealed = slot.begin(b"abc")
+    assert slot.next_version == 5
+    assert unsealed.header == make_spec(3).header(4)
+
+
+def _deferred_run(
+    data: bytes, spec: FrameSpec, version: int, reads: list[int], hashes: list[int]
+) -> tuple[ReceiveSlot, bytes | None, type[FrameRefused] | None]:
+    """Feed ``data`` in pieces of ``reads`` sizes (cycled) and, after each read, hash up to
+    the next of ``hashes`` waiting bytes; then hash the rest."""
+    slot = ReceiveSlot(spec, next_version=version)
+    reception = slot.arm(deferred=True)
+    position = 0
+    step = 0
+    try:
+        while reception.remaining:
+            target = reception.into()
+            take = min(len(target), reads[step % len(reads)], len(data) - position)
+            target[:take] = data[position : position + take]
+            reception.advance(take)
+            position += take
+            piece = reception.unhashed(hashes[step % len(hashes)])
+            reception.hash(piece)
+            reception.hashed(len(piece))
+            step += 1
+        while piece := reception.unhashed(1 << 20):
+            reception.hash(piece)
+            reception.hashed(len(piece))
+        assert reception.verified
+        return slot, bytes(reception.finish()), None
+    except FrameRefused as refusal:
+        return slot, None, type(refusal)
+
+
+@settings(max_examples=200)
+@given(
+    specs_and_frames(max_payload=256),
+    st.lists(st.integers(1, 300), min_size=1, max_size=8),
+    st.lists(st.integers(0, 300), min_size=1, max_size=8),
+    st.integers(0, 10_000),
+)
+def test_a_deferred_reception_checks_exactly_as_an_inline_one(
+    case: tuple[FrameSpec, bytes, int, bytes], reads: list[int], hashes: list[int], at: int
+) -> None:
+    spec, payload, version, data = case
+    slot, got, refused = _deferred_run(data, spec, version, reads, hashes)
+    assert refused is None and got == payload
+    assert slot.payload_digest == hashlib.sha256(payload).digest()
+    # One damaged byte anywhere after the header: both ways refuse it as Corrupted.
+    if len(data) > HEADER_SIZE:
+        offset = HEADER_SIZE + at % (len(data) - HEADER_SIZE)
+        damaged = bytearray(data)
+        damaged[offset] ^= 0x40
+        with pytest.raises(Corrupted):
+            ReceiveSlot(spec, next_version=version).accept(bytes(damaged))
+        _, got, refused = _deferred_run(bytes(damaged), spec, version, reads, hashes)
+        assert got is None and refused is Corrupted
+
+
+def test_a_deferred_reception_is_not_verified_until_hashed() -> None:
+    spec = make_spec(8)
+    data = frame_bytes(spec, b"12345678", 0)
+    reception = ReceiveSlot(spec).arm(deferred=True)
+    assert reception.feed(data) == len(data)
+    assert reception.remaining == 0 and not reception.verified
+    with pytest.raises(FrameIncomplete):
+        reception.finish()
+    reception.eof()  # every byte is in: the end of the stream is no truncation
+    piece = reception.unhashed(3)
+    reception.hash(piece)
+    with pytest.raises(FrameIncomplete):
+        reception.hashed(9)  # more than are waiting
+    reception.hashed(3)
+    rest = reception.unhashed(100)
+    assert len(rest) == 5
+    reception.hash(rest)
+    reception.hashed(5)
+    assert reception.verified and bytes(reception.finish()) == b"12345678"

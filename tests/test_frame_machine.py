@@ -130,7 +130,9 @@ def reference(data: bytes, spec: FrameSpec, version: int) -> Verdict:
         return Verdict(
             Truncated, field_at(len(data)) if len(data) < HEADER_SIZE else "body", aborted
         )
-    if data[size - TRAILER_SIZE : size] != hashlib.sha256(data[: size - TRAILER_SIZE]).digest():
+    # Layout 2: SHA-256 over the header and the payload's own SHA-256.
+    payload = hashlib.sha256(data[HEADER_SIZE : size - TRAILER_SIZE]).digest()
+    if data[size - TRAILER_SIZE : size] != hashlib.sha256(data[:HEADER_SIZE] + payload).digest():
         return Verdict(Corrupted, "trailer", aborted)
     if len(data) > size:
         return Verdict(TrailingBytes, "end", aborted)

@@ -13,8 +13,10 @@ from alpha.identity import RunIdentity
 from alpha.program import OPERATIONS
 from alpha.protocol import Everyone, Local, Protocol, Region, project
 from alpha.protocol.forms import Choice, Combine, Dissemination, Seq
-from alpha.protocol.local import Choose, LocalSchedule, Op
-from alpha.runtime.interpreter import Interpreter, encode_word
+from alpha.protocol.local import Choose, Fold, LocalSchedule, Op, Recv, Send
+from alpha.runtime import channel as channel_module
+from alpha.runtime.channel import FrameChannel
+from alpha.runtime.interpreter import Interpreter, _Receives, _Sends, encode_word
 from alpha.topology import pair
 
 IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
@@ -117,3 +119,114 @@ async def test_a_relay_forwards_the_word_it_received() -> None:
     for interpreter in roles:
         assert interpreter.arms == [0, 1]
         assert (interpreter.buffers["x"] < 0).all()
+
+
+# --- receives and sends at once; each region hashed once ------------------------------------
+
+HUB_REGIONS = (
+    Region("x", "float32", 3),
+    Region("x#1", "float32", 3),
+    Region("x#2", "float32", 3),
+    Region("x#3", "float32", 3),
+)
+
+
+def hub(*body: object, regions: tuple[Region, ...] = HUB_REGIONS) -> Interpreter:
+    schedule = LocalSchedule(role=0, regions=regions, scratch=(), body=tuple(body))  # type: ignore[arg-type]
+    return Interpreter(schedule, IDENTITY, 4, {})
+
+
+def test_a_hubs_receives_fold_and_sends_are_grouped() -> None:
+    recvs = tuple(Recv(peer, f"x#{peer}", 1) for peer in (1, 2, 3))
+    fold = Fold("x", ("x", "x#1", "x#2", "x#3"))
+    sends = tuple(Send(peer, "x", 1) for peer in (1, 2, 3))
+    body = (Op("fill", "x"), *recvs, fold, *sends, Op("check_sum", "x"))
+    interpreter = hub(*body)
+    assert interpreter._grouped(body) == (
+        Op("fill", "x"),
+        _Receives(recvs, fold),
+        _Sends(sends),
+        Op("check_sum", "x"),
+    )
+
+
+def test_only_what_may_run_at_once_is_grouped() -> None:
+    interpreter = hub(
+        regions=(
+            *HUB_REGIONS,
+            Region("w", "float32", 4),
+            Region("w@0", "float32", 2, "w", 0),
+            Region("w@1", "float32", 2, "w", 1),  # overlaps w@0
+        )
+    )
+    same_peer = (Recv(1, "x#1", 1), Recv(1, "x#2", 2))
+    assert interpreter._grouped(same_peer) == same_peer
+    overlapping = (Recv(1, "w@0", 1), Recv(2, "w@1", 1))
+    assert interpreter._grouped(overlapping) == overlapping
+    # A fold that writes a buffer a receive fills waits for the receives.
+    into_received = (Recv(1, "x#1", 1), Recv(2, "x#2", 1), Fold("x#1", ("x#1", "x#2")))
+    assert interpreter._grouped(into_received) == (
+        _Receives(into_received[:2], None),
+        into_received[2],
+    )
+    # One receive and its fold gain nothing from running at once.
+    single = (Recv(1, "x#1", 1), Fold("x", ("x", "x#1")))
+    assert interpreter._grouped(single) == single
+    twice = (Send(1, "x", 1), Send(2, "x", 1), Send(1, "x", 2))
+    assert interpreter._grouped(twice) == (_Sends(twice[:2]), twice[2])
+
+
+async def test_a_fold_adds_in_the_declared_order_whatever_order_sources_arrive_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The peers send in reverse order, the last one first; float32 addition is not
+    associative here, and the hub's total is the declared order's, bit for bit."""
+    values = {
+        1: np.array([1e8, 1.0, 3.0], np.float32),
+        2: np.array([1.0, 1e8, -3.0], np.float32),
+        3: np.array([-1e8, -1e8, 1e-3], np.float32),
+    }
+    own = np.array([0.5, 0.5, 0.25], np.float32)
+    hashed: list[int] = []
+    real = channel_module.payload_digest
+    monkeypatch.setattr(
+        channel_module, "payload_digest", lambda data: hashed.append(1) or real(data)
+    )
+    recvs = tuple(Recv(peer, f"x#{peer}", 1) for peer in (1, 2, 3))
+    fold = Fold("x", ("x", "x#1", "x#2", "x#3"))
+    sends = tuple(Send(peer, "x", 1) for peer in (1, 2, 3))
+    async with (
+        connected(0, 1) as (h1, p1),
+        connected(0, 2) as (h2, p2),
+        connected(0, 3) as (h3, p3),
+    ):
+        interpreter = Interpreter(
+            LocalSchedule(0, HUB_REGIONS, (), (*recvs, fold, *sends)),
+            IDENTITY,
+            4,
+            {1: h1, 2: h2, 3: h3},
+        )
+        interpreter.buffers["x"][:] = own
+        totals: dict[int, bytes] = {}
+
+        async def peer(channel: FrameChannel, wait: float) -> None:
+            await trio.sleep(wait)
+            extent = values[channel.role].nbytes
+            spec_up = FrameSpec(IDENTITY, FrameKind.DATA, channel.role, 0, 1, extent)
+            await channel.send(SendSlot(spec_up), values[channel.role])
+            spec_down = FrameSpec(IDENTITY, FrameKind.DATA, 0, channel.role, 1, extent)
+            totals[channel.role] = bytes(await channel.receive(ReceiveSlot(spec_down)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(interpreter.run)
+            for channel, wait in ((p1, 0.3), (p2, 0.15), (p3, 0.0)):
+                nursery.start_soon(peer, channel, wait)
+    declared, arrival = own.copy(), own.copy()
+    for k in (1, 2, 3):
+        declared += values[k]
+        arrival += values[4 - k]
+    assert declared.tobytes() != arrival.tobytes()  # the data tell the orders apart
+    assert interpreter.buffers["x"].tobytes() == declared.tobytes()
+    assert totals == {k: declared.tobytes() for k in (1, 2, 3)}
+    # The peers hashed their own frames; the hub sent its total to three peers, hashed once.
+    assert len(hashed) == 3 + 1

@@ -34,8 +34,10 @@ from alpha.frame import (
     MAGIC,
     FrameKind,
     ReceiveSlot,
+    Reception,
     SendSlot,
     abort_spec,
+    payload_digest,
 )
 from alpha.identity import RunIdentity
 from alpha.runtime.whereabouts import Whereabouts
@@ -43,7 +45,15 @@ from alpha.runtime.whereabouts import Whereabouts
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["ABORT_SEND_WAIT", "FrameChannel"]
+__all__ = [
+    "ABORT_SEND_WAIT",
+    "HASH_PIECE",
+    "HASH_PIECE_MAX",
+    "OVERLAP_MIN",
+    "FrameChannel",
+    "SharedDigest",
+    "first_failure",
+]
 
 # Bytes read at once when checking that nothing follows the last frame: any byte is too many.
 _END_PROBE: Final = 64
@@ -69,10 +79,42 @@ _FLUSH_POLL: Final = 0.005
 # in this side's buffer or nowhere: a short look is enough.
 _SALVAGE_WAIT: Final = 0.2
 
+OVERLAP_MIN: Final = 1 << 20
+"""Payloads of at least this many bytes are hashed in a worker thread while they move: a
+sender hashes while header and payload leave (the trailer follows), a receiver hashes what
+has arrived while more arrives. hashlib releases the GIL on large buffers, so the hashing and
+the socket copies run on two cores; below this size a thread costs more than it saves."""
+
+HASH_PIECE: Final = 1 << 20
+"""Bytes a receiver hashes in one go in its worker thread (at least; more when more wait, up
+to :data:`HASH_PIECE_MAX`), so that a thread hand-off (tens of microseconds) is small beside
+the hash (about a millisecond)."""
+
+HASH_PIECE_MAX: Final = 8 << 20
+
 ABORT_SEND_WAIT: Final = 5.0
 """The longest a failing role waits to hand one ABORT frame to the kernel (also bounded by the
 receive budget). The frame is 676 bytes and fits any socket buffer; only a peer that stopped
 reading while a large frame filled the buffer holds it up, and a failing role must not linger."""
+
+
+def first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a nursery of the runtime's own (reads or writes beside a hashing thread, receives
+    from several peers at once) raises, as one error of the tree, as from one plain read or
+    write: an ABORT from a peer before the broken connections it leaves behind, else the
+    first failure that is not a cancellation. A group of cancellations only is returned as
+    it is, for the cancel scope that caused it."""
+    failures = [leaf for leaf in _leaves(group) if not isinstance(leaf, trio.Cancelled)]
+    aborts = [leaf for leaf in failures if isinstance(leaf, RoundAborted)]
+    return (aborts or failures or [group])[0]
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
 
 
 def _unacknowledged(sock: trio.socket.SocketType) -> int:
@@ -82,6 +124,40 @@ def _unacknowledged(sock: trio.socket.SocketType) -> int:
     except OSError:
         return 0  # the socket is gone: nothing more will be sent
     return int(struct.unpack("i", data)[0])
+
+
+@final
+class SharedDigest:
+    """One payload's SHA-256 for every frame that carries it: known already, or computed once,
+    on first demand (in a worker thread for a large payload), while the frames that wait for
+    it send their headers and payloads."""
+
+    __slots__ = ("_done", "_payload", "_value")
+
+    def __init__(self, payload: Buffer, known: bytes | None = None) -> None:
+        self._payload = payload
+        self._value = known
+        self._done: trio.Event | None = None
+
+    @property
+    def known(self) -> bytes | None:
+        return self._value
+
+    async def get(self) -> bytes:
+        while self._value is None:
+            if self._done is not None:
+                await self._done.wait()
+                continue
+            self._done = trio.Event()
+            try:
+                if memoryview(self._payload).nbytes >= OVERLAP_MIN:
+                    self._value = await trio.to_thread.run_sync(payload_digest, self._payload)
+                else:
+                    self._value = payload_digest(self._payload)
+            finally:
+                done, self._done = self._done, None  # a cancelled computation: the next asks
+                done.set()
+        return self._value
 
 
 @final
@@ -141,8 +217,22 @@ class FrameChannel:
 
     # --- sending ----------------------------------------------------------------------------
 
-    async def send(self, slot: SendSlot, payload: Buffer, *, step: str = "sending") -> None:
-        """Frame ``payload`` on ``slot`` and send it; the payload is not copied.
+    async def send(
+        self,
+        slot: SendSlot,
+        payload: Buffer,
+        *,
+        step: str = "sending",
+        digest: bytes | SharedDigest | None = None,
+    ) -> bytes:
+        """Frame ``payload`` on ``slot`` and send it; the payload is not copied. ``digest`` is
+        the payload's SHA-256 when the caller knows it (it framed or received the same bytes
+        before), or a :class:`SharedDigest` several sends of the payload share: the payload is
+        then hashed once. A large payload is hashed in a worker thread while header and
+        payload are sent; its trailer follows.
+
+        Returns:
+            The payload's digest, to frame the same bytes again.
 
         Raises:
             FrameSpecInvalid: the payload does not fit the slot.
@@ -150,29 +240,62 @@ class FrameChannel:
             PeerLost: the connection broke.
             BudgetExhausted: the peer did not take the bytes within the receive budget.
         """
-        frame = slot.prepare(payload)
+        shared = digest if isinstance(digest, SharedDigest) else SharedDigest(payload, digest)
         try:
-            await self._send_pieces(frame.pieces(), step, self.budgets.receive)
+            if shared.known is None and slot.spec.extent >= OVERLAP_MIN:
+                found = await self._send_hashing(slot, payload, step, shared)
+            else:
+                frame = slot.prepare(payload, digest=await shared.get())
+                with self._bounded(step):
+                    await self._write(frame.pieces(), ends_frame=True)
+                found = frame.digest
         except PeerLost:
             await self._raise_pending_abort()
             raise
         self.sent_bytes += slot.spec.frame_size
+        return found
+
+    async def _send_hashing(
+        self, slot: SendSlot, payload: Buffer, step: str, shared: SharedDigest
+    ) -> bytes:
+        """Send header and payload while the payload's digest is computed (in a worker thread,
+        or by another send of the same payload), then the trailer; the receive budget bounds
+        the whole frame."""
+        unsealed = slot.begin(payload)
+        found: list[bytes] = []
+
+        async def digest_behind() -> None:
+            found.append(await shared.get())
+
+        with self._bounded(step):
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(digest_behind)
+                    await self._write((unsealed.header, unsealed.payload), ends_frame=False)
+            except BaseExceptionGroup as group:
+                raise first_failure(group) from None
+            frame = unsealed.seal(found[0])
+            await self._write((frame.trailer,), ends_frame=True)
+        return frame.digest
 
     async def _send_pieces(self, frame: tuple[Buffer, ...], step: str, budget: float) -> None:
+        with self._bounded(step, seconds=budget):
+            await self._write(frame, ends_frame=True)
+
+    async def _write(self, frame: tuple[Buffer, ...], *, ends_frame: bool) -> None:
         sock = self.stream.socket
         # One sendmsg per frame where it fits: header, payload and trailer leave together
         # instead of as three writes, the small ones as segments of their own.
         pieces = [memoryview(piece) for piece in frame if len(memoryview(piece))]
         self._send_whole = False
-        with self._bounded(step, seconds=budget):
-            while pieces:
-                sent = await sock.sendmsg(pieces)
-                while sent and sent >= len(pieces[0]):
-                    sent -= len(pieces[0])
-                    pieces.pop(0)
-                if sent:
-                    pieces[0] = pieces[0][sent:]
-        self._send_whole = True
+        while pieces:
+            sent = await sock.sendmsg(pieces)
+            while sent and sent >= len(pieces[0]):
+                sent -= len(pieces[0])
+                pieces.pop(0)
+            if sent:
+                pieces[0] = pieces[0][sent:]
+        self._send_whole = ends_frame
 
     async def send_eof(self, *, step: str = "ending the edge") -> None:
         """Tell the peer that nothing more comes from this side.
@@ -270,21 +393,18 @@ class FrameChannel:
         await self._claim()
         self._read_whole = False
         try:
-            reception = slot.arm()
+            deferred = slot.spec.extent >= OVERLAP_MIN
+            reception = slot.arm(deferred=deferred)
             sock = self.stream.socket
             if first:
                 with self._bounded(step, budget="start", seconds=self.budgets.start):
                     await trio.lowlevel.wait_readable(sock)
             with self._bounded(step):
-                while not reception.verified:
-                    target = reception.into()
-                    count = await sock.recv_into(target)
-                    if count == 0:
-                        if reception.received == 0:
-                            # Not a damaged frame: the peer went away where one was due.
-                            raise self._lost(step, "it ended the connection where a frame was due")
-                        reception.eof()
-                    reception.advance(count)
+                if deferred:
+                    await self._read_hashing(reception, step)
+                else:
+                    while reception.remaining:
+                        await self._read(reception, step)
             payload = reception.finish()
             self._read_whole = True
             if reception.aborted:
@@ -295,6 +415,49 @@ class FrameChannel:
             self._release()
         self.received_bytes += slot.spec.frame_size
         return payload
+
+    async def _read(self, reception: Reception, step: str) -> None:
+        """One read into the frame, capped at the end of the frame: the header's rest while
+        the header is incomplete, else what is left of payload and trailer in one scatter
+        read."""
+        views = reception.into_rest()
+        sock = self.stream.socket
+        if len(views) == 1:
+            count = await sock.recv_into(views[0])
+        else:
+            count = (await sock.recvmsg_into(views))[0]
+        if count == 0:
+            if reception.received == 0:
+                # Not a damaged frame: the peer went away where one was due.
+                raise self._lost(step, "it ended the connection where a frame was due")
+            reception.eof()
+        reception.advance(count)
+
+    async def _read_hashing(self, reception: Reception, step: str) -> None:
+        """Read a deferred reception while a worker thread hashes what has arrived, a piece at
+        a time, in order; the trailer is checked once both are done."""
+        arrived = [trio.Event()]
+
+        async def hash_behind() -> None:
+            while True:
+                piece = reception.unhashed(HASH_PIECE_MAX)
+                if reception.remaining and len(piece) < HASH_PIECE:
+                    await arrived[0].wait()
+                    arrived[0] = trio.Event()
+                    continue
+                if not piece:
+                    return
+                await trio.to_thread.run_sync(reception.hash, piece)
+                reception.hashed(len(piece))
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hash_behind)
+                while reception.remaining:
+                    await self._read(reception, step)
+                    arrived[0].set()
+        except BaseExceptionGroup as group:
+            raise first_failure(group) from None
 
     async def expect_eof(self, last: ReceiveSlot, *, step: str = "ending the edge") -> None:
         """Check that the peer ended its side after its last frame (``last``'s slot).
@@ -426,10 +589,13 @@ class FrameChannel:
         """Bound a wait by a budget (the receive budget unless named) and turn transport
         failures into Alpha's errors, naming this edge, ``step`` and the round."""
         limit = self.budgets.receive if seconds is None else seconds
+        # A bare cancel scope rather than trio.fail_after: one context manager less per frame.
         try:
-            with trio.fail_after(limit):
+            with trio.CancelScope(deadline=trio.current_time() + limit) as scope:
                 yield
-        except trio.TooSlowError:
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+            raise self._lost(step, str(error)) from None
+        if scope.cancelled_caught:
             raise BudgetExhausted(
                 role=self.role,
                 peer=self.peer,
@@ -437,6 +603,4 @@ class FrameChannel:
                 budget=budget,
                 seconds=limit,
                 when=self.where.when(),
-            ) from None
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
-            raise self._lost(step, str(error)) from None
+            )

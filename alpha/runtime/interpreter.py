@@ -3,31 +3,41 @@
 The interpreter owns the role's regions (numpy arrays allocated once), a send and a receive
 slot per (peer, slot, kind), and the loop counters. Receives land straight in the region or
 scratch buffer the instruction names (the receive slot is lent that buffer). Folds add in the
-order the schedule lists, elementwise. An agreed choice's word is 8 bytes, big-endian, 0 or 1;
+order the schedule lists, elementwise.
+
+Consecutive receives from distinct peers into disjoint buffers run at once, and a fold right
+after them adds each source as soon as it and every source before it have arrived: the order
+of the additions, and so every bit, is the schedule's; only the waiting overlaps. Consecutive
+sends to distinct peers run at once, hashing each region once (``docs/frames.md``). On one
+edge, frames keep the schedule's order. An agreed choice's word is 8 bytes, big-endian, 0 or 1;
 the authority refuses any other selector value (``SelectorOutOfRange``) and every receiver
 refuses a word that is not canonical (``NoncanonicalWord``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import mmap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
+import trio
 
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
-from alpha.learner.program import LearnerState
 from alpha.protocol.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
-from alpha.runtime.channel import FrameChannel
+from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first_failure
 from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
+
+    from alpha.learner.program import LearnerState  # a type only: sum-check roles never load it
 
 __all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word", "transient_array"]
 
@@ -62,6 +72,25 @@ def decode_word(data: bytes, *, role: int, source: int) -> int:
             "canonical word of 0 or 1; the round is aborted"
         )
     return data[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Receives:
+    """Receives run at once, with the fold that follows them when it may add each source as
+    it arrives."""
+
+    recvs: tuple[Recv, ...]
+    fold: Fold | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Sends:
+    """Sends run at once, each region hashed once."""
+
+    sends: tuple[Send, ...]
+
+
+_Step = Instruction | _Receives | _Sends
 
 
 class Interpreter:
@@ -101,6 +130,12 @@ class Interpreter:
         self.sending: dict[tuple[int, int, FrameKind], SendSlot] = {}
         self.receiving: dict[tuple[int, int, FrameKind], ReceiveSlot] = {}
         self.heard: set[int] = set()  # peers whose first frame after the hello has arrived
+        # SHA-256 of a region's bytes, for as long as nothing wrote to any region since it was
+        # sent or received: a region sent to several peers, or forwarded after it arrived, is
+        # hashed once (docs/frames.md). Any write (a receive, an operation, a fold) clears it
+        # all, since regions may be ranges of one another.
+        self.digests_known: dict[str, bytes] = {}
+        self._steps: dict[int, tuple[_Step, ...]] = {}  # by id() of a body of the schedule
         self.rounds = 0
         self.arms = [0, 0]  # how often each arm of a choice ran here
         self.on_round = on_round
@@ -133,9 +168,17 @@ class Interpreter:
         self.heard.add(peer)
         return payload
 
-    async def _send(self, peer: int, slot: SendSlot, payload: Buffer, step: str) -> None:
+    async def _send(
+        self,
+        peer: int,
+        slot: SendSlot,
+        payload: Buffer,
+        step: str,
+        *,
+        digest: bytes | SharedDigest | None = None,
+    ) -> bytes:
         self.where.at(step, peer)
-        await self.channels[peer].send(slot, payload, step=step)
+        return await self.channels[peer].send(slot, payload, step=step, digest=digest)
 
     # --- execution --------------------------------------------------------------------------
 
@@ -143,8 +186,124 @@ class Interpreter:
         await self._body(self.schedule.body, depth=0)
 
     async def _body(self, body: Sequence[Instruction], depth: int) -> None:
-        for ins in body:
-            await self._one(ins, depth)
+        steps = self._steps.get(id(body))
+        if steps is None:
+            steps = self._steps[id(body)] = self._grouped(body)
+        for step in steps:
+            if isinstance(step, (_Receives, _Sends)):
+                await self._together(step)
+            else:
+                await self._one(step, depth)
+
+    def _grouped(self, body: Sequence[Instruction]) -> tuple[_Step, ...]:
+        """``body`` with each run of consecutive receives from distinct peers into disjoint
+        buffers (and the fold right after them, when it writes none of them), and each run of
+        consecutive sends to distinct peers, made one step."""
+        steps: list[_Step] = []
+        index = 0
+        while index < len(body):
+            ins = body[index]
+            if isinstance(ins, Recv):
+                recvs = [ins]
+                for nxt in body[index + 1 :]:
+                    if not isinstance(nxt, Recv) or not self._apart(recvs, nxt):
+                        break
+                    recvs.append(nxt)
+                index += len(recvs)
+                fold = body[index] if index < len(body) else None
+                if len(recvs) > 1 and isinstance(fold, Fold) and self._fold_apart(fold, recvs):
+                    steps.append(_Receives(tuple(recvs), fold))
+                    index += 1
+                elif len(recvs) > 1:
+                    steps.append(_Receives(tuple(recvs), None))
+                else:
+                    steps.append(ins)
+            elif isinstance(ins, Send):
+                sends = [ins]
+                for nxt in body[index + 1 :]:
+                    if not isinstance(nxt, Send) or nxt.peer in {s.peer for s in sends}:
+                        break
+                    sends.append(nxt)
+                steps.append(_Sends(tuple(sends)) if len(sends) > 1 else ins)
+                index += len(sends)
+            else:
+                steps.append(ins)
+                index += 1
+        return tuple(steps)
+
+    def _apart(self, recvs: list[Recv], nxt: Recv) -> bool:
+        """Whether ``nxt`` may run beside ``recvs``: another peer, memory of its own."""
+        return all(
+            ins.peer != nxt.peer
+            and not np.may_share_memory(self.buffers[ins.region], self.buffers[nxt.region])
+            for ins in recvs
+        )
+
+    def _fold_apart(self, fold: Fold, recvs: list[Recv]) -> bool:
+        """Whether ``fold`` may add sources while ``recvs`` still arrive: it writes none of
+        their buffers."""
+        out = self.buffers[fold.region]
+        return not any(np.may_share_memory(out, self.buffers[ins.region]) for ins in recvs)
+
+    async def _together(self, step: _Receives | _Sends) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                if isinstance(step, _Sends):
+                    self._send_all(nursery, step.sends)
+                else:
+                    self._receive_all(nursery, step.recvs, step.fold)
+        except BaseExceptionGroup as group:
+            raise first_failure(group) from None
+
+    def _receive_all(self, nursery: trio.Nursery, recvs: Sequence[Recv], fold: Fold | None) -> None:
+        self.digests_known.clear()
+        arrived = {ins.region: trio.Event() for ins in recvs}
+
+        async def receive(ins: Recv) -> None:
+            await self._one(ins, depth=1)  # clears digests, then keeps this region's
+            arrived[ins.region].set()
+
+        async def fold_as_they_arrive(fold: Fold) -> None:
+            out = self.buffers[fold.region]
+            first, *rest = fold.sources
+            if first in arrived:
+                await arrived[first].wait()
+            if self.buffers[first] is not out:
+                np.copyto(out, self.buffers[first])
+            for name in rest:
+                if name in arrived:
+                    await arrived[name].wait()
+                source = self.buffers[name]
+                if out.nbytes >= OVERLAP_MIN:  # beside the receives, on another core
+                    await trio.to_thread.run_sync(functools.partial(np.add, out, source, out=out))
+                else:
+                    np.add(out, source, out=out)
+            self.digests_known.clear()
+
+        for ins in recvs:
+            nursery.start_soon(receive, ins)
+        if fold is not None:
+            nursery.start_soon(fold_as_they_arrive, fold)
+
+    def _send_all(self, nursery: trio.Nursery, sends: Sequence[Send]) -> None:
+        ctx = self.context
+        shared: dict[str, SharedDigest] = {}
+        for ins in sends:
+            if ins.region not in shared:
+                known = self.digests_known.get(ins.region)
+                shared[ins.region] = SharedDigest(self.buffers[ins.region].data, known)
+
+        async def send(ins: Send) -> None:
+            buffer = self.buffers[ins.region]
+            sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
+            step = f"sending {ins.region!r} to role {ins.peer} (slot {ins.slot}, round {ctx.round})"
+            digest = await self._send(
+                ins.peer, sender, buffer.data, step, digest=shared[ins.region]
+            )
+            self.digests_known[ins.region] = digest
+
+        for ins in sends:
+            nursery.start_soon(send, ins)
 
     async def _one(self, ins: Instruction, depth: int) -> None:
         ctx = self.context
@@ -152,7 +311,9 @@ class Interpreter:
             buffer = self.buffers[ins.region]
             sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
             step = f"sending {ins.region!r} to role {ins.peer} (slot {ins.slot}, round {ctx.round})"
-            await self._send(ins.peer, sender, buffer.data, step)
+            known = self.digests_known.get(ins.region)
+            digest = await self._send(ins.peer, sender, buffer.data, step, digest=known)
+            self.digests_known[ins.region] = digest
         elif isinstance(ins, Recv):
             buffer = self.buffers[ins.region]
             receiver = self._receive_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes, buffer)
@@ -160,10 +321,15 @@ class Interpreter:
                 f"receiving {ins.region!r} from role {ins.peer} (slot {ins.slot}, "
                 f"round {ctx.round})"
             )
+            self.digests_known.clear()
             await self._receive(ins.peer, receiver, step)
+            if receiver.payload_digest is not None:  # the region's bytes, checked on arrival
+                self.digests_known[ins.region] = receiver.payload_digest
         elif isinstance(ins, Op):
+            self.digests_known.clear()
             LOCAL_OPS[ins.name](ctx, self.buffers[ins.region])
         elif isinstance(ins, Fold):
+            self.digests_known.clear()
             out = self.buffers[ins.region]
             first, *rest = (self.buffers[name] for name in ins.sources)
             if first is not out:

@@ -169,8 +169,11 @@ def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
     if isinstance(error, RoundAborted):
         return AbortCause.of(error)
     edge: tuple[int, int] | None = None
+    peer = getattr(error, "peer", None)  # a lost peer or a spent budget names its edge
     if isinstance(error, FrameRefused):
         edge = error.edge
+    elif isinstance(peer, int):  # receives from several peers run at once: not where.peer
+        edge = (where.role, peer)
     elif where.peer is not None:
         edge = (where.role, where.peer)
     detail = " ".join(str(error).split()) or type(error).__name__
