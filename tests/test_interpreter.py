@@ -15,6 +15,7 @@ from alpha.protocol import Everyone, Local, Protocol, Region, project
 from alpha.protocol.forms import Choice, Combine, Dissemination, Seq
 from alpha.protocol.local import Choose, Fold, LocalSchedule, Op, Recv, Send
 from alpha.runtime import channel as channel_module
+from alpha.runtime import interpreter as interpreter_module
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.interpreter import Interpreter, _Receives, _Sends, encode_word
 from alpha.topology import pair
@@ -129,6 +130,23 @@ HUB_REGIONS = (
     Region("x#2", "float32", 3),
     Region("x#3", "float32", 3),
 )
+
+
+@pytest.fixture(autouse=True)
+def _group_any_size(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """The grouping tests use small regions: let regions of any size run at once, except in
+    the test of the threshold itself."""
+    if "threshold" not in request.node.name:
+        monkeypatch.setattr(interpreter_module, "GROUP_MIN", 0)
+
+
+def test_regions_below_the_threshold_move_one_at_a_time() -> None:
+    recvs = tuple(Recv(peer, f"x#{peer}", 1) for peer in (1, 2, 3))
+    fold = Fold("x", ("x", "x#1", "x#2", "x#3"))
+    sends = tuple(Send(peer, "x", 1) for peer in (1, 2, 3))
+    body = (*recvs, fold, *sends)
+    assert HUB_REGIONS[0].nbytes < interpreter_module.GROUP_MIN
+    assert hub(*body)._grouped(body) == body
 
 
 def hub(*body: object, regions: tuple[Region, ...] = HUB_REGIONS) -> Interpreter:

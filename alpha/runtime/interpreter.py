@@ -39,7 +39,14 @@ if TYPE_CHECKING:
 
     from alpha.learner.program import LearnerState  # a type only: sum-check roles never load it
 
-__all__ = ["WORD_BYTES", "Interpreter", "decode_word", "encode_word", "transient_array"]
+__all__ = [
+    "GROUP_MIN",
+    "WORD_BYTES",
+    "Interpreter",
+    "decode_word",
+    "encode_word",
+    "transient_array",
+]
 
 
 def transient_array(count: int, dtype: str) -> np.ndarray:
@@ -52,6 +59,11 @@ def transient_array(count: int, dtype: str) -> np.ndarray:
     flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20)
     return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=dtype, count=count)
 
+
+GROUP_MIN: Final = OVERLAP_MIN
+"""Receives and sends run at once only when every region they move has at least this many
+bytes: below it a nursery and its tasks cost more per round than the overlap saves (a 1 KiB
+combine among 4 roles took 15% longer with them: bench/combine.py)."""
 
 WORD_BYTES: Final = 8
 """A choice word: one unsigned 64-bit big-endian integer, 0 or 1."""
@@ -198,15 +210,23 @@ class Interpreter:
     def _grouped(self, body: Sequence[Instruction]) -> tuple[_Step, ...]:
         """``body`` with each run of consecutive receives from distinct peers into disjoint
         buffers (and the fold right after them, when it writes none of them), and each run of
-        consecutive sends to distinct peers, made one step."""
+        consecutive sends to distinct peers, made one step; regions below
+        :data:`GROUP_MIN` bytes move one at a time."""
         steps: list[_Step] = []
         index = 0
         while index < len(body):
             ins = body[index]
-            if isinstance(ins, Recv):
+            if isinstance(ins, (Recv, Send)) and self.buffers[ins.region].nbytes < GROUP_MIN:
+                steps.append(ins)
+                index += 1
+            elif isinstance(ins, Recv):
                 recvs = [ins]
                 for nxt in body[index + 1 :]:
-                    if not isinstance(nxt, Recv) or not self._apart(recvs, nxt):
+                    if (
+                        not isinstance(nxt, Recv)
+                        or self.buffers[nxt.region].nbytes < GROUP_MIN
+                        or not self._apart(recvs, nxt)
+                    ):
                         break
                     recvs.append(nxt)
                 index += len(recvs)
@@ -221,7 +241,11 @@ class Interpreter:
             elif isinstance(ins, Send):
                 sends = [ins]
                 for nxt in body[index + 1 :]:
-                    if not isinstance(nxt, Send) or nxt.peer in {s.peer for s in sends}:
+                    if (
+                        not isinstance(nxt, Send)
+                        or self.buffers[nxt.region].nbytes < GROUP_MIN
+                        or nxt.peer in {s.peer for s in sends}
+                    ):
                         break
                     sends.append(nxt)
                 steps.append(_Sends(tuple(sends)) if len(sends) > 1 else ins)

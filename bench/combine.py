@@ -1,0 +1,455 @@
+"""Combine: one ordered combine among real participant processes, against gloo's all_reduce.
+
+Alpha: a sum-check plan written here (``[topology] shape = "star"``, ``[contract] dtype =
+"float32"``, delivery to every role, ``[work] size`` the vector's elements) is compiled once
+for each of two round counts R1 < R2 (untimed) and launched by the launcher (``alpha.launch``)
+on 127.0.0.1, R1 then R2, ``repeat`` times. In a star every role is a child of role 0: each
+round every role fills its region (the sum check's ``fill``), sends it to role 0, which folds
+its own region and then the others' in ascending role order and sends the total back to each,
+and every role checks the total against the closed form (``check_sum``). The time per combine
+is (T(R2) - T(R1)) / (R2 - R1) for each repetition, and the median over repetitions, where T
+is role 0's time from its last edge established to its last round done (``finished_s -
+established_s`` in its committed report): process start-up, the first round's page faults,
+the final digests and the commit cancel out. The same difference of the launcher's elapsed
+time (first start to last exit) is reported beside it as a cross-check that leaves nothing
+out. Every launch must commit, and every role's final region must have the SHA-256 of the
+declared-order fold of the last round's contributions, made by the sum check's own ``fill``
+and folded here with numpy. The cost of ``fill`` and ``check_sum`` on one role, which every
+round includes and an all_reduce does not, is timed in this process.
+
+gloo, the reference: ``torch.distributed.all_reduce`` (backend "gloo", SUM, float32) among n
+processes started here, joined over ``tcp://127.0.0.1:PORT`` with their traffic on the
+loopback interface. Each size is timed on rank 0 in batches of calls on a tensor of zeros,
+after a barrier and a warm-up; the median over ``repeat`` batches of the time per call. Before
+that, one all_reduce of random float32 vectors shows whether gloo's total equals the
+declared-order fold (role 0 + role 1 + ... left to right, in float32) bit for bit. torch is an
+optional dependency (the ``bench`` extra); without it the gloo column is skipped and says how
+to install it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import trio
+
+from alpha.budgets import Budgets
+from alpha.combine import fold_order
+from alpha.compile import compile_plan
+from alpha.launch import launch, launch_specs
+from alpha.operations import SUM_CHECK_OPS, Context
+from alpha.plan import Plan, parse_plan
+from alpha.run import committed_reports
+from bench._timing import median_seconds
+
+NAME = "combine"
+ROOT = Path(__file__).resolve().parent.parent
+
+Vector = npt.NDArray[np.float32]
+
+KIB = 1 << 10
+MIB = 1 << 20
+SIZES = (1 * KIB, 1 * MIB, 64 * MIB)  # bytes of float32
+ELEMENT = 4  # bytes per float32 element
+ROLES = (2, 4)
+
+# Round counts R1 < R2 per size. One launch's T varies by a tenth of a second or more here (at
+# 64 MiB its first round alone took 0.3 to 0.6 s on a loaded machine), so R2 - R1 rounds must
+# take seconds: about 1 to 3 s at n = 4, where the 64 MiB pair takes about 30 s at 5 repetitions.
+ROUNDS = {1 * KIB: (100, 2100), 1 * MIB: (10, 310), 64 * MIB: (1, 9)}
+# Generous budgets, so that none shapes the figures.
+BUDGETS = Budgets(deadline=600, accept=300, receive=300, start=300)
+
+GLOO_CALLS = {1 * KIB: 100, 1 * MIB: 20, 64 * MIB: 4}  # all_reduce calls per timed batch
+GLOO_WARMUP = 2  # unmeasured calls per size
+GLOO_WAIT = 600.0  # seconds for every gloo rank to finish all sizes
+SEED = 2026  # of the random vectors whose gloo total is compared with the declared fold
+INSTALL = "`.venv/bin/pip install -e '.[bench]'`, which `make bench` tries"
+_CHILD = "import sys; from bench.combine import gloo_main; sys.exit(gloo_main(sys.argv[1:]))"
+
+
+def _log(text: str) -> None:
+    print(f"bench: {NAME}: {text}", file=sys.stderr, flush=True)
+
+
+def _declared_fold(parts: Sequence[Vector]) -> Vector:
+    """Role 0's vector, then each other role's in ascending role order, added left to right in
+    float32: the order a star's contract declares (every role is a child of role 0)."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        np.add(total, part, out=total)
+    return total
+
+
+# --- Alpha ----------------------------------------------------------------------------------
+
+
+def _plan(n: int, size: int, rounds: int) -> Plan:
+    """The sum check on a star of ``n`` roles over float32 regions of ``size`` bytes."""
+    limits = "\n".join(
+        f"{key} = {value!r}" for key, value in BUDGETS.to_dict().items() if value is not None
+    )
+    return parse_plan(
+        f"""
+[run]
+name = "bench-combine-{n}-{size}-{rounds}"
+rounds = {rounds}
+[membership]
+group = "(group (stride 0 1 {n}))"
+[topology]
+shape = "star"
+[contract]
+dtype = "float32"
+delivery = "all"
+operation = "sum"
+[budgets]
+{limits}
+[work]
+kind = "sum-check"
+size = {size // ELEMENT}
+""",
+        source="bench combine",
+    )
+
+
+def _expected_digest(plan: Plan) -> str:
+    """The SHA-256 of the total every role must hold after the last round: each role's
+    contribution as the sum check's ``fill`` makes it, folded in role 0's declared order (in a
+    star the other roles are leaves, so that is the whole fold)."""
+    assert plan.work_size is not None, "a sum-check plan has a size"
+    parts = []
+    for role in fold_order(plan.tree, 0):
+        region = np.empty(plan.work_size, dtype=np.float32)
+        last = Context(role=role, participants=plan.participants, round=plan.rounds - 1)
+        SUM_CHECK_OPS["fill"](last, region)
+        parts.append(region)
+    return hashlib.sha256(_declared_fold(parts).tobytes()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """One plan compiled into ``directory``, with the digest its final regions must have."""
+
+    plan: Plan
+    directory: Path
+    expected: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Launched:
+    """One committed launch, in seconds."""
+
+    root: float  # role 0: its last edge established to its last round done
+    wall: float  # the launcher: first start to last exit
+
+
+def _launch(compiled: _Compiled) -> _Launched:
+    """Launch a compiled plan; it must commit with the expected total at every role."""
+    plan = compiled.plan
+    specs, deadline = launch_specs(compiled.directory)
+    result = trio.run(partial(launch, specs, deadline=deadline))
+    if not result.ok:
+        failure = result.first_failure
+        cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
+        raise RuntimeError(f"the launch of {plan.name} failed: {cause}")
+    # The reports count only as the run committed them (docs/failure.md).
+    reports = committed_reports(compiled.directory / "reports", plan.tree.children)[1]
+    wrong = [
+        role
+        for role, report in sorted(reports.items())
+        if report["rounds"] != plan.rounds or report["digests"]["x"] != compiled.expected
+    ]
+    if len(reports) != plan.participants or wrong:
+        raise RuntimeError(
+            f"{plan.name}: {len(reports)} role(s) reported; roles {wrong} did not end with the "
+            "declared-order fold of the last round's contributions"
+        )
+    root = reports[0]
+    return _Launched(root["finished_s"] - root["established_s"], result.elapsed_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _AlphaFigures:
+    """Medians over repetitions, seconds per combine."""
+
+    root: float
+    wall: float
+
+
+def _alpha(n: int, size: int, repeat: int) -> _AlphaFigures:
+    """Seconds per combine from the two round counts' launches, taking turns."""
+    low, high = ROUNDS[size]
+    roots: list[float] = []
+    walls: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="alpha-bench-combine-") as folder:
+        compiled = []
+        for rounds in (low, high):
+            plan = _plan(n, size, rounds)
+            directory = Path(folder) / str(rounds)
+            compile_plan(plan, directory, range(n))
+            compiled.append(_Compiled(plan, directory, _expected_digest(plan)))
+        for index in range(repeat):
+            short = _launch(compiled[0])
+            long = _launch(compiled[1])
+            roots.append((long.root - short.root) / (high - low))
+            walls.append((long.wall - short.wall) / (high - low))
+            _log(f"n = {n}, {_size(size)}: {_ms(roots[-1])} per combine ({index + 1}/{repeat})")
+    return _AlphaFigures(statistics.median(roots), statistics.median(walls))
+
+
+def _local_work(n: int, size: int, repeat: int) -> float:
+    """Median seconds of the sum check's ``fill`` and ``check_sum`` on one role's region."""
+    context = Context(role=0, participants=n)
+    filled = np.empty(size // ELEMENT, dtype=np.float32)
+    total = np.full(size // ELEMENT, n * (n + 1) // 2, dtype=np.float32)  # round 0's total
+
+    def work() -> None:
+        SUM_CHECK_OPS["fill"](context, filled)
+        SUM_CHECK_OPS["check_sum"](context, total)
+
+    return median_seconds(work, repeat=repeat)
+
+
+# --- gloo -----------------------------------------------------------------------------------
+
+
+def _random_part(size: int, role: int) -> Vector:
+    """Role ``role``'s random contribution of ``size`` bytes, the same in every process."""
+    return np.random.default_rng((SEED, size, role)).standard_normal(
+        size // ELEMENT, dtype=np.float32
+    )
+
+
+def gloo_main(argv: list[str]) -> int:
+    """One gloo rank: ``RANK N PORT REPEAT``. For each size, one all_reduce of random vectors
+    (rank 0 compares the total with the declared-order fold), then ``REPEAT`` timed batches
+    after a warm-up; rank 0 prints ``{size: [median seconds per call, equal]}`` as JSON."""
+    import torch  # type: ignore[import-not-found, unused-ignore]
+    import torch.distributed as dist  # type: ignore[import-not-found, unused-ignore]
+
+    rank, n, port, repeat = (int(value) for value in argv)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=n,
+        timeout=datetime.timedelta(seconds=GLOO_WAIT),
+    )
+    found: dict[int, tuple[float, bool]] = {}
+    try:
+        for size in SIZES:
+            result = torch.from_numpy(_random_part(size, rank))
+            dist.all_reduce(result)
+            zeros = torch.zeros(size // ELEMENT, dtype=torch.float32)  # sums stay finite
+            for _ in range(GLOO_WARMUP):
+                dist.all_reduce(zeros)
+            calls = GLOO_CALLS[size]
+            samples = []
+            for _ in range(repeat):
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(calls):
+                    dist.all_reduce(zeros)
+                samples.append((time.perf_counter() - start) / calls)
+            if rank == 0:  # rank 0 alone reports
+                declared = _declared_fold([_random_part(size, role) for role in range(n)])
+                equal = bool(np.array_equal(result.numpy(), declared))
+                found[size] = (statistics.median(samples), equal)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        print(json.dumps(found))
+    return 0
+
+
+def _free_port() -> int:
+    # Rank 0 binds it again a moment later; another process taking it in between is unlikely
+    # on this machine, and would fail the run loudly, not skew it.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
+    """gloo's median seconds per all_reduce and whether it equals the declared fold, by size,
+    from ``n`` rank processes; every rank must exit 0, and none outlives this call."""
+    port = _free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback, as Alpha's edges
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(rank), str(n), str(port), str(repeat)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+        )
+        for rank in range(n)
+    ]
+    try:
+        give_up = time.monotonic() + GLOO_WAIT
+        # A rank that fails leaves the others waiting for it: stop at the first failure.
+        while True:
+            codes = [child.poll() for child in children]
+            failed = [rank for rank, code in enumerate(codes) if code]
+            if failed:
+                rank = failed[0]
+                raise RuntimeError(f"gloo with {n} ranks: rank {rank} exited {codes[rank]}")
+            if all(code == 0 for code in codes):
+                break
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"gloo with {n} ranks did not finish in {GLOO_WAIT:g} s")
+            time.sleep(0.1)
+        assert children[0].stdout is not None
+        found = json.loads(children[0].stdout.read())
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+    return {int(size): (float(seconds), bool(equal)) for size, (seconds, equal) in found.items()}
+
+
+def _torch_version() -> tuple[str | None, str]:
+    """torch's version, or None and why gloo cannot be measured here."""
+    if importlib.util.find_spec("torch") is None:
+        return None, f"torch is not installed ({INSTALL})"
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, torch.distributed as d; assert d.is_gloo_available(); "
+            "print(torch.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        return None, f"torch does not import with gloo ({last}; {INSTALL})"
+    return probe.stdout.strip(), ""
+
+
+# --- the section ----------------------------------------------------------------------------
+
+
+def _size(size: int) -> str:
+    return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms" if seconds < 0.01 else f"{seconds * 1e3:,.1f} ms"
+
+
+def _table(
+    n: int,
+    alpha: dict[int, _AlphaFigures],
+    local: dict[int, float],
+    gloo: dict[int, tuple[float, bool]] | None,
+    skipped: str,
+) -> list[str]:
+    rows = [
+        f"n = {n}:",
+        "",
+        "| size | R1 / R2 | Alpha per combine | gloo per call (reference) | Alpha / gloo "
+        "| Alpha from launch walls | fill + check | gloo = declared fold |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size in SIZES:
+        low, high = ROUNDS[size]
+        figures = alpha[size]
+        if gloo is None:
+            reference, ratio, equal = f"skipped: {skipped}", "", ""
+        else:
+            seconds, same = gloo[size]
+            reference, ratio = _ms(seconds), f"{figures.root / seconds:.2f}"
+            equal = "yes" if same else "no"
+        rows.append(
+            f"| {_size(size)} | {low} / {high} | {_ms(figures.root)} | {reference} | {ratio} "
+            f"| {_ms(figures.wall)} | {_ms(local[size])} | {equal} |"
+        )
+    return rows
+
+
+def run(repeat: int) -> str:
+    started = time.monotonic()
+    version, skipped = _torch_version()
+    if version is None:
+        _log(f"gloo is skipped: {skipped}")
+    tables: list[str] = []
+    for n in ROLES:
+        alpha = {size: _alpha(n, size, repeat) for size in SIZES}
+        local = {size: _local_work(n, size, repeat) for size in SIZES}
+        gloo = None
+        if version is not None:
+            _log(f"gloo all_reduce among {n} ranks")
+            gloo = _gloo(n, repeat)
+        tables += [*_table(n, alpha, local, gloo, skipped), ""]
+    _log(f"done in {time.monotonic() - started:.0f} s")
+    reference = f"torch {version}" if version is not None else f"not measured here: {skipped}"
+    return "\n".join(
+        [
+            "Combining a float32 vector among n real participant processes on 127.0.0.1, the",
+            "total delivered to every role, against `torch.distributed.all_reduce` over gloo",
+            f"(the reference, {reference}), measured in the same run, on the",
+            f"{os.cpu_count()} cores here.",
+            "",
+            'Alpha runs a sum-check plan on a star (`[topology] shape = "star"`, float32,',
+            "delivery `all`): each round every role fills its region, sends it to role 0, which",
+            "folds its own and then the others' in ascending role order and sends the total back",
+            "to each, and every role checks it. Each plan is compiled for R1 and R2 rounds",
+            "(untimed) and launched R1 then R2 by `alpha.launch`, "
+            f"{repeat} times; 'Alpha per combine' is",
+            "the median over those repetitions of (T(R2) - T(R1)) / (R2 - R1), where T is role",
+            "0's time from its last edge established to its last round done (its committed",
+            "report's `finished_s - established_s`), so start-up, the first round's page faults,",
+            "the digests and the commit cancel out. 'Alpha from launch walls' is the same",
+            "difference of the launcher's elapsed time (first start to last exit), a cross-check",
+            "that leaves nothing out. A round also runs the sum check's own local work on every",
+            "role, which an all_reduce does not: 'fill + check' is `fill` and `check_sum` on one",
+            f"role's region, timed in this process (median of {repeat}). Budgets are generous",
+            "(deadline 600 s, accept, receive and start 300 s) so that none shapes the figures.",
+            "Every launch committed, and every role's final region had the SHA-256 of the",
+            "declared-order fold (role 0 + role 1 + ... in float32, computed here with numpy)",
+            "of the last round's contributions as the sum check's `fill` makes them. Those",
+            "contributions are whole numbers, whose sums are exact in any order, so this shows",
+            "the total and its delivery to every role, not the order; the run checks the same",
+            "itself (`check_sum` against the closed form on every role).",
+            "",
+            "gloo: n processes join one process group over `tcp://127.0.0.1:PORT`",
+            "(`GLOO_SOCKET_IFNAME=lo`); rank 0 times batches of all_reduce (SUM, in place) on a",
+            f"tensor of zeros after a barrier and {GLOO_WARMUP} unmeasured calls",
+            f"({', '.join(f'{GLOO_CALLS[size]} calls at {_size(size)}' for size in SIZES)});",
+            f"'gloo per call' is the median of {repeat} batches' time per call. 'Alpha / gloo'",
+            "is Alpha per combine over gloo per call (1.00: as fast, above 1: Alpha slower).",
+            "'gloo = declared fold' says whether one all_reduce of random float32 vectors gave,",
+            "bit for bit, the declared-order fold of the same vectors (with two roles every order",
+            "gives the same bits: IEEE addition commutes; gloo's reduction order is its own).",
+            "Every Alpha frame's trailer is SHA-256 over its header and its payload's SHA-256",
+            "(docs/frames.md): a role hashes a region it sends once, whatever the number of",
+            "edges, and each region it receives, from 1 MiB up in a worker thread while the",
+            "bytes move. Per combine role 0 hashes n regions and each other role two, all on the",
+            f"{os.cpu_count()} cores; gloo moves the bytes unchecked.",
+            "",
+            *tables,
+        ]
+    ).rstrip()
