@@ -365,12 +365,15 @@ async def test_a_participant_stopped_between_hello_and_first_data_is_blamed(
     first = result.first_failure
     assert first is not None and first.role == 2 and first.stopped, first
     assert "was stopped" in first.cause
-    # A role waiting on it (its parent, or role 0, which waits on the parent) ran out of its
-    # start budget and aborted the run; the others heard the abort.
+    # A role waiting on it ran out of its start budget and aborted the run; the others heard
+    # the abort or ran out of theirs too. Every role starts at once, so every role that waits
+    # on role 2's subtree (its parent, role 0, the other leaves waiting for the total) starts
+    # its start budget at about the same moment: any of them may be the one.
     logged = [role for role in range(N) if role != 2 and ": failed: " in outcome.log(role)]
     exhausted = [role for role in logged if outcome.cause(role) == "BudgetExhausted"]
-    assert exhausted and set(exhausted) <= {0, 1}, logged
-    assert "past its start budget" in outcome.log(exhausted[0])
+    assert exhausted, logged
+    for role in exhausted:
+        assert "past its start budget" in outcome.log(role), outcome.log(role)
     assert not outcome.committed() and outcome.final_reports() == []
     assert result.outcomes[2].returncode == -signal.SIGKILL
     assert not outcome.left_running()
