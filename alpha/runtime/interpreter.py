@@ -310,34 +310,28 @@ class Interpreter:
             nursery.start_soon(fold_as_they_arrive, fold)
 
     def _send_all(self, nursery: trio.Nursery, sends: Sequence[Send]) -> None:
-        ctx = self.context
         shared: dict[str, SharedDigest] = {}
         for ins in sends:
             if ins.region not in shared:
                 known = self.digests_known.get(ins.region)
                 shared[ins.region] = SharedDigest(self.buffers[ins.region].data, known)
 
-        async def send(ins: Send) -> None:
-            buffer = self.buffers[ins.region]
-            sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
-            step = f"sending {ins.region!r} to role {ins.peer} (slot {ins.slot}, round {ctx.round})"
-            digest = await self._send(
-                ins.peer, sender, buffer.data, step, digest=shared[ins.region]
-            )
-            self.digests_known[ins.region] = digest
-
         for ins in sends:
-            nursery.start_soon(send, ins)
+            nursery.start_soon(self._send_region, ins, shared[ins.region])
+
+    async def _send_region(self, ins: Send, digest: bytes | SharedDigest | None) -> None:
+        """Send ``ins``'s region as a data frame, and remember its digest for the next send."""
+        buffer = self.buffers[ins.region]
+        sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
+        where = f"(slot {ins.slot}, round {self.context.round})"
+        step = f"sending {ins.region!r} to role {ins.peer} {where}"
+        found = await self._send(ins.peer, sender, buffer.data, step, digest=digest)
+        self.digests_known[ins.region] = found
 
     async def _one(self, ins: Instruction, depth: int) -> None:
         ctx = self.context
         if isinstance(ins, Send):
-            buffer = self.buffers[ins.region]
-            sender = self._send_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes)
-            step = f"sending {ins.region!r} to role {ins.peer} (slot {ins.slot}, round {ctx.round})"
-            known = self.digests_known.get(ins.region)
-            digest = await self._send(ins.peer, sender, buffer.data, step, digest=known)
-            self.digests_known[ins.region] = digest
+            await self._send_region(ins, self.digests_known.get(ins.region))
         elif isinstance(ins, Recv):
             buffer = self.buffers[ins.region]
             receiver = self._receive_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes, buffer)
