@@ -29,21 +29,25 @@ to install it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import hashlib
 import importlib.util
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -287,14 +291,13 @@ def _free_port() -> int:
         return port
 
 
-def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
-    """gloo's median seconds per all_reduce and whether it equals the declared fold, by size,
-    from ``n`` rank processes; every rank must exit 0, and none outlives this call."""
-    port = _free_port()
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback, as Alpha's edges
-    children = [
+def _start_ranks(
+    command: str, n: int, port: int, repeat: int, env: Mapping[str, str]
+) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes running ``command`` with ``RANK N PORT REPEAT``; rank 0's output is kept."""
+    return [
         subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(rank), str(n), str(port), str(repeat)],
+            [sys.executable, "-c", command, str(rank), str(n), str(port), str(repeat)],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -302,6 +305,10 @@ def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
         )
         for rank in range(n)
     ]
+
+
+def _collect(children: list[subprocess.Popen[bytes]], what: str) -> Any:
+    """Rank 0's JSON once every rank has exited 0; none outlives this call."""
     try:
         give_up = time.monotonic() + GLOO_WAIT
         # A rank that fails leaves the others waiting for it: stop at the first failure.
@@ -310,14 +317,14 @@ def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
             failed = [rank for rank, code in enumerate(codes) if code]
             if failed:
                 rank = failed[0]
-                raise RuntimeError(f"gloo with {n} ranks: rank {rank} exited {codes[rank]}")
+                raise RuntimeError(f"{what}: rank {rank} exited {codes[rank]}")
             if all(code == 0 for code in codes):
                 break
             if time.monotonic() > give_up:
-                raise RuntimeError(f"gloo with {n} ranks did not finish in {GLOO_WAIT:g} s")
+                raise RuntimeError(f"{what} did not finish in {GLOO_WAIT:g} s")
             time.sleep(0.1)
         assert children[0].stdout is not None
-        found = json.loads(children[0].stdout.read())
+        return json.loads(children[0].stdout.read())
     finally:
         for child in children:
             if child.poll() is None:
@@ -325,6 +332,14 @@ def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
             child.wait()
             if child.stdout is not None:
                 child.stdout.close()
+
+
+def _gloo(n: int, repeat: int) -> dict[int, tuple[float, bool]]:
+    """gloo's median seconds per all_reduce and whether it equals the declared fold, by size,
+    from ``n`` rank processes; every rank must exit 0, and none outlives this call."""
+    port = _free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback, as Alpha's edges
+    found = _collect(_start_ranks(_CHILD, n, port, repeat, env), f"gloo with {n} ranks")
     return {int(size): (float(seconds), bool(equal)) for size, (seconds, equal) in found.items()}
 
 
@@ -349,6 +364,205 @@ def _torch_version() -> tuple[str | None, str]:
     return probe.stdout.strip(), ""
 
 
+# --- the checked star in plain code, and the CPU floor ---------------------------------------
+# The plain checked star: the same star, every region SHA-256'd by its sender and again by its
+# receiver, the total hashed once by role 0 and checked by every other role, written with
+# plain blocking sockets, hashlib and numpy (each of which releases the GIL on large buffers),
+# receivers hashing each chunk as it arrives. No framing, no trio, no budgets: what a checked
+# combine costs once the runtime is taken away. The CPU floor: the CPU time of that work
+# (hashing, loopback copies, additions), measured piece by piece here, over the cores; no
+# combine that hashes every byte it moves over TCP can take less wall time on this machine.
+
+PLAIN_CHUNK = 1 * MIB  # bytes per recv_into, hashed as soon as it is in
+TRANSFER_BATCH = 4 * MIB  # bytes per timed batch of transfers for the CPU floor
+PLAIN_THREADS = 1 * MIB  # role 0 serves its children at once from regions this large
+_PLAIN_CHILD = (
+    "import sys; from bench.combine import plain_main; sys.exit(plain_main(sys.argv[1:]))"
+)
+
+
+def _receive_checked(sock: socket.socket, into: memoryview) -> None:
+    """Fill ``into`` from ``sock`` hashing each chunk as it arrives, then read the sender's
+    32-byte SHA-256 and compare."""
+    digest = hashlib.sha256()
+    done = 0
+    while done < len(into):
+        got = sock.recv_into(into[done : done + PLAIN_CHUNK])
+        if got == 0:
+            raise ConnectionError("the peer closed mid-region")
+        digest.update(into[done : done + got])
+        done += got
+    trailer = bytearray(32)
+    view = memoryview(trailer)
+    done = 0
+    while done < 32:
+        got = sock.recv_into(view[done:])
+        if got == 0:
+            raise ConnectionError("the peer closed before its digest")
+        done += got
+    if digest.digest() != bytes(trailer):
+        raise ValueError("a region's digest does not match")
+
+
+def _send_hashed(sock: socket.socket, region: memoryview, digest: bytes) -> None:
+    sock.sendall(region)
+    sock.sendall(digest)
+
+
+def _plain_root(
+    pool: concurrent.futures.ThreadPoolExecutor,
+    peers: dict[int, socket.socket],
+    own: Vector,
+    parts: dict[int, Vector],
+    total: Vector,
+) -> None:
+    """Role 0's combine: every child's region checked, the fold in the declared order as each
+    arrives, the total hashed once and sent to every child; from ``PLAIN_THREADS`` bytes up
+    every child is served at once, one thread each (below it, threads cost more than they
+    overlap)."""
+    view = total.data.cast("B")
+    if len(view) < PLAIN_THREADS:
+        np.copyto(total, own)
+        for role in sorted(parts):
+            _receive_checked(peers[role], parts[role].data.cast("B"))
+            np.add(total, parts[role], out=total)
+        digest = hashlib.sha256(view).digest()
+        for role in sorted(parts):
+            _send_hashed(peers[role], view, digest)
+        return
+    receiving = {
+        role: pool.submit(_receive_checked, peers[role], part.data.cast("B"))
+        for role, part in parts.items()
+    }
+    np.copyto(total, own)
+    for role in sorted(parts):
+        receiving[role].result()
+        np.add(total, parts[role], out=total)
+    digest = hashlib.sha256(view).digest()
+    for future in [pool.submit(_send_hashed, peers[role], view, digest) for role in parts]:
+        future.result()
+
+
+def _plain_leaf(sock: socket.socket, own: Vector, total: Vector) -> None:
+    view = own.data.cast("B")
+    _send_hashed(sock, view, hashlib.sha256(view).digest())
+    _receive_checked(sock, total.data.cast("B"))
+
+
+def plain_main(argv: list[str]) -> int:
+    """One process of the plain checked star: ``RANK N PORT REPEAT``. Rank 0 listens and prints
+    ``{size: median seconds per combine}`` as JSON; the others connect to it."""
+    rank, n, port, repeat = (int(value) for value in argv)
+    if rank == 0:
+        with socket.create_server(("127.0.0.1", port), backlog=n) as server:
+            peers: dict[int, socket.socket] = {}
+            while len(peers) < n - 1:
+                sock, _ = server.accept()
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                peers[sock.recv(1)[0]] = sock
+    else:
+        give_up = time.monotonic() + GLOO_WAIT
+        while True:  # rank 0 may not listen yet
+            try:
+                sock = socket.create_connection(("127.0.0.1", port))
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(0.05)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(bytes([rank]))
+    found: dict[int, float] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, n - 1))
+    try:
+        for size in SIZES:
+            own = _random_part(size, rank)
+            total = np.empty_like(own)
+            if rank == 0:
+                parts = {role: np.empty_like(own) for role in range(1, n)}
+                combine = partial(_plain_root, pool, peers, own, parts, total)
+            else:
+                combine = partial(_plain_leaf, sock, own, total)
+            for _ in range(GLOO_WARMUP):
+                combine()
+            calls = GLOO_CALLS[size]
+            samples = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    combine()
+                samples.append((time.perf_counter() - start) / calls)
+            found[size] = statistics.median(samples)
+            expected = _declared_fold([_random_part(size, role) for role in range(n)])
+            if not np.array_equal(total, expected):
+                raise ValueError(f"rank {rank}: the plain star's total is not the declared fold")
+    finally:
+        pool.shutdown()
+    if rank == 0:
+        print(json.dumps(found))
+    return 0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return usage.ru_utime + usage.ru_stime
+
+
+def _transfer_cpu(size: int, repeat: int) -> float:
+    """Median CPU seconds, sender's and receiver's together, to move ``size`` bytes over one
+    TCP connection on 127.0.0.1: a sending thread ``sendall``s a batch of payloads (enough for
+    ``TRANSFER_BATCH`` bytes, so that starting the thread does not count) which this thread
+    ``recv_into``s; both calls release the GIL. The receiver reads up to ``PLAIN_CHUNK`` at a
+    time, small payloads together: a floor, not a frame-by-frame cost."""
+    count = max(1, TRANSFER_BATCH // size)
+    payload = bytes(size)
+    into = bytearray(min(size * count, PLAIN_CHUNK))
+    view = memoryview(into)
+
+    def send(sock: socket.socket) -> None:
+        for _ in range(count):
+            sock.sendall(payload)
+
+    samples = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            receiver, _ = server.accept()
+            with receiver:
+                for _ in range(repeat + 1):  # the first warms the buffers, unmeasured
+                    start = _cpu_seconds()
+                    thread = threading.Thread(target=send, args=(sender,))
+                    thread.start()
+                    left = size * count
+                    while left:
+                        left -= receiver.recv_into(view[: min(left, len(view))])
+                    thread.join()
+                    samples.append((_cpu_seconds() - start) / count)
+    return statistics.median(samples[1:])
+
+
+def _cpu_floor(n: int, size: int, repeat: int) -> float:
+    """The least wall seconds a star combine of ``n`` regions of ``size`` bytes that hashes
+    every byte can take on this machine's cores: the CPU of 3n - 2 SHA-256 of a region, 2(n -
+    1) loopback transfers and n - 1 float32 additions, measured here, over the cores."""
+    region = _random_part(size, 0)
+    other = _random_part(size, 1)
+    hashing = median_seconds(lambda: hashlib.sha256(region.data).digest(), repeat=repeat)
+    adding = median_seconds(lambda: np.add(region, other, out=other), repeat=repeat)
+    moving = _transfer_cpu(size, repeat)
+    cpu = (3 * n - 2) * hashing + 2 * (n - 1) * moving + (n - 1) * adding
+    return cpu / (os.cpu_count() or 1)
+
+
+def _plain(n: int, repeat: int) -> dict[int, float]:
+    """The plain checked star's median seconds per combine by size, from ``n`` processes."""
+    port = _free_port()
+    children = _start_ranks(_PLAIN_CHILD, n, port, repeat, os.environ)
+    found = _collect(children, f"the plain checked star with {n} processes")
+    return {int(size): float(seconds) for size, seconds in found.items()}
+
+
 # --- the section ----------------------------------------------------------------------------
 
 
@@ -366,25 +580,31 @@ def _table(
     local: dict[int, float],
     gloo: dict[int, tuple[float, bool]] | None,
     skipped: str,
+    plain: dict[int, float],
+    floor: dict[int, float],
 ) -> list[str]:
     rows = [
         f"n = {n}:",
         "",
         "| size | R1 / R2 | Alpha per combine | gloo per call (reference) | Alpha / gloo "
+        "| plain checked star | CPU floor | CPU floor / gloo "
         "| Alpha from launch walls | fill + check | gloo = declared fold |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size in SIZES:
         low, high = ROUNDS[size]
         figures = alpha[size]
+        least = floor[size]
         if gloo is None:
-            reference, ratio, equal = f"skipped: {skipped}", "", ""
+            reference, ratio, least_ratio, equal = f"skipped: {skipped}", "", "", ""
         else:
             seconds, same = gloo[size]
             reference, ratio = _ms(seconds), f"{figures.root / seconds:.2f}"
+            least_ratio = f"{least / seconds:.2f}"
             equal = "yes" if same else "no"
         rows.append(
             f"| {_size(size)} | {low} / {high} | {_ms(figures.root)} | {reference} | {ratio} "
+            f"| {_ms(plain[size])} | {_ms(least)} | {least_ratio} "
             f"| {_ms(figures.wall)} | {_ms(local[size])} | {equal} |"
         )
     return rows
@@ -399,11 +619,14 @@ def run(repeat: int) -> str:
     for n in ROLES:
         alpha = {size: _alpha(n, size, repeat) for size in SIZES}
         local = {size: _local_work(n, size, repeat) for size in SIZES}
+        _log(f"the plain checked star among {n} processes, and the CPU floor")
+        plain = _plain(n, repeat)
+        floor = {size: _cpu_floor(n, size, repeat) for size in SIZES}
         gloo = None
         if version is not None:
             _log(f"gloo all_reduce among {n} ranks")
             gloo = _gloo(n, repeat)
-        tables += [*_table(n, alpha, local, gloo, skipped), ""]
+        tables += [*_table(n, alpha, local, gloo, skipped, plain, floor), ""]
     _log(f"done in {time.monotonic() - started:.0f} s")
     reference = f"torch {version}" if version is not None else f"not measured here: {skipped}"
     return "\n".join(
@@ -441,6 +664,18 @@ def run(repeat: int) -> str:
             f"({', '.join(f'{GLOO_CALLS[size]} calls at {_size(size)}' for size in SIZES)});",
             f"'gloo per call' is the median of {repeat} batches' time per call. 'Alpha / gloo'",
             "is Alpha per combine over gloo per call (1.00: as fast, above 1: Alpha slower).",
+            "",
+            "'plain checked star': the same star with every byte SHA-256'd as Alpha's frames",
+            "do, and nothing else: plain blocking sockets, hashlib and numpy in n processes,",
+            "receivers hashing each 1 MiB as it arrives, role 0 serving its children at once",
+            "from 1 MiB up (one thread each; hashlib and the socket calls release the GIL), the",
+            "total hashed once: 3n - 2 regions hashed per combine, as in Alpha. Timed like gloo,",
+            "on role 0, its total checked against the declared fold. 'CPU floor': the CPU time",
+            "of that work, measured piece by piece in this process (3n - 2 SHA-256 of a region,",
+            "2(n - 1) loopback transfers counting sender and receiver, n - 1 float32 additions;",
+            f"medians of {repeat}), over the {os.cpu_count()} cores: the least wall time any",
+            "combine that hashes every byte it moves over TCP can take here, and 'CPU floor /",
+            "gloo' the least ratio to gloo such a combine can reach.",
             "'gloo = declared fold' says whether one all_reduce of random float32 vectors gave,",
             "bit for bit, the declared-order fold of the same vectors (with two roles every order",
             "gives the same bits: IEEE addition commutes; gloo's reduction order is its own).",
