@@ -3,18 +3,22 @@ a file a user named without letting it be endless or block."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
-from alpha.errors import UsageError
+from alpha.errors import FolderInUse, UsageError
 
 __all__ = [
+    "LOCK_NAME",
     "fsync_folder",
+    "hold_folder",
     "output_folder",
     "read_regular_file",
     "role_file",
@@ -43,6 +47,56 @@ def output_folder(path: Path) -> Path:
         reason = error.strerror or str(error)
         raise UsageError(f"cannot use {path} as the output folder: {reason}") from None
     return path
+
+
+LOCK_NAME: Final = ".alpha.lock"
+"""The file an Alpha command holds locked (``flock``) in a folder it writes: its content names
+the holder, for the message a second command gets."""
+
+
+@contextlib.contextmanager
+def hold_folder(path: Path, command: str) -> Iterator[Path]:
+    """Make ``path`` as an output folder (:func:`output_folder`) and hold it for ``command``
+    (e.g. ``alpha run``) until the block ends: a second command told to write there is refused
+    at once instead of overwriting the first one's files. The lock is the kernel's (``flock``
+    on :data:`LOCK_NAME`): it goes with the holding process, however that ends, so a crashed
+    command never leaves a folder locked. The lock file stays, empty of meaning once released.
+
+    Raises:
+        FolderInUse: another process holds the folder; it names that process.
+        UsageError: the folder cannot be made.
+    """
+    created = not path.exists()
+    output_folder(path)
+    lock = path / LOCK_NAME
+    try:
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        raise UsageError(f"cannot use {path} as the output folder: {error.strerror}") from None
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 200, 0).decode("utf-8", "replace").strip()
+            raise FolderInUse(str(path), holder or "another alpha command") from None
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"{command} (pid {os.getpid()})\n".encode(), 0)
+        yield path
+    finally:
+        if created and _holds_only_the_lock(path):
+            # A folder this call made and nothing was written into (the command was refused
+            # or interrupted first) goes again: no empty folder is left behind.
+            lock.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        os.close(handle)  # releases the lock
+
+
+def _holds_only_the_lock(path: Path) -> bool:
+    try:
+        return [entry.name for entry in path.iterdir()] == [LOCK_NAME]
+    except OSError:
+        return False
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int = 0o644) -> None:

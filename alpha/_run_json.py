@@ -139,6 +139,11 @@ def read_run_json(directory: Path) -> dict[str, object]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if any(directory.glob("role-*.pyz")):
+            raise ArtifactInvalid(
+                f"{directory} has artifacts but no {RUN_JSON}: an alpha compile into it did not "
+                "finish (interrupted, or it failed); compile the plan into it again"
+            ) from None
         raise ArtifactInvalid(
             f"{directory} has no {RUN_JSON}; compile the plan into it first"
         ) from None

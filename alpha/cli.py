@@ -14,20 +14,24 @@ import argparse
 import json
 import shlex
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from alpha import __version__
-from alpha._files import output_folder
+from alpha._files import hold_folder, output_folder
 from alpha.errors import AlphaError, UsageError
-from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from alpha.membership import ParticipantGroup, parse_group
 from alpha.topology import ParticipantTree
 
+if TYPE_CHECKING:
+    from alpha.plan import Plan
+
 # The exit codes are re-exported: a caller of main() compares its result with them.
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 # How many of a node's children `describe tree` lists before abbreviating:
 # a fan-out of 64 still fits on one terminal line or two.
@@ -87,6 +91,49 @@ def _interpreters(
             raise UsageError(f"{command}: --interpreter gives {target} twice")
         chosen[target] = words
     return chosen
+
+
+def _folder(text: str) -> str:
+    """An output folder's path as typed: an empty one names no folder (it would be the
+    current one, which no command should fill with its files unasked)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no folder; give one, e.g. -o runs/x")
+    return text
+
+
+def _add_output_option(
+    parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
+) -> None:
+    """``-o DIR`` (also ``--output DIR`` and ``--dir DIR``): every command that writes a folder
+    takes it under the same names."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        "--dir",
+        dest="output",
+        type=_folder,
+        required=required,
+        default=None,
+        metavar="DIR",
+        help=f"the folder to write{f' (default {default})' if default else ''}",
+    )
+
+
+def _add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as one JSON object on stdout (docs/cli.md), progress still on stderr",
+    )
+
+
+def _print_json(data: Mapping[str, object]) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, allow_nan=False))
+
+
+def _signal_exit(number: int | None) -> int | None:
+    """A run stopped by a signal exits 128 + its number, as shells expect (130: Ctrl-C)."""
+    return None if number is None else 128 + number
 
 
 def _add_interpreter_option(parser: argparse.ArgumentParser) -> None:
@@ -213,6 +260,7 @@ def _launch_dir(
     interpreters: Mapping[str, Sequence[str]] | None = None,
     deploy: str | None = None,
     ssh_options: Sequence[str] = (),
+    as_json: bool = False,
 ) -> int:
     import trio
 
@@ -253,10 +301,24 @@ def _launch_dir(
 
     result = trio.run(main)
     failure = result.first_failure
+    if as_json:
+        _print_json(
+            {
+                "ok": result.ok,
+                "directory": str(directory),
+                "roles": total,
+                "elapsed_s": result.elapsed_s,
+                "first_failure": None
+                if failure is None
+                else {"role": failure.role, "cause": failure.cause},
+                "signal": None if result.signal is None else signal.Signals(result.signal).name,
+                "logs": str(directory / "logs"),
+            }
+        )
     if failure is not None:
         print(f"launch: role {failure.role} failed first: {failure.cause}", file=sys.stderr)
         print(f"launch: logs are in {directory / 'logs'}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _signal_exit(result.signal) or EXIT_FAILURE
     print(f"launch: {total} role(s) finished in {result.elapsed_s:.2f} s", file=sys.stderr)
     return EXIT_OK
 
@@ -265,9 +327,14 @@ def _launch(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     if not directory.is_dir():
         raise UsageError(f"alpha launch: {directory} is not a directory")
-    return _launch_dir(
-        directory, _interpreters("launch", args.interpreter), args.deploy, args.ssh_option or ()
-    )
+    interpreters = _interpreters("launch", args.interpreter)
+    from alpha._run_json import read_run_json
+
+    read_run_json(directory)  # a folder compile did not write is refused before it is touched
+    with hold_folder(directory, "alpha launch"):
+        return _launch_dir(
+            directory, interpreters, args.deploy, args.ssh_option or (), as_json=args.json
+        )
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -276,8 +343,22 @@ def _compile(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.plan)
     roles = parse_roles(args.roles, plan.participants)
-    result = compile_plan(plan, Path(args.output), roles, progress=print_progress)
+    directory = Path(args.output)
+    with hold_folder(directory, "alpha compile"):
+        result = compile_plan(plan, directory, roles, progress=print_progress)
     total = sum(result.artifact_bytes)
+    if args.json:
+        _print_json(
+            {
+                "plan": plan.name,
+                "participants": plan.participants,
+                "directory": str(result.directory),
+                "run_json": str(result.run_json),
+                "roles": list(result.roles),
+                "artifact_bytes": total,
+            }
+        )
+        return EXIT_OK
     print(
         f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
         f"{total} bytes of artifacts in {result.directory}"
@@ -288,26 +369,38 @@ def _compile(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from alpha.run import main_run
 
-    return main_run(args.plan, args.dir, _interpreters("run", args.interpreter), args.resume)
+    return main_run(
+        args.plan,
+        args.output,
+        _interpreters("run", args.interpreter),
+        args.resume,
+        as_json=args.json,
+    )
 
 
 def _replicate(args: argparse.Namespace) -> int:
     from alpha.run import main_replicate
 
-    return main_replicate(args.plan)
+    return main_replicate(args.plan, as_json=args.json)
 
 
 def _exchange(args: argparse.Namespace) -> int:
     from alpha.budgets import Budgets
-    from alpha.compile import compile_plan
     from alpha.program import exchange_plan
-    from alpha.run import committed_reports
 
     tree = ParticipantTree(args.n, args.fanout)
     plan = exchange_plan(
         tree.n, tree.fanout, payload=args.payload, budgets=Budgets(deadline=args.deadline)
     )
-    directory = Path(args.dir or f"runs/{plan.name}")
+    directory = Path(args.output or f"runs/{plan.name}")
+    with hold_folder(directory, "alpha exchange"):
+        return _exchange_in(directory, plan, tree, args.payload)
+
+
+def _exchange_in(directory: Path, plan: Plan, tree: ParticipantTree, payload: int) -> int:
+    from alpha.compile import compile_plan
+    from alpha.run import committed_reports
+
     reports = output_folder(directory / "reports")
     for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
         stale.unlink()
@@ -315,7 +408,7 @@ def _exchange(args: argparse.Namespace) -> int:
     edges = tree.n - 1
     print(
         f"exchange: {tree.n} roles, fan-out {tree.fanout}, depth {tree.depth}, {edges} edge(s), "
-        f"{args.payload} bytes each way per edge; artifacts in {directory}",
+        f"{payload} bytes each way per edge; artifacts in {directory}",
         file=sys.stderr,
     )
     code = _launch_dir(directory)
@@ -435,8 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Distributed data-parallel learning, one executable per role.",
     )
     parser.add_argument("--version", action="version", version=f"alpha {__version__}")
+    # Not required: with no command, main() prints the whole usage, not argparse's one line.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
 
     describe = commands.add_parser("describe", help="describe a participant group or tree")
     what = describe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
@@ -487,7 +580,8 @@ def build_parser() -> argparse.ArgumentParser:
         "replicated learner's, bit for bit. Exits 1 when they differ or a role fails.",
     )
     run.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="a learn plan")
-    run.add_argument("--dir", default=None, help="the run folder (default runs/NAME)")
+    _add_output_option(run, default="runs/NAME")
+    _add_json_option(run, "the summary")
     run.add_argument(
         "--resume",
         default=None,
@@ -503,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a learn plan in one process; print the final parameter digest",
     )
     replicate.add_argument("plan", metavar="PLAN")
+    _add_json_option(replicate, "the digest, rounds and history")
     replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(
@@ -512,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
         "role-NNNNNN.pyz artifacts and run.json into DIR.",
     )
     compile_.add_argument("plan", metavar="PLAN", help="a plan (TOML); see docs/plans.md")
-    compile_.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
+    _add_output_option(compile_, required=True)
+    _add_json_option(compile_, "what was written")
     compile_.add_argument(
         "--roles", default=None, metavar="SPEC", help="roles to build: all, or e.g. 0,3,5-7"
     )
@@ -542,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o UserKnownHostsFile=FILE given as two options",
     )
     _add_interpreter_option(launch)
+    _add_json_option(launch, "the outcome")
     launch.set_defaults(handler=_launch)
 
     exchange = commands.add_parser(
@@ -556,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     exchange.add_argument(
         "--payload", type=_nonnegative_int, default=4096, help="bytes each way per edge"
     )
-    exchange.add_argument("--dir", default=None, help="where to write (runs/exchange-N-F)")
+    _add_output_option(exchange, default="runs/exchange-N-F")
     exchange.add_argument(
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
@@ -610,6 +707,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except AlphaError as error:
@@ -622,7 +722,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C outside a launch (a launch stops its participants and reports it itself).
         print("alpha: error: interrupted", file=sys.stderr)
-        return EXIT_FAILURE
+        return EXIT_INTERRUPTED
 
 
 def _one_line(text: str) -> str:

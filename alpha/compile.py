@@ -8,6 +8,7 @@ plan is as quick as compiling a small plan.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from alpha._files import output_folder
 from alpha.artifact import (
     ARTIFACT_FORMAT,
     RUN_FORMAT,
+    RUN_JSON,
     build_artifact,
     file_sha256,
     package_code_digest,
@@ -33,7 +35,7 @@ from alpha.protocol import Protocol, check, encode, project
 from alpha.role import Edge, RoleDescription
 
 if TYPE_CHECKING:
-    from alpha.learner.data import Digits
+    from alpha.learner.data import Digits, Split
     from alpha.learner.saving import SegmentIO
 
 __all__ = [
@@ -157,10 +159,42 @@ def compile_plan(
         digits = load_digits()
         parts = split_of(plan, digits)
     identity = compiled_identity(plan, digits, code=code)
+    created = not directory.exists()
     output_folder(directory)
+    # run.json goes first and comes back last: a folder whose compile did not finish has no
+    # run.json, which launch reports as such, and never a run.json naming other artifacts.
+    (directory / RUN_JSON).unlink(missing_ok=True)
     for stale in directory.glob("role-*.pyz"):
         stale.unlink()
-    chosen = list(roles)
+    written: list[Path] = []
+    try:
+        return _write_artifacts(
+            plan, directory, list(roles), protocol, identity, digits, parts, progress, written
+        )
+    except BaseException:
+        # An interrupt (Ctrl-C) or a failure leaves no artifact of an unfinished build, and no
+        # folder this call made.
+        for path in written:
+            path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty: nothing of anyone else's is removed
+        raise
+
+
+def _write_artifacts(
+    plan: Plan,
+    directory: Path,
+    chosen: list[int],
+    protocol: Protocol,
+    identity: RunIdentity,
+    digits: Digits | None,
+    parts: Split | None,
+    progress: Callable[[int, int], None] | None,
+    written: list[Path],
+) -> CompileResult:
+    """Write each chosen role's artifact (whole, each in its turn, noted in ``written``), then
+    ``run.json``."""
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
     for index, role in enumerate(chosen):
@@ -180,6 +214,7 @@ def compile_plan(
             state = LearnerState.for_role(plan, digits, role, parts)
             payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
+        written.append(path)
         size = build_artifact(path, payload)
         sizes.append(size)
         entries.append(

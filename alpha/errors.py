@@ -46,6 +46,7 @@ __all__ = [
     "DoubleRearm",
     "EmptySelection",
     "FanoutInvalid",
+    "FolderInUse",
     "FrameIncomplete",
     "FrameRefused",
     "FrameSpecInvalid",
@@ -62,6 +63,7 @@ __all__ = [
     "LauncherLost",
     "LearnerInputInvalid",
     "LearnerStateInvalid",
+    "LossNotFinite",
     "NoRealization",
     "NodeUnreachable",
     "NoncanonicalWord",
@@ -637,7 +639,34 @@ class CheckFailed(RoundFailed):
     be (the demonstration's sum check); the round is aborted."""
 
 
+class LossNotFinite(RoundFailed):
+    """The learner diverged: the training loss of ``round`` (counted from 1) is not a finite
+    number at ``role``. The round is aborted and nothing is committed; the run's history up to
+    that round is kept (``docs/learner.md``)."""
+
+    def __init__(self, *, role: int, round: int, loss: float) -> None:
+        self.role = role
+        self.round = round
+        self.loss = loss
+        super().__init__(
+            f"role {role}: the training loss of round {round} is {loss}: the learner diverged "
+            "(a lower learner.rate usually helps); nothing is committed"
+        )
+
+
 # --- plans and artifacts ----------------------------------------------------
+
+
+class FolderInUse(InputInvalid):
+    """Another Alpha command holds the folder this one was told to write (``-o``): two runs in
+    one folder would overwrite each other's artifacts, logs and reports."""
+
+    def __init__(self, folder: str, holder: str) -> None:
+        self.folder = folder
+        self.holder = holder
+        super().__init__(
+            f"{folder} is in use by {holder}: wait for it to end, or pass another folder with -o"
+        )
 
 
 class PlanInvalid(InputInvalid, ValueError):

@@ -12,3 +12,7 @@ the code of every ``alpha.errors.RunFailed``."""
 EXIT_USAGE: Final = 2
 """The command line, a plan, a role description or an input text is wrong; nothing ran: the
 code of every ``alpha.errors.InputInvalid``."""
+
+EXIT_INTERRUPTED: Final = 130
+"""Ctrl-C (SIGINT) stopped the command: 128 + SIGINT, what shells expect of an interrupted
+program."""

@@ -147,6 +147,8 @@ class LaunchResult:
     outcomes: dict[int, RoleOutcome] = field(default_factory=dict)
     first_failure: RoleOutcome | None = None
     elapsed_s: float = 0.0
+    signal: int | None = None
+    """The signal (SIGINT, SIGTERM or SIGHUP) that made the launcher stop the run, if one did."""
 
     @property
     def ok(self) -> bool:
@@ -613,6 +615,7 @@ async def _start_after(
 async def _stop_on_signals(scope: trio.CancelScope, state: _Launch) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for number in signals:
+            state.result.signal = number
             state.fail(
                 state.launcher_failure(
                     f"the launcher received {signal.Signals(number).name} and stopped the run"

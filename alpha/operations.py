@@ -122,6 +122,18 @@ def _update(ctx: Context, g: Array) -> None:
     ctx.need_learner().update(store, g)
 
 
+def _quiet(op: LocalOp) -> LocalOp:
+    """``op`` with numpy's overflow and invalid-value warnings off: a diverging learner's
+    values become inf and nan, which ``observe`` reports once, as ``LossNotFinite``, instead of
+    a warning per array on every role's log."""
+
+    def quiet(ctx: Context, region: Array) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            op(ctx, region)
+
+    return quiet
+
+
 LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "init": lambda ctx, w: ctx.need_learner().init(w),
     "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
@@ -135,6 +147,7 @@ LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "update": _update,
     "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
 }
+LEARNER_OPS.update({name: _quiet(op) for name, op in LEARNER_OPS.items()})
 """The learner's local operations (``alpha.learner.protocol`` declares where each runs)."""
 
 LOCAL_OPS: Final[Mapping[str, LocalOp]] = ChainMap(SUM_CHECK_OPS, LEARNER_OPS)

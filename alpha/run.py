@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import secrets
 import sys
@@ -21,7 +22,7 @@ from typing import Any, Final, TextIO
 
 import trio
 
-from alpha._files import output_folder
+from alpha._files import hold_folder, output_folder
 from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint import Generation, open_generation
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
@@ -322,29 +323,59 @@ def main_run(
     directory: str | None,
     interpreters: Mapping[str, Sequence[str]] | None = None,
     resume: str | None = None,
+    *,
+    as_json: bool = False,
 ) -> int:
     plan = load_plan(plan_path or DEFAULT_PLAN)
     folder = Path(directory or f"runs/{plan.name}")
-    summary = run_plan(
-        plan, folder, interpreters=interpreters, resume=None if resume is None else Path(resume)
-    )
+    with hold_folder(folder, "alpha run"):
+        summary = run_plan(
+            plan,
+            folder,
+            interpreters=interpreters,
+            resume=None if resume is None else Path(resume),
+        )
+    if as_json:
+        print(json.dumps(_summary_json(plan, folder, summary), indent=2, sort_keys=True))
     if summary.cause:
         print(f"run: failed: {summary.cause}", file=sys.stderr)
         print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)
         return EXIT_FAILURE
-    print(f"final parameters    {summary.distributed}")
-    print(f"replicated learner  {summary.replicated}")
-    print(f"equal bit for bit   {'yes' if summary.ok else 'NO'}")
-    print(f"held-out accuracy   {100 * summary.holdout_accuracy:.1f}%")
-    print(f"wall time           {summary.wall_s:.1f} s")
-    print(f"loss curve          {summary.curve}")
+    if not as_json:
+        print(f"final parameters    {summary.distributed}")
+        print(f"replicated learner  {summary.replicated}")
+        print(f"equal bit for bit   {'yes' if summary.ok else 'NO'}")
+        print(f"held-out accuracy   {100 * summary.holdout_accuracy:.1f}%")
+        print(f"wall time           {summary.wall_s:.1f} s")
+        print(f"loss curve          {summary.curve}")
     return EXIT_OK if summary.ok else EXIT_FAILURE
 
 
-def main_replicate(plan_path: str) -> int:
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, object]:
+    return {
+        "plan": plan.name,
+        "folder": str(folder),
+        "ok": summary.ok,
+        "distributed": summary.distributed or None,
+        "replicated": summary.replicated or None,
+        "holdout_accuracy": _finite_or_none(summary.holdout_accuracy),
+        "wall_s": summary.wall_s,
+        "cause": summary.cause or None,
+        "loss_png": None if summary.curve is None else str(summary.curve),
+    }
+
+
+def main_replicate(plan_path: str, *, as_json: bool = False) -> int:
     plan = load_plan(plan_path)
     progress = _Progress(sys.stderr, plan.rounds)
     replica = replicate(plan, load_digits(), on_round=progress.update)
     progress.close()
-    print(replica.digest)
+    if as_json:
+        print(json.dumps({"plan": plan.name, "digest": replica.digest, "rounds": replica.rounds}))
+    else:
+        print(replica.digest)
     return EXIT_OK

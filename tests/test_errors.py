@@ -21,6 +21,7 @@ from alpha.errors import (
     GroupSyntaxError,
     InputInvalid,
     LauncherLost,
+    LossNotFinite,
     PeerLost,
     PlanInvalid,
     RoleDescriptionInvalid,
@@ -77,6 +78,7 @@ INPUT = {
     "CheckpointCorrupt",
     "LearnerStateInvalid",
     "DeployInvalid",
+    "FolderInUse",
 }
 RUN = {
     "RunFailed",
@@ -109,8 +111,16 @@ RUN = {
     "SelectorOutOfRange",
     "NoncanonicalWord",
     "CheckFailed",
+    "LossNotFinite",
 }
-ROUND = {"RoundFailed", "RoundAborted", "SelectorOutOfRange", "NoncanonicalWord", "CheckFailed"}
+ROUND = {
+    "RoundFailed",
+    "RoundAborted",
+    "SelectorOutOfRange",
+    "NoncanonicalWord",
+    "CheckFailed",
+    "LossNotFinite",
+}
 
 # The built-in bases callers catch (``except ValueError``, ``pytest.raises(LookupError)``):
 # the families sit between AlphaError and each class without changing these.
@@ -273,6 +283,7 @@ RUN_ERRORS = [
         role=1, peer=0, origin=2, cause="Corrupted", edge=(2, 0), round=3, detail="bad trailer"
     ),
     CheckFailed("role 1: round 2: the sum is 5, not 6"),
+    LossNotFinite(role=0, round=20, loss=float("inf")),
     CommitUnknown("role 1 cannot learn whether the run committed"),
     LauncherLost(launcher=4242, parent=1),
 ]
@@ -282,7 +293,7 @@ RUN_ERRORS = [
 def test_a_run_failure_exits_1_with_its_message(
     error: RunFailed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fails(plan_path: str) -> int:
+    def fails(plan_path: str, *, as_json: bool = False) -> int:
         raise error
 
     monkeypatch.setattr("alpha.run.main_replicate", fails)
@@ -295,7 +306,7 @@ def test_an_input_error_raised_anywhere_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The code comes from the class, not from a list of classes in the command line.
-    def fails(plan_path: str) -> int:
+    def fails(plan_path: str, *, as_json: bool = False) -> int:
         raise errors.TargetMismatch("built for aarch64, started on x86_64")
 
     monkeypatch.setattr("alpha.run.main_replicate", fails)

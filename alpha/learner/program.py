@@ -15,6 +15,7 @@ and run identity, which only compiling needs, are in ``alpha.learner.protocol``.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ import numpy.typing as npt
 
 from alpha.checkpoint import owner_ranges
 from alpha.combine import ordered_sum
-from alpha.errors import PlanInvalid
+from alpha.errors import LossNotFinite, PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
@@ -257,3 +258,5 @@ class LearnerState:
             file=sys.stderr,
             flush=True,
         )
+        if not math.isfinite(loss):
+            raise LossNotFinite(role=role, round=round + 1, loss=loss)

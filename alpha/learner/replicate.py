@@ -8,6 +8,7 @@ checked against the uninterrupted one."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +37,9 @@ class Replica:
     history: list[tuple[int, float, float, float]] = field(default_factory=list)
     optimizer: dict[str, npt.NDArray[np.floating]] = field(default_factory=dict)
     rounds: int = 0
+    diverged_at: int | None = None
+    """The round (from 1) whose loss was not finite, where the replica stopped; None if none
+    was. Its history ends with that round; its parameters are that round's (not finite)."""
 
     @property
     def digest(self) -> str:
@@ -135,9 +139,12 @@ def replicate(
             states[role].contribute(parameters, scratch, index)
             return scratch.copy()
 
-        total = ordered_sum(tree, contribution)
-        optimizer.step(parameters, total, rate=learner.rate, batch=samples)
-        accuracy = evaluate(model, parameters, held, parts.holdout_labels)
+        # A diverging learner's values become inf and nan, reported once below, not as a
+        # warning per array (the participants do the same: alpha.operations).
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = ordered_sum(tree, contribution)
+            optimizer.step(parameters, total, rate=learner.rate, batch=samples)
+            accuracy = evaluate(model, parameters, held, parts.holdout_labels)
         round = first + index
         replica.rounds = round + 1
         replica.history.append(
@@ -150,4 +157,7 @@ def replicate(
         )
         if on_round is not None:
             on_round(round + 1, replica.history[-1][1], accuracy)
+        if not math.isfinite(replica.history[-1][1]):
+            replica.diverged_at = round + 1  # as the distributed run stops: LossNotFinite
+            break
     return replica
