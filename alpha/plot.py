@@ -273,13 +273,12 @@ def _loss_axis(axes: Axes, losses: Sequence[float]) -> None:
         axes.set_ylabel("loss")
         return
     axes.set_ylabel("loss (log scale)")
-    # Over a few decades, label 1, 2 and 5 of each (0.05, 0.1, 0.2 ...), in plain numbers;
-    # over more, the decades alone.
-    decades = math.log10(max(losses) / min(losses))
-    subs = (1.0, 2.0, 5.0) if decades <= LABELLED_DECADES else (1.0,)
-    axes.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axes.yaxis.set_minor_formatter(NullFormatter())
+    # Over a few decades, label 1, 2 and 5 of each (0.05, 0.1, 0.2 ...) in plain numbers; over
+    # more, matplotlib's own ticks: the powers of ten, written as such.
+    if math.log10(max(losses) / min(losses)) <= LABELLED_DECADES:
+        axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axes.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _note(axes: Axes, text: str) -> None:
