@@ -1,427 +1,139 @@
-"""Loss curves as PNG images, drawn and encoded by hand with numpy and the standard library.
+"""A run's results as files beside it: ``loss.png``, its plots, and ``history.csv``, its data.
 
-:func:`render_curves` draws the loss per round (blue, left-hand scale) and optionally the
-accuracy per round (orange, right-hand scale 0..100 %) into an RGB ``uint8`` array;
-:func:`write_png` encodes such an array as a PNG file (8-bit truecolour, filter 0, one IDAT)
-and puts it in place atomically; :func:`write_loss_curve` does both.
+The plots are drawn with matplotlib, on the control side only (``alpha run``): a participant
+never calls this module, and importing it imports no matplotlib, which is loaded inside
+:func:`write_run_plots` and drawn through a ``Figure`` on its own Agg canvas, so no global
+backend (pyplot's) is chosen or changed for anyone else in the process.
 
-The loss axis runs from 0 to the largest loss; when some loss is negative it is extended down to
-the smallest, and when every loss is 0 it runs from 0 to 1. The x-axis runs over rounds 1..N.
-Labels are drawn with a built-in 3x5 pixel font (digits, ``. % - + : / ( ) , = _ ?``, and
-the letters A-Z, with lower-case letters drawn as capitals); any other character is drawn as
-``?``.
+A history row is ``(round, loss, training accuracy, held-out accuracy)`` as the learner records
+it (``alpha.learner.program``, ``alpha.learner.replicate``): the round counted from 0, the
+round's training loss, the share of the round's batch predicted right (0..1), and the share of
+the held-out set predicted right after the round's step (0..1, or NaN without a held-out set).
+
+A run whose loss stops being finite has diverged: that is a result to show, not an error. The
+files are still written; the loss curve stops before the first non-finite loss, the round of
+that loss is marked, and the CSV keeps every row as it was, ``inf`` and ``nan`` included.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
+import io
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final, Literal, final
 
 from alpha._checks import int_in
 from alpha._files import write_bytes_atomically
 
-__all__ = ["encode_png", "render_curves", "write_loss_curve", "write_png"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
-Image = npt.NDArray[np.uint8]
-Color = tuple[int, int, int]
+__all__ = [
+    "HISTORY_HEADER",
+    "LOSS_NAME",
+    "RunPlots",
+    "diverged_round",
+    "history_csv",
+    "write_loss_curve",
+    "write_run_plots",
+]
 
-WHITE: Final[Color] = (255, 255, 255)
-FRAME: Final[Color] = (200, 200, 200)
-GRID: Final[Color] = (232, 232, 232)
-TEXT: Final[Color] = (64, 64, 64)
-LOSS_BLUE: Final[Color] = (31, 119, 180)
-ACCURACY_ORANGE: Final[Color] = (255, 127, 14)
+LOSS_NAME: Final = (
+    "training loss (squared error to one-hot labels, summed over 10 classes, mean per sample)"
+)
+"""What the learner's loss is (``alpha.learner.model.contribute``): per sample, the squared
+error of the 10 scores against the one-hot label, summed over the classes; per round, the mean
+over the round's whole batch (every contributor's), at the parameters the round started from."""
 
-MIN_WIDTH: Final = 120
-MIN_HEIGHT: Final = 80
-GRID_INTERVALS: Final = 4
+HISTORY_HEADER: Final = "round,loss,train_accuracy,holdout_accuracy"
+"""The first line of ``history.csv``; each further line is one round, counted from 1."""
 
-# --- the 3x5 font -------------------------------------------------------------------------------
+PNG_NAME: Final = "loss.png"
+CSV_NAME: Final = "history.csv"
 
-# Each glyph is five rows of three cells; '#' is ink, '.' is background.
-_GLYPHS: Final[dict[str, str]] = {
-    "0": "### #.# #.# #.# ###",
-    "1": ".#. ##. .#. .#. ###",
-    "2": "### ..# ### #.. ###",
-    "3": "### ..# .## ..# ###",
-    "4": "#.# #.# ### ..# ..#",
-    "5": "### #.. ### ..# ###",
-    "6": "### #.. ### #.# ###",
-    "7": "### ..# ..# .#. .#.",
-    "8": "### #.# ### #.# ###",
-    "9": "### #.# ### ..# ###",
-    ".": "... ... ... ... .#.",
-    ",": "... ... ... .#. #..",
-    "%": "#.# ..# .#. #.. #.#",
-    "-": "... ... ### ... ...",
-    "+": "... .#. ### .#. ...",
-    ":": "... .#. ... .#. ...",
-    "/": "..# ..# .#. #.. #..",
-    "(": ".#. #.. #.. #.. .#.",
-    ")": ".#. ..# ..# ..# .#.",
-    "=": "... ### ... ### ...",
-    "_": "... ... ... ... ###",
-    "?": "### ..# .## ... .#.",
-    " ": "... ... ... ... ...",
-    "A": ".#. #.# ### #.# #.#",
-    "B": "##. #.# ##. #.# ##.",
-    "C": ".## #.. #.. #.. .##",
-    "D": "##. #.# #.# #.# ##.",
-    "E": "### #.. ##. #.. ###",
-    "F": "### #.. ##. #.. #..",
-    "G": ".## #.. #.# #.# .##",
-    "H": "#.# #.# ### #.# #.#",
-    "I": "### .#. .#. .#. ###",
-    "J": "..# ..# ..# #.# .#.",
-    "K": "#.# #.# ##. #.# #.#",
-    "L": "#.. #.. #.. #.. ###",
-    "M": "#.# ### ### #.# #.#",
-    "N": "##. #.# #.# #.# #.#",
-    "O": ".#. #.# #.# #.# .#.",
-    "P": "##. #.# ##. #.. #..",
-    "Q": ".#. #.# #.# ##. .##",
-    "R": "##. #.# ##. #.# #.#",
-    "S": ".## #.. .#. ..# ##.",
-    "T": "### .#. .#. .#. .#.",
-    "U": "#.# #.# #.# #.# ###",
-    "V": "#.# #.# #.# #.# .#.",
-    "W": "#.# #.# ### ### #.#",
-    "X": "#.# #.# .#. #.# #.#",
-    "Y": "#.# #.# .#. .#. .#.",
-    "Z": "### ..# .#. #.. ###",
-}
-_GLYPH_W: Final = 3
-_GLYPH_H: Final = 5
+LOG_SPAN: Final = 10.0
+"""The loss axis is logarithmic when the largest plotted loss is more than this many times the
+smallest: beyond one decade a linear axis flattens every late round against the floor."""
+
+LABELLED_DECADES: Final = 3.0
+"""A log loss axis spanning up to this many decades labels 1, 2 and 5 times each power of ten;
+a wider one labels the powers of ten alone, so that the labels do not crowd."""
+
+MARKERS_UP_TO: Final = 60
+"""Rounds up to which each point also gets a marker: a short run's single points stay visible,
+a long run's curve is not buried under them."""
+
+FIGURE_INCHES: Final = (8.0, 6.0)
+DPI: Final = 100
+"""800 x 600 pixels: two readable panels on any screen, a PNG of some tens of kilobytes."""
+
+_LOSS_COLOR: Final = "tab:blue"
+_TRAIN_COLOR: Final = "tab:orange"
+_HOLDOUT_COLOR: Final = "tab:green"
+_DIVERGED_COLOR: Final = "tab:red"
+
+Row = tuple[int, float, float, float]
 
 
-def _glyph_mask(glyph: str) -> npt.NDArray[np.bool_]:
-    """The ``[5, 3]`` ink mask of one glyph string."""
-    rows = glyph.split()
-    return np.array([[cell == "#" for cell in row] for row in rows], dtype=np.bool_)
+@final
+@dataclass(frozen=True)
+class RunPlots:
+    """The two files :func:`write_run_plots` wrote."""
+
+    png: Path
+    csv: Path
 
 
-_MASKS: Final[dict[str, npt.NDArray[np.bool_]]] = {
-    char: _glyph_mask(glyph) for char, glyph in _GLYPHS.items()
-}
-
-
-def _text_width(text: str, scale: int) -> int:
-    """Width in pixels of ``text`` drawn at ``scale`` (one empty column between glyphs)."""
-    if not text:
-        return 0
-    return (len(text) * (_GLYPH_W + 1) - 1) * scale
-
-
-def _draw_text(image: Image, text: str, x: int, y: int, color: Color, scale: int) -> None:
-    """Draw ``text`` with its top-left corner at ``(x, y)``, clipped to the image."""
-    height, width = image.shape[:2]
-    for index, char in enumerate(text.upper()):
-        mask = _MASKS.get(char, _MASKS["?"])
-        big = np.kron(mask, np.ones((scale, scale), dtype=np.bool_))
-        left = x + index * (_GLYPH_W + 1) * scale
-        top = y
-        # Clip the glyph's box to the image.
-        x0, y0 = max(left, 0), max(top, 0)
-        x1, y1 = min(left + big.shape[1], width), min(top + big.shape[0], height)
-        if x0 >= x1 or y0 >= y1:
-            continue
-        sub = big[y0 - top : y1 - top, x0 - left : x1 - left]
-        image[y0:y1, x0:x1][sub] = color
-
-
-# --- drawing ------------------------------------------------------------------------------------
-
-
-def _checked(values: Sequence[float], name: str) -> npt.NDArray[np.float64]:
-    """``values`` as a finite 1-D float array.
-
-    Raises:
-        ValueError: if ``values`` is empty, not one-dimensional, not numeric, or holds a NaN or
-            an infinity (the message names the first such round, counting from 1).
-    """
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be a sequence of numbers: {error}") from None
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty: nothing to plot")
-    bad = np.flatnonzero(~np.isfinite(array))
-    if bad.size:
-        first = int(bad[0])
-        raise ValueError(
-            f"{name} of round {first + 1} is {float(array[first])!r}, not a finite number"
-        )
-    return array
-
-
-def _format_value(value: float) -> str:
-    """A short label for a loss value (four significant digits)."""
-    text = f"{value:.4g}"
-    return "0" if text == "-0" else text
-
-
-def _format_percent(fraction: float) -> str:
-    """A fraction 0..1 as a percentage label."""
-    return f"{fraction * 100:.1f}%"
-
-
-def _fill_rect(image: Image, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
-    """Fill the inclusive rectangle ``[x0..x1] x [y0..y1]``, clipped to the image."""
-    height, width = image.shape[:2]
-    x0, y0 = max(x0, 0), max(y0, 0)
-    x1, y1 = min(x1, width - 1), min(y1, height - 1)
-    if x0 <= x1 and y0 <= y1:
-        image[y0 : y1 + 1, x0 : x1 + 1] = color
-
-
-def _draw_polyline(
-    image: Image,
-    xs: npt.NDArray[np.float64],
-    ys: npt.NDArray[np.float64],
-    color: Color,
-    marker: int,
-) -> None:
-    """Draw a 2-px polyline through ``(xs, ys)`` by sampling each segment densely, with square
-    markers of side ``marker`` at the points (none when ``marker`` is 0)."""
-    height, width = image.shape[:2]
-    px_parts: list[npt.NDArray[np.float64]] = [xs]
-    py_parts: list[npt.NDArray[np.float64]] = [ys]
-    for i in range(len(xs) - 1):
-        steps = int(np.ceil(max(abs(xs[i + 1] - xs[i]), abs(ys[i + 1] - ys[i])) * 2)) + 1
-        t = np.linspace(0.0, 1.0, steps + 1)
-        px_parts.append(xs[i] + (xs[i + 1] - xs[i]) * t)
-        py_parts.append(ys[i] + (ys[i + 1] - ys[i]) * t)
-    px = np.rint(np.concatenate(px_parts)).astype(np.int64)
-    py = np.rint(np.concatenate(py_parts)).astype(np.int64)
-    for dx in (0, 1):
-        for dy in (0, 1):
-            qx, qy = px + dx, py + dy
-            keep = (qx >= 0) & (qx < width) & (qy >= 0) & (qy < height)
-            image[qy[keep], qx[keep]] = color
-    if marker:
-        half = marker // 2
-        for x, y in zip(np.rint(xs).astype(int), np.rint(ys).astype(int), strict=True):
-            x0, y0 = x - half, y - half
-            _fill_rect(image, x0, y0, x0 + marker - 1, y0 + marker - 1, color)
-
-
-def render_curves(
-    losses: Sequence[float],
-    accuracies: Sequence[float] | None = None,
+def write_run_plots(
+    folder: Path,
+    history: Sequence[Row],
     *,
-    width: int = 640,
-    height: int = 360,
-    title: str = "",
-) -> Image:
-    """Draw the loss per round, and optionally the accuracy per round, as an RGB image.
+    title: str,
+    loss_name: str = LOSS_NAME,
+    diverged_at: int | None = None,
+) -> RunPlots:
+    """Write ``folder/history.csv`` and ``folder/loss.png`` for ``history``, one row a round.
 
-    The image has a white background, a light-grey frame with horizontal grid lines, the loss as
-    a blue polyline on a left-hand scale from 0 to the largest loss (extended down to the
-    smallest loss if some loss is negative; 0..1 if every loss is 0), and the accuracy (values
-    0..1) as an orange polyline on a right-hand scale 0..100 %. The x-axis runs over rounds
-    1..N; a single round is drawn as one point in the middle. Labels give the scale ends, the
-    first and last round, the last loss and accuracy, and the optional ``title``.
-
-    Args:
-        losses: the loss of each round, round 1 first.
-        accuracies: the accuracy (0..1) of each round, as many as ``losses``, or ``None``.
-        width: image width in pixels, at least 120.
-        height: image height in pixels, at least 80.
-        title: text drawn centred above the plot (upper-cased; characters outside the built-in
-            font are drawn as ``?``).
-
-    Returns:
-        A ``uint8`` array of shape ``[height, width, 3]``.
+    The CSV is :data:`HISTORY_HEADER` and one line per row: the round counted from 1, then the
+    three values as ``repr`` writes them, so that ``float`` reads back the same value (``inf``,
+    ``-inf``, ``nan`` included). The PNG has two panels over the rounds: the loss (named
+    ``loss_name``; logarithmic when it spans more than :data:`LOG_SPAN`) and the training and
+    held-out accuracy in percent. ``diverged_at``, the round counted from 1 whose loss was not
+    finite (:func:`diverged_round`), is marked on both. Each file is written through a
+    temporary file and renamed into place: a reader sees the old file or the whole new one.
+    The CSV is written first, so that a run's data survives a plot that cannot be drawn.
 
     Raises:
-        ValueError: if ``losses`` is empty, a loss or accuracy is NaN or infinite (the message
-            names the round), an accuracy lies outside 0..1, ``accuracies`` has a different
-            length from ``losses``, or the image is smaller than 120x80.
+        ValueError: a row is not four fields, its round not an ``int`` from 0, or a value not
+            a number; or ``diverged_at`` is not an ``int`` from 1. Nothing is written.
+        OSError: a file cannot be written; the one that failed is left as it was.
     """
-    if not int_in(width, MIN_WIDTH):
-        raise ValueError(f"width must be an integer of at least {MIN_WIDTH}, got {width!r}")
-    if not int_in(height, MIN_HEIGHT):
-        raise ValueError(f"height must be an integer of at least {MIN_HEIGHT}, got {height!r}")
-    loss = _checked(losses, "loss")
-    accuracy: npt.NDArray[np.float64] | None = None
-    if accuracies is not None:
-        accuracy = _checked(accuracies, "accuracy")
-        if accuracy.size != loss.size:
-            raise ValueError(
-                f"got {accuracy.size} accuracies for {loss.size} losses; they must match"
-            )
-        outside = np.flatnonzero((accuracy < 0.0) | (accuracy > 1.0))
-        if outside.size:
-            first = int(outside[0])
-            raise ValueError(
-                f"accuracy of round {first + 1} is {float(accuracy[first])!r}, outside 0..1"
-            )
-
-    rounds = int(loss.size)
-    low = min(0.0, float(loss.min()))
-    high = max(0.0, float(loss.max()))
-    if high <= low:  # every loss is 0
-        high = low + 1.0
-
-    scale = 2 if width >= 320 and height >= 180 else 1
-    pad = 3 * scale
-    text_h = _GLYPH_H * scale
-    low_label, high_label = _format_value(low), _format_value(high)
-
-    # Margins: title row and axis-name row on top, tick labels below, scales at the sides.
-    top = pad + (text_h + pad if title else 0) + text_h + 2 * pad
-    bottom = height - 1 - (2 * pad + text_h)
-    left = 2 * pad + max(_text_width(low_label, scale), _text_width(high_label, scale))
-    right_label_w = _text_width("100%", scale) if accuracy is not None else 0
-    right = width - 1 - (2 * pad + right_label_w if accuracy is not None else 2 * pad)
-    if right - left < 16 or bottom - top < 16:
-        raise ValueError(f"a {width}x{height} image leaves no room for the plot")
-
-    image = np.empty((height, width, 3), dtype=np.uint8)
-    image[:] = WHITE
-
-    # Grid lines, then the frame over them.
-    for k in range(1, GRID_INTERVALS):
-        y = round(bottom - (bottom - top) * k / GRID_INTERVALS)
-        image[y, left + 1 : right] = GRID
-    image[top, left : right + 1] = FRAME
-    image[bottom, left : right + 1] = FRAME
-    image[top : bottom + 1, left] = FRAME
-    image[top : bottom + 1, right] = FRAME
-
-    # Point positions; the lines keep one pixel inside the frame.
-    inner_left, inner_right = left + 2, right - 3
-    inner_top, inner_bottom = top + 2, bottom - 3
-    if rounds == 1:
-        xs = np.array([(inner_left + inner_right) / 2.0])
-    else:
-        xs = inner_left + (inner_right - inner_left) * np.arange(rounds) / (rounds - 1)
-    spacing = (inner_right - inner_left) / max(rounds - 1, 1)
-    marker = 4 if rounds == 1 or spacing >= 12 else 0
-
-    def to_y(values: npt.NDArray[np.float64], lo: float, hi: float) -> npt.NDArray[np.float64]:
-        return inner_bottom - (values - lo) / (hi - lo) * (inner_bottom - inner_top)
-
-    if accuracy is not None:
-        _draw_polyline(image, xs, to_y(accuracy, 0.0, 1.0), ACCURACY_ORANGE, marker)
-    _draw_polyline(image, xs, to_y(loss, low, high), LOSS_BLUE, marker)
-
-    # Title.
-    y = pad
-    if title:
-        _draw_text(image, title, (width - _text_width(title, scale)) // 2, y, TEXT, scale)
-        y += text_h + pad
-    # The last values, centred over the plot, with the axis names over the two scales where
-    # they leave room (at small sizes the names are dropped: the last values name both curves).
-    gap = 2 * (_GLYPH_W + 1) * scale
-    parts = [(f"last loss {_format_value(float(loss[-1]))}", LOSS_BLUE)]
-    if accuracy is not None:
-        parts.append((f"accuracy {_format_percent(float(accuracy[-1]))}", ACCURACY_ORANGE))
-    total = sum(_text_width(text, scale) for text, _ in parts) + gap * (len(parts) - 1)
-    x = (left + right - total) // 2
-    loss_name_end = left + _text_width("loss", scale) + gap
-    accuracy_name_start = right + 1 - _text_width("accuracy", scale) - gap
-    if x >= loss_name_end and (accuracy is None or x + total <= accuracy_name_start):
-        _draw_text(image, "loss", left, y, LOSS_BLUE, scale)
-        if accuracy is not None:
-            name_x = right - _text_width("accuracy", scale) + 1
-            _draw_text(image, "accuracy", name_x, y, ACCURACY_ORANGE, scale)
-    for text, color in parts:
-        _draw_text(image, text, x, y, color, scale)
-        x += _text_width(text, scale) + gap
-
-    # Left scale: loss ends.
-    _draw_text(image, high_label, left - pad - _text_width(high_label, scale), top, TEXT, scale)
-    _draw_text(
-        image,
-        low_label,
-        left - pad - _text_width(low_label, scale),
-        bottom - text_h + 1,
-        TEXT,
-        scale,
-    )
-    # Right scale: accuracy ends.
-    if accuracy is not None:
-        _draw_text(image, "100%", right + pad, top, ACCURACY_ORANGE, scale)
-        _draw_text(image, "0%", right + pad, bottom - text_h + 1, ACCURACY_ORANGE, scale)
-    # X-axis: first and last round, and its name.
-    tick_y = bottom + pad
-    first_label, last_label = "1", str(rounds)
-    if rounds == 1:
-        _draw_text(image, "1", round(xs[0]) - _text_width("1", scale) // 2, tick_y, TEXT, scale)
-    else:
-        _draw_text(image, first_label, left, tick_y, TEXT, scale)
-        last_x = right - _text_width(last_label, scale) + 1
-        _draw_text(image, last_label, last_x, tick_y, TEXT, scale)
-    name_x = (left + right - _text_width("round", scale)) // 2
-    if rounds == 1:  # keep the name clear of the single tick label in the middle
-        name_x = right - _text_width("round", scale) + 1
-    _draw_text(image, "round", name_x, tick_y, TEXT, scale)
-    return image
+    rows = _checked(history)
+    if diverged_at is not None and not int_in(diverged_at, 1):
+        raise ValueError(f"diverged_at must be a round counted from 1, got {diverged_at!r}")
+    plots = RunPlots(png=folder / PNG_NAME, csv=folder / CSV_NAME)
+    write_bytes_atomically(plots.csv, history_csv(rows).encode("ascii"))
+    write_bytes_atomically(plots.png, _render(rows, title, loss_name, diverged_at))
+    return plots
 
 
-# --- PNG ----------------------------------------------------------------------------------------
-
-_PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    """One PNG chunk: length, type, data, and the CRC-32 of type and data."""
-    crc = zlib.crc32(data, zlib.crc32(kind)) & 0xFFFFFFFF
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+def history_csv(history: Sequence[Row]) -> str:
+    """The text of ``history.csv`` for ``history`` (see :func:`write_run_plots`). Pure."""
+    lines = [HISTORY_HEADER]
+    for index, loss, train, held in history:
+        lines.append(f"{index + 1},{float(loss)!r},{float(train)!r},{float(held)!r}")
+    return "\n".join(lines) + "\n"
 
 
-def encode_png(image: Image) -> bytes:
-    """Encode an RGB ``uint8`` image ``[height, width, 3]`` as PNG bytes.
-
-    Raises:
-        ValueError: if ``image`` is not a ``uint8`` numpy array of shape ``[h, w, 3]`` with
-            ``h`` and ``w`` positive.
-    """
-    if not isinstance(image, np.ndarray):
-        raise ValueError(f"image must be a numpy array, got {type(image).__name__}")
-    if image.dtype != np.uint8:
-        raise ValueError(f"image must have dtype uint8, got {image.dtype}")
-    if image.ndim != 3 or image.shape[2] != 3 or image.shape[0] < 1 or image.shape[1] < 1:
-        raise ValueError(f"image must have shape [height, width, 3], got {image.shape}")
-    height, width = int(image.shape[0]), int(image.shape[1])
-    if height >= 2**31 or width >= 2**31:
-        raise ValueError(f"image of {width}x{height} is too large for PNG")
-    rows = np.ascontiguousarray(image).reshape(height, width * 3)
-    # Filter type 0 (None) before every scanline.
-    scanlines = np.concatenate([np.zeros((height, 1), dtype=np.uint8), rows], axis=1)
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"".join(
-        (
-            _PNG_SIGNATURE,
-            _chunk(b"IHDR", header),
-            _chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 9)),
-            _chunk(b"IEND", b""),
-        )
-    )
-
-
-def write_png(path: Path, image: Image) -> None:
-    """Write an RGB ``uint8`` image ``[height, width, 3]`` to ``path`` as a PNG file.
-
-    The file is written to a temporary file in the same folder, fsynced, and renamed into place,
-    so a reader sees either the old file or the whole new one; the folder is created if needed.
-
-    Raises:
-        ValueError: if ``image`` is not a ``uint8`` numpy array of shape ``[h, w, 3]`` with
-            ``h`` and ``w`` positive.
-        OSError: if the file cannot be written.
-    """
-    data = encode_png(image)
-    write_bytes_atomically(Path(path), data)
+def diverged_round(history: Sequence[Row]) -> int | None:
+    """The round, counted from 1, of the first row whose loss is not finite; None when every
+    loss is. Pure."""
+    for index, loss, _, _ in history:
+        if not math.isfinite(loss):
+            return index + 1
+    return None
 
 
 def write_loss_curve(
@@ -431,16 +143,156 @@ def write_loss_curve(
     *,
     title: str = "",
 ) -> Path:
-    """Render the loss (and accuracy) curve with :func:`render_curves` and write it to ``path``
-    as a 640x360 PNG with :func:`write_png`.
-
-    Returns:
-        ``path``.
+    """Temporary: the former entry point, kept until ``alpha.run`` calls
+    :func:`write_run_plots` with the learner's whole history. Writes ``loss.png`` and
+    ``history.csv`` beside ``path`` (which must be named ``loss.png``) with the training
+    accuracy unknown (NaN), and returns the PNG's path.
 
     Raises:
-        ValueError: as :func:`render_curves` does (empty losses, NaN or infinite values naming
-            the round, accuracies outside 0..1 or of another length).
-        OSError: if the file cannot be written.
+        ValueError: ``path`` is not named ``loss.png``, or as :func:`write_run_plots`.
+        OSError: as :func:`write_run_plots`.
     """
-    write_png(path, render_curves(losses, accuracies, title=title))
-    return Path(path)
+    if path.name != PNG_NAME:
+        raise ValueError(f"the plot is always named {PNG_NAME}, got {path.name}")
+    held = [math.nan] * len(losses) if accuracies is None else list(accuracies)
+    history = [
+        (i, loss, math.nan, acc) for i, (loss, acc) in enumerate(zip(losses, held, strict=True))
+    ]
+    return write_run_plots(
+        path.parent, history, title=title, diverged_at=diverged_round(history)
+    ).png
+
+
+def _checked(history: Sequence[Row]) -> list[Row]:
+    """``history`` as a list of rows of an ``int`` and three ``float`` each.
+
+    Raises:
+        ValueError: a row is not four fields, its round not an ``int`` from 0, or a value not a
+            real number.
+    """
+    rows: list[Row] = []
+    for position, row in enumerate(history):
+        if len(row) != 4:
+            raise ValueError(f"history row {position} has {len(row)} fields, not 4: {row!r}")
+        index, *values = row
+        if not int_in(index, 0):
+            raise ValueError(f"history row {position}: round must be an int from 0: {index!r}")
+        try:
+            loss, train, held = (float(value) for value in values)
+        except (TypeError, ValueError):
+            raise ValueError(f"history row {position}: values must be numbers: {row!r}") from None
+        rows.append((index, loss, train, held))
+    return rows
+
+
+def _loss_scale(losses: Sequence[float]) -> Literal["log", "linear"]:
+    """The loss axis's scale for the plotted ``losses``: ``"log"`` when every finite loss is
+    positive and the largest is more than :data:`LOG_SPAN` times the smallest; else
+    ``"linear"`` (a log axis could not show a loss of 0 or less). Pure."""
+    finite = [loss for loss in losses if math.isfinite(loss)]
+    if not finite or min(finite) <= 0:
+        return "linear"
+    return "log" if max(finite) > LOG_SPAN * min(finite) else "linear"
+
+
+def _finite_prefix(values: Sequence[float]) -> list[float]:
+    """``values`` up to, not including, the first one that is not finite."""
+    prefix: list[float] = []
+    for value in values:
+        if not math.isfinite(value):
+            break
+        prefix.append(value)
+    return prefix
+
+
+def _render(rows: Sequence[Row], title: str, loss_name: str, diverged_at: int | None) -> bytes:
+    """The PNG of ``rows``: the loss panel above, the accuracy panel below, one round axis."""
+    # Imported here: alpha.plot costs nothing to import, and a participant never loads these.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, MultipleLocator, NullLocator, PercentFormatter
+
+    figure = Figure(figsize=FIGURE_INCHES, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)  # the figure's own canvas: no backend chosen for the process
+    loss_axes, accuracy_axes = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    figure.suptitle(title)
+    rounds = [index + 1 for index, _, _, _ in rows]
+    marker = "o" if len(rows) <= MARKERS_UP_TO else None
+
+    losses = _finite_prefix([loss for _, loss, _, _ in rows])
+    loss_axes.set_title(loss_name, fontsize="medium")
+    if losses:
+        loss_axes.plot(rounds[: len(losses)], losses, color=_LOSS_COLOR, marker=marker, ms=3)
+        _loss_axis(loss_axes, losses)
+    else:  # nothing to measure: no scale to show
+        loss_axes.set_ylabel("loss")
+        loss_axes.yaxis.set_major_locator(NullLocator())
+
+    # Accuracies are finite whatever the loss does (shares of counts); NaN (no held-out set,
+    # or a value not recorded) leaves a gap, and a curve of NaN only is left out.
+    accuracy_axes.set_ylabel("accuracy")
+    accuracy_axes.set_ylim(-2, 102)
+    accuracy_axes.yaxis.set_major_locator(MultipleLocator(20))
+    accuracy_axes.yaxis.set_major_formatter(PercentFormatter(xmax=100, decimals=0))
+    curves = ((2, "training (round's batch)", _TRAIN_COLOR), (3, "held-out", _HOLDOUT_COLOR))
+    for column, label, color in curves:
+        percents = [100 * row[column] if math.isfinite(row[column]) else math.nan for row in rows]
+        if any(math.isfinite(value) for value in percents):
+            accuracy_axes.plot(rounds, percents, color=color, marker=marker, ms=3, label=label)
+    if accuracy_axes.lines:
+        accuracy_axes.legend(loc="best")
+
+    accuracy_axes.set_xlabel("round")
+    ends = [*rounds, *([] if diverged_at is None else [diverged_at])]
+    if ends:
+        # Half a round beyond the ends: the first and last points clear of the frame, and no
+        # tick at round 0, which is not a round.
+        accuracy_axes.set_xlim(min(ends) - 0.5, max(ends) + 0.5)
+        accuracy_axes.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    else:
+        accuracy_axes.xaxis.set_major_locator(NullLocator())
+        for axes in (loss_axes, accuracy_axes):
+            _note(axes, "no rounds")
+    for axes in (loss_axes, accuracy_axes):
+        axes.grid(True, color="0.9")
+    if diverged_at is not None:
+        _mark_divergence(loss_axes, accuracy_axes, diverged_at)
+
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def _loss_axis(axes: Axes, losses: Sequence[float]) -> None:
+    """The loss axis's scale (:func:`_loss_scale`), name and labelled ticks."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    scale = _loss_scale(losses)
+    axes.set_yscale(scale)
+    if scale == "linear":
+        axes.set_ylabel("loss")
+        return
+    axes.set_ylabel("loss (log scale)")
+    # Over a few decades, label 1, 2 and 5 of each (0.05, 0.1, 0.2 ...) in plain numbers; over
+    # more, matplotlib's own ticks: the powers of ten, written as such.
+    if math.log10(max(losses) / min(losses)) <= LABELLED_DECADES:
+        axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axes.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _note(axes: Axes, text: str) -> None:
+    axes.text(0.5, 0.5, text, transform=axes.transAxes, ha="center", va="center", color="0.4")
+
+
+def _mark_divergence(loss_axes: Axes, accuracy_axes: Axes, diverged_at: int) -> None:
+    """A vertical line at round ``diverged_at`` on both panels, named in the loss panel's
+    legend, which matplotlib places where it covers the fewest points."""
+    for axes in (loss_axes, accuracy_axes):
+        axes.axvline(diverged_at, color=_DIVERGED_COLOR, linestyle="--", linewidth=1.2)
+    loss_axes.legend(
+        handles=loss_axes.lines[-1:],
+        labels=[f"loss not finite at round {diverged_at}"],
+        loc="best",
+        labelcolor=_DIVERGED_COLOR,
+    )
