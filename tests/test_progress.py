@@ -222,22 +222,37 @@ async def test_follow_shows_each_round_as_it_is_appended_reading_each_byte_once(
     out = io.StringIO()
     display = RoundProgress(out, 20)
     history: list[RoundRecord] = []
+
+    async def polls(count: int) -> None:
+        """Wait until ``follow`` has read the file ``count`` more times."""
+        while not readers:
+            await trio.sleep(0.001)
+        reads = readers[0][1]
+        target = len(reads) + count
+        while len(reads) < target:
+            await trio.sleep(0.001)
+
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: follow(path, display, interval=0.01, history=history))
-        await trio.sleep(0.05)  # polls while there is no file yet
+        nursery.start_soon(lambda: follow(path, display, interval=0.005, history=history))
+        await polls(3)  # while there is no file yet
         writer = RecordWriter(path)
         for round in range(1, 21):
-            writer.write(record(round))
-            await trio.sleep(0.005)
+            line = encode(record(round))
+            writer._file.write(line[:30])  # half a line, flushed: it waits for its end
+            writer._file.flush()
+            await polls(2)
+            assert len(history) == round - 1
+            writer._file.write(line[30:])
+            writer._file.flush()
+            await polls(2)
+            assert len(history) == round
         writer.close()
-        while len(history) < 20:
-            await trio.sleep(0.01)
-        await trio.sleep(0.05)  # more polls of a file that no longer grows
+        await polls(5)  # a file that no longer grows
         nursery.cancel_scope.cancel()
     assert history == [record(round) for round in range(1, 21)]
     ((reader, reads),) = readers
-    assert len(reads) > 20 and sum(reads) == 20, "it polled many times"
-    assert reader.bytes_read == path.stat().st_size, "and read each byte once"
+    assert len(reads) >= 3 + 20 * 4 + 5 and sum(reads) == 20, "it read the file many times"
+    assert reader.bytes_read == path.stat().st_size, "and each byte once"
     assert out.getvalue().splitlines()[-1].startswith("round 20/20 loss 0.05 ")
 
 
