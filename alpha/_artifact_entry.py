@@ -14,6 +14,7 @@ from typing import Final
 from alpha._artifact_payload import check_target
 from alpha._artifact_read import read_artifact
 from alpha._files import role_file
+from alpha._progress_records import progress_path
 from alpha.errors import AlphaError, TargetMismatch
 from alpha.exitcodes import EXIT_USAGE
 
@@ -72,9 +73,15 @@ def run_embedded(archive: Path | None = None) -> int:
             "interpreter with numpy and trio installed (they are not bundled)",
         )
         return EXIT_CANNOT_START
-    # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact.
-    reports = path.resolve().parent / REPORTS_DIR
+    # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact, and
+    # a role that records rounds its progress in progress/ (docs/progress.md).
+    folder = path.resolve().parent
+    reports = folder / REPORTS_DIR
     reports.mkdir(exist_ok=True)
     role = payload["role"]
     assert isinstance(role, int), "read_artifact checked the payload's role"
-    return run_payload(payload, report_path=str(reports / role_file(role, ".json")))
+    return run_payload(
+        payload,
+        report_path=str(reports / role_file(role, ".json")),
+        progress_path=str(progress_path(folder, role)),
+    )

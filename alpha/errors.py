@@ -74,6 +74,7 @@ __all__ = [
     "PeerLost",
     "PlanInvalid",
     "PortMissing",
+    "ProgressRecordInvalid",
     "ProtocolFailure",
     "ProtocolRejected",
     "RegionInvalid",
@@ -497,6 +498,13 @@ class RoundAborted(RoundFailed):
 class CommitInvalid(RunFailed, ValueError):
     """A commit record, or the reports it names, is not what the run committed: the record
     is malformed, or a report is missing, extra or changed since the commit."""
+
+
+class ProgressRecordInvalid(RunFailed, ValueError):
+    """A line of a progress file (``docs/progress.md``) is not a record role 0 writes: not
+    JSON, another kind, a field missing, extra or out of range, not in canonical form, or a
+    line too long. The run itself is not at fault; the file was written by something else or
+    damaged, and the message names it."""
 
 
 class CommitUnknown(RunFailed):

@@ -102,11 +102,17 @@ def run_description(
     return EXIT_OK
 
 
-def run_payload(payload: Mapping[str, object], report_path: str | None = None) -> int:
+def run_payload(
+    payload: Mapping[str, object],
+    report_path: str | None = None,
+    progress_path: str | None = None,
+) -> int:
     """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
 
     ``payload["description"]`` is the role description (``docs/roles.md``) and
-    ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``).
+    ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``). A
+    learner that records rounds (role 0) appends them to ``progress_path``
+    (``docs/progress.md``).
     """
     try:
         description = RoleDescription.from_dict(payload.get("description"))
@@ -123,6 +129,7 @@ def run_payload(payload: Mapping[str, object], report_path: str | None = None) -
             from alpha.learner.payload import learner_from_payload, segment_from_payload
 
             learner = learner_from_payload(data)
+            learner.progress_path = progress_path
             segment = segment_from_payload(data)
         requested()  # a misspelt failpoint is refused before anything runs
     except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:

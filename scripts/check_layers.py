@@ -3,11 +3,12 @@
 
 Layers, top to bottom (docs/architecture.md):
 
-    shell     cli, run, plot, compile, launch, artifact (and its private _artifact_*, _run_json,
-              _verified_roles), _loader, participant, __main__
+    shell     cli, run, plot, progress, compile, launch, artifact (and its private _artifact_*,
+              _run_json, _verified_roles), _loader, participant, __main__
     runtime   runtime.*
     program   protocol.*, plan, _fields, learner.*, program, operations, role, budgets
-    values    frame, identity (and _run_identity, _digests), combine, abort, commit
+    values    frame, identity (and _run_identity, _digests), combine, abort, commit,
+              _progress_records
     shape     membership, topology
     base      errors, exitcodes, _files, _checks, __init__
 
@@ -37,6 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cli",
             "run",
             "plot",
+            "progress",
             "compile",
             "launch",
             "artifact",
@@ -79,6 +81,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "commit",
             "checkpoint",
             "failpoints",
+            "_progress_records",
         ),
     ),
     ("shape", ("membership", "topology")),
@@ -98,6 +101,7 @@ SHELL_ARROWS = frozenset(
         ("run", "launch"),
         ("run", "artifact"),
         ("run", "plot"),
+        ("run", "progress"),
         ("launch", "artifact"),
         ("remote", "launch"),
         ("remote", "artifact"),
@@ -127,7 +131,8 @@ SHELL_ARROWS = frozenset(
 )
 
 # Modules of pure layers allowed to do I/O: the file helpers, the data set reader, the GPU
-# binding (isolated by design), and the plan reader's one read of a plan file.
+# binding (isolated by design), the plan reader's one read of a plan file, and the progress
+# records' writer and incremental reader (one file each).
 IO_ALLOWED = frozenset(
     {
         "alpha._files",
@@ -136,6 +141,7 @@ IO_ALLOWED = frozenset(
         "alpha.learner.payload",
         "alpha.checkpoint",
         "alpha.failpoints",
+        "alpha._progress_records",
     }
 )
 

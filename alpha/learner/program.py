@@ -15,14 +15,17 @@ and run identity, which only compiling needs, are in ``alpha.learner.protocol``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from alpha._progress_records import RecordWriter, RoundRecord
 from alpha.checkpoint import owner_ranges
 from alpha.combine import ordered_sum
 from alpha.errors import LossNotFinite, PlanInvalid
@@ -87,6 +90,10 @@ class LearnerState:
     is: the schedule's loop index ``i`` is round ``first_round + i``, which chooses each batch
     (``batch_indices``) and is what ``observe`` records, so a role resumed at round ``k``
     continues the uninterrupted run's batches.
+
+    ``progress_path``, when set, is the file ``observe`` appends each round's record to
+    (``docs/progress.md``): a participant's is ``progress/role-000000.jsonl`` beside its
+    artifact, where the launcher reads it as it grows; the replicated learner has none.
     """
 
     model: Model
@@ -112,6 +119,8 @@ class LearnerState:
     hosted_data: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]] = field(
         default_factory=list
     )
+    progress_path: str | None = None
+    _progress: RecordWriter | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.optimizer_state = OptimizerState.initial(
@@ -167,10 +176,14 @@ class LearnerState:
         return state
 
     def release(self) -> None:
-        """Let go of the GPU, if one is attached (see ``GpuContributor.close``)."""
+        """Let go of the GPU, if one is attached (see ``GpuContributor.close``), and close the
+        progress file."""
         if self.gpu is not None:
             self.gpu.close()
             self.gpu = None
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
 
     def init(self, w: npt.NDArray[np.floating]) -> None:
         """The parameters before the first round: the seed's, or a resumed role's start."""
@@ -258,5 +271,30 @@ class LearnerState:
             file=sys.stderr,
             flush=True,
         )
+        if self.progress_path is not None:
+            self._record(RoundRecord(round + 1, loss, train, held), role)
         if not math.isfinite(loss):
+            # Recorded first, so the launcher sees the round the run stopped at.
             raise LossNotFinite(role=role, round=round + 1, loss=loss)
+
+    def _record(self, record: RoundRecord, role: int) -> None:
+        """Append ``record`` to the progress file, made at the first round. The file only
+        shows the run's progress (the log line above says the same), so a file that cannot be
+        written is said once in the log and given up, and the run goes on."""
+        assert self.progress_path is not None
+        try:
+            if self._progress is None:
+                self._progress = RecordWriter(Path(self.progress_path))
+            self._progress.write(record)
+        except OSError as error:
+            print(
+                f"role {role}: progress: cannot write {self.progress_path}: "
+                f"{error.strerror or error}; the log keeps the rounds",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.progress_path = None
+            if self._progress is not None:
+                with contextlib.suppress(OSError):  # what it has not flushed is lost anyway
+                    self._progress.close()
+                self._progress = None
