@@ -36,7 +36,6 @@ __all__ = [
     "RunPlots",
     "diverged_round",
     "history_csv",
-    "write_loss_curve",
     "write_run_plots",
 ]
 
@@ -134,33 +133,6 @@ def diverged_round(history: Sequence[Row]) -> int | None:
         if not math.isfinite(loss):
             return index + 1
     return None
-
-
-def write_loss_curve(
-    path: Path,
-    losses: Sequence[float],
-    accuracies: Sequence[float] | None = None,
-    *,
-    title: str = "",
-) -> Path:
-    """Temporary: the former entry point, kept until ``alpha.run`` calls
-    :func:`write_run_plots` with the learner's whole history. Writes ``loss.png`` and
-    ``history.csv`` beside ``path`` (which must be named ``loss.png``) with the training
-    accuracy unknown (NaN), and returns the PNG's path.
-
-    Raises:
-        ValueError: ``path`` is not named ``loss.png``, or as :func:`write_run_plots`.
-        OSError: as :func:`write_run_plots`.
-    """
-    if path.name != PNG_NAME:
-        raise ValueError(f"the plot is always named {PNG_NAME}, got {path.name}")
-    held = [math.nan] * len(losses) if accuracies is None else list(accuracies)
-    history = [
-        (i, loss, math.nan, acc) for i, (loss, acc) in enumerate(zip(losses, held, strict=True))
-    ]
-    return write_run_plots(
-        path.parent, history, title=title, diverged_at=diverged_round(history)
-    ).png
 
 
 def _checked(history: Sequence[Row]) -> list[Row]:

@@ -1,9 +1,12 @@
 """``alpha run [PLAN]``: the main job. Compile, launch with live progress, compare with the
 replicated learner, and report.
 
-Progress comes from role 0's log (one line per round: loss, training and held-out accuracy),
-read while the participants run. At the end the run folder holds the artifacts, every role's
-log and report, and ``loss.png``, the loss and held-out accuracy per round.
+Progress comes as records role 0 appends to ``progress/role-000000.jsonl`` each round
+(``docs/progress.md``), read as they come, a few bytes at a time. At the end the run folder
+holds the artifacts, every role's log and report, ``history.csv`` (every round's loss and
+accuracies) and ``loss.png`` (their plots). A learner whose loss stops being finite has
+diverged: the run stops at that round everywhere (``LossNotFinite``), commits nothing, and
+still gets its summary, history and plots (exit 1).
 """
 
 from __future__ import annotations
@@ -11,47 +14,53 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 import trio
 
 from alpha._files import hold_folder, output_folder
+from alpha._progress_records import RoundRecord, progress_path
 from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint import Generation, open_generation
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan, parse_roles
 from alpha.errors import CommitInvalid, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
-from alpha.launch import launch, launch_specs
+from alpha.launch import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.program import LearnerState
-from alpha.learner.replicate import Start, replicate, require_learner
+from alpha.learner.replicate import Replica, Start, replicate, require_learner
 from alpha.learner.saving import PARAMETERS, check_fits
 from alpha.plan import Plan, Segment, load_plan
-from alpha.plot import write_loss_curve
+from alpha.plot import RunPlots, diverged_round, write_run_plots
+from alpha.progress import RoundProgress, follow, summary_table
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
 DEFAULT_PLAN: Final = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "digits.toml"
 """The shipped default plan: 8 roles, a tree of fan-out 2, 30 rounds of the digits learner."""
 
-_ROUND_LINE: Final = re.compile(
-    r"round (\d+) loss (\S+) train-accuracy (\S+) holdout-accuracy (\S+)"
-)
-_POLL_SECONDS: Final = 0.2  # how often the progress display reads role 0's log
-_BAR_WIDTH: Final = 30
-_LINE_SECONDS: Final = 1.0  # off a terminal: at most one progress line a second
-
 
 @dataclass
 class RunSummary:
+    """What a run came to. ``ok``: every role finished, the run committed, and its final
+    parameters (``distributed``) equal the replicated learner's (``replicated``) bit for bit.
+    Otherwise ``cause`` says why not (empty when the run ended but the digests differ).
+
+    ``history`` holds every round seen, ``(round from 0, loss, training accuracy, held-out
+    accuracy)``; ``diverged_at`` is the round (from 1) whose loss was not finite, where the run
+    stopped, and ``replica_diverged_at`` where the replicated learner did (None: it did not);
+    ``curve`` and ``csv`` are the plots and the history written beside the run, ``signal`` the
+    signal that stopped the launch, if one did."""
+
     ok: bool
     distributed: str
     replicated: str
@@ -59,64 +68,11 @@ class RunSummary:
     wall_s: float
     curve: Path | None
     cause: str = ""
-
-
-class _Progress:
-    """A progress bar of rounds with loss and held-out accuracy.
-
-    On a terminal it is redrawn in place at every update; elsewhere (a log, a pipe) it writes
-    a line at most every ``_LINE_SECONDS`` and at the last round, so long runs stay readable.
-    """
-
-    def __init__(
-        self,
-        out: TextIO,
-        total: int,
-        label: str = "",
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.out = out
-        self.clock = clock
-        self.total = total
-        self.label = label
-        self.live = out.isatty()
-        self.last_line = -float("inf")
-        self.drawn = False
-
-    def update(self, done: int, loss: float, accuracy: float) -> None:
-        now = self.clock()
-        if not self.live and done < self.total and now - self.last_line < _LINE_SECONDS:
-            return
-        self.last_line = now
-        filled = _BAR_WIDTH * done // max(1, self.total)
-        text = (
-            f"{self.label}[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] round {done}/{self.total} "
-            f"loss {loss:.4f} held-out accuracy {100 * accuracy:5.1f}%"
-        )
-        self.out.write(f"\r{text}" if self.live else f"{text}\n")
-        self.out.flush()
-        self.drawn = True
-
-    def close(self) -> None:
-        """End a bar drawn in place, so what follows starts on a line of its own."""
-        if self.live and self.drawn:
-            self.out.write("\n")
-            self.out.flush()
-
-
-async def _follow(log: Path, progress: _Progress) -> None:
-    seen = 0
-    while True:
-        try:
-            text = log.read_text(errors="replace")
-        except OSError:
-            text = ""
-        rounds = _ROUND_LINE.findall(text)
-        if len(rounds) > seen:
-            seen = len(rounds)
-            number, loss, _, accuracy = rounds[-1]
-            progress.update(int(number), float(loss), float(accuracy))
-        await trio.sleep(_POLL_SECONDS)
+    history: list[tuple[int, float, float, float]] = field(default_factory=list)
+    csv: Path | None = None
+    diverged_at: int | None = None
+    replica_diverged_at: int | None = None
+    signal: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,37 +112,54 @@ def _resume_point(plan: Plan, digits: Digits, path: Path) -> tuple[Generation, S
     return generation, Start(generation.round, parameters, arrays)
 
 
+@dataclass
+class _Launched:
+    """One segment's launch: its first failure (empty when it committed), its committed
+    reports, the rounds role 0 recorded, and the signal that stopped it, if one did."""
+
+    cause: str
+    reports: dict[int, dict[str, Any]]
+    records: list[RoundRecord]
+    signal: int | None
+
+
 def _launch_segment(
     plan: Plan,
     directory: Path,
     interpreters: Mapping[str, Sequence[str]] | None,
-    progress: _Progress,
-) -> tuple[str, dict[int, dict[str, Any]]]:
-    """Compile ``plan`` into ``directory`` and run it; return ("", its committed reports), or
-    (the first failure, {})."""
+    progress: RoundProgress,
+) -> _Launched:
+    """Compile ``plan`` into ``directory`` and run it, following role 0's progress records."""
     compile_plan(plan, directory, parse_roles("all", plan.participants))
     reports = directory / REPORTS_DIR
     if reports.exists():
         for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
             stale.unlink()
+    records_path = progress_path(directory)
+    records_path.unlink(missing_ok=True)  # a previous segment's or run's
     specs, deadline = launch_specs(directory, interpreters)
+    records: list[RoundRecord] = []
 
-    async def main() -> object:
+    async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_follow, directory / "logs" / "role-000000.log", progress)
+            nursery.start_soon(partial(follow, records_path, progress, history=records))
             result = await launch(specs, deadline=deadline)
             nursery.cancel_scope.cancel()
         return result
 
     result = trio.run(main)
-    failure = getattr(result, "first_failure", None)
+    failure = result.first_failure
     if failure is not None:
-        return f"role {failure.role}: {failure.cause}", {}
+        return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
     try:
         _, found = committed_reports(reports, plan.tree.children)
     except CommitInvalid as error:
-        return f"the run did not commit: {error}", {}
-    return "", found
+        return _Launched(f"the run did not commit: {error}", {}, records, None)
+    return _Launched("", found, records, None)
+
+
+def _row(record: RoundRecord) -> tuple[int, float, float, float]:
+    return (record.round - 1, record.loss, record.train_accuracy, record.holdout_accuracy)
 
 
 def run_plan(
@@ -227,8 +200,8 @@ def run_plan(
         f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}{resumed}",
         file=out,
     )
-    progress = _Progress(out, plan.rounds)
-    history: list[list[float]] = []
+    progress = RoundProgress(out, plan.rounds, start=first)
+    history: list[tuple[int, float, float, float]] = []
     found: dict[int, dict[str, Any]] = {}
     for segment in segments:
         each = plan
@@ -246,17 +219,34 @@ def run_plan(
                     keep=2 if spec is None else spec.keep,
                 ),
             )
-        cause, found = _launch_segment(each, directory, interpreters, progress)
+        launched = _launch_segment(each, directory, interpreters, progress)
+        cause, found = launched.cause, launched.reports
         if cause:
             progress.close()
+            history += [_row(record) for record in launched.records]
+            diverged = diverged_round(history)
+            if diverged is not None:
+                return _diverged(plan, directory, digits, start, history, diverged, started, out)
             if folder is not None:
                 latest = "none yet" if previous is None else str(previous.path)
                 cause += (
                     f"; nothing of this segment was published; the latest generation is "
                     f"{latest}: go on with alpha run PLAN --resume {folder}"
                 )
-            return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
-        history += found[0]["history"]
+            plots = _plots(plan, directory, history, None)
+            return RunSummary(
+                False,
+                "",
+                "",
+                history[-1][3] if history else math.nan,
+                time.monotonic() - started,
+                plots.png,
+                cause,
+                history=history,
+                csv=plots.csv,
+                signal=launched.signal,
+            )
+        history += [tuple(entry) for entry in found[0]["history"]]
         if folder is not None:
             previous = open_generation(folder)
             if previous.round != segment.end:
@@ -276,22 +266,75 @@ def run_plan(
                     print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
     digests = {data["digests"]["w"] for data in found.values()}
-    replaying = _Progress(out, plan.rounds, label="replicated ")
-    replica = replicate(plan, digits, on_round=replaying.update, start=start)
-    replaying.close()
-    losses = [entry[1] for entry in history]
-    accuracies = [entry[3] for entry in history]
-    curve = write_loss_curve(
-        directory / "loss.png", losses, accuracies, title=f"{plan.name} loss per round"
-    )
+    replica = _replicated(plan, digits, start, out)
+    plots = _plots(plan, directory, history, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"
     return RunSummary(
         ok=distributed == replica.digest and len(found) == plan.participants,
         distributed=distributed,
         replicated=replica.digest,
-        holdout_accuracy=accuracies[-1],
+        holdout_accuracy=history[-1][3],
         wall_s=time.monotonic() - started,
-        curve=curve,
+        curve=plots.png,
+        history=history,
+        csv=plots.csv,
+        replica_diverged_at=replica.diverged_at,
+    )
+
+
+def _replicated(plan: Plan, digits: Digits, start: Start | None, out: TextIO) -> Replica:
+    """The replicated learner from ``start``, with its own progress display."""
+    replaying = RoundProgress(
+        out, plan.rounds, label="replicated ", start=0 if start is None else start.round
+    )
+    try:
+        return replicate(plan, digits, on_round=replaying.update, start=start)
+    finally:
+        replaying.close()
+
+
+def _plots(
+    plan: Plan,
+    directory: Path,
+    history: Sequence[tuple[int, float, float, float]],
+    diverged: int | None,
+) -> RunPlots:
+    return write_run_plots(directory, history, title=plan.name, diverged_at=diverged)
+
+
+def _diverged(
+    plan: Plan,
+    directory: Path,
+    digits: Digits,
+    start: Start | None,
+    history: list[tuple[int, float, float, float]],
+    diverged: int,
+    started: float,
+    out: TextIO,
+) -> RunSummary:
+    """A run whose loss stopped being finite at round ``diverged``: it stopped there and
+    committed nothing. The replicated learner runs to where it diverges too, as a check that
+    the distributed run diverged where the plan does."""
+    replica = _replicated(plan, digits, start, out)
+    plots = _plots(plan, directory, history, diverged)
+    finite = [entry for entry in history if math.isfinite(entry[1])]
+    return RunSummary(
+        ok=False,
+        distributed="",
+        replicated=replica.digest,
+        holdout_accuracy=finite[-1][3] if finite else math.nan,
+        wall_s=time.monotonic() - started,
+        curve=plots.png,
+        cause=(
+            f"the training loss of round {diverged} is "
+            f"{history[-1][1]}, so the run stopped there and committed nothing "
+            f"(learner.rate is {plan.learner.rate if plan.learner else '?'}; a lower one "
+            "usually helps)"
+        ),
+        history=history,
+        csv=plots.csv,
+        diverged_at=diverged,
+        replica_diverged_at=replica.diverged_at,
     )
 
 
@@ -326,7 +369,10 @@ def main_run(
     *,
     as_json: bool = False,
 ) -> int:
+    """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
+    learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
     plan = load_plan(plan_path or DEFAULT_PLAN)
+    require_learner(plan)  # a sum check is refused before any folder is made
     folder = Path(directory or f"runs/{plan.name}")
     with hold_folder(folder, "alpha run"):
         summary = run_plan(
@@ -335,20 +381,49 @@ def main_run(
             interpreters=interpreters,
             resume=None if resume is None else Path(resume),
         )
+    if summary.cause:
+        if summary.diverged_at is not None:
+            print(f"run: diverged: {summary.cause}", file=sys.stderr)
+        else:
+            print(f"run: failed: {summary.cause}", file=sys.stderr)
+            print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)
     if as_json:
         print(json.dumps(_summary_json(plan, folder, summary), indent=2, sort_keys=True))
-    if summary.cause:
-        print(f"run: failed: {summary.cause}", file=sys.stderr)
-        print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)
-        return EXIT_FAILURE
-    if not as_json:
-        print(f"final parameters    {summary.distributed}")
-        print(f"replicated learner  {summary.replicated}")
-        print(f"equal bit for bit   {'yes' if summary.ok else 'NO'}")
-        print(f"held-out accuracy   {100 * summary.holdout_accuracy:.1f}%")
-        print(f"wall time           {summary.wall_s:.1f} s")
-        print(f"loss curve          {summary.curve}")
+    else:
+        summary_table(_summary_rows(plan, summary), sys.stdout)
+    if summary.signal is not None:
+        return 128 + summary.signal
     return EXIT_OK if summary.ok else EXIT_FAILURE
+
+
+def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    done = len(summary.history)
+    if summary.diverged_at is not None:
+        rows.append(("rounds", f"{done} of {plan.rounds}: diverged at round {summary.diverged_at}"))
+        same = summary.replica_diverged_at == summary.diverged_at
+        where = (
+            "does not diverge"
+            if summary.replica_diverged_at is None
+            else f"diverges at round {summary.replica_diverged_at}"
+        )
+        rows.append(("replicated learner", f"{where}{' too' if same else ''}"))
+    elif summary.distributed:
+        rows += [
+            ("final parameters", summary.distributed),
+            ("replicated learner", summary.replicated),
+            ("equal bit for bit", "yes" if summary.ok else "NO"),
+        ]
+    else:
+        rows.append(("rounds", f"{done} of {plan.rounds} recorded before the run stopped"))
+    if math.isfinite(summary.holdout_accuracy):
+        rows.append(("held-out accuracy", f"{100 * summary.holdout_accuracy:.1f}%"))
+    rows.append(("wall time", f"{summary.wall_s:.1f} s"))
+    if summary.curve is not None:
+        rows.append(("loss curve", str(summary.curve)))
+    if summary.csv is not None:
+        rows.append(("history", str(summary.csv)))
+    return rows
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -356,26 +431,53 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, object]:
+    """``alpha run --json``: docs/cli.md lists the keys."""
     return {
         "plan": plan.name,
         "folder": str(folder),
         "ok": summary.ok,
+        "equal": bool(summary.distributed) and summary.distributed == summary.replicated,
         "distributed": summary.distributed or None,
         "replicated": summary.replicated or None,
+        "rounds": plan.rounds,
+        "rounds_done": len(summary.history),
+        "diverged_at": summary.diverged_at,
+        "replicated_diverged_at": summary.replica_diverged_at,
         "holdout_accuracy": _finite_or_none(summary.holdout_accuracy),
         "wall_s": summary.wall_s,
         "cause": summary.cause or None,
+        "signal": None if summary.signal is None else signal.Signals(summary.signal).name,
         "loss_png": None if summary.curve is None else str(summary.curve),
+        "history_csv": None if summary.csv is None else str(summary.csv),
+        "logs": str(folder / "logs"),
     }
 
 
 def main_replicate(plan_path: str, *, as_json: bool = False) -> int:
+    """``alpha replicate``: the final digest on stdout (with ``as_json``, an object with the
+    rounds and where it diverged, if it did); exit 1 when the learner diverged."""
     plan = load_plan(plan_path)
-    progress = _Progress(sys.stderr, plan.rounds)
-    replica = replicate(plan, load_digits(), on_round=progress.update)
-    progress.close()
+    replica = _replicated(plan, load_digits(), None, sys.stderr)
     if as_json:
-        print(json.dumps({"plan": plan.name, "digest": replica.digest, "rounds": replica.rounds}))
+        print(
+            json.dumps(
+                {
+                    "plan": plan.name,
+                    "digest": replica.digest,
+                    "rounds": replica.rounds,
+                    "diverged_at": replica.diverged_at,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         print(replica.digest)
+    if replica.diverged_at is not None:
+        print(
+            f"replicate: the learner diverged: the training loss of round "
+            f"{replica.diverged_at} is {replica.history[-1][1]}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     return EXIT_OK

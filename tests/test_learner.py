@@ -324,23 +324,6 @@ def test_the_replicated_learner_reports_every_round_as_it_goes() -> None:
     assert seen == [(r + 1, loss, accuracy) for r, loss, _, accuracy in replica.history]
 
 
-def test_progress_off_a_terminal_writes_a_line_a_second_and_always_the_last() -> None:
-    import io
-
-    from alpha.run import _Progress
-
-    now = [0.0]
-    out = io.StringIO()
-    progress = _Progress(out, 100, clock=lambda: now[0])
-    for done in range(1, 101):
-        now[0] = done * 0.25  # four rounds a second
-        progress.update(done, 0.5, 0.8)
-    progress.close()
-    rounds = [int(line.split()[2].split("/")[0]) for line in out.getvalue().splitlines()]
-    assert rounds == [1, 5, 9, *range(13, 100, 4), 100]
-    assert "\r" not in out.getvalue(), "a bar is redrawn in place only on a terminal"
-
-
 @pytest.mark.slow
 async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_nothing(
     tmp_path: Path,
