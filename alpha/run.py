@@ -21,7 +21,7 @@ from typing import Any, Final, TextIO
 
 import trio
 
-from alpha._files import output_folder
+from alpha._files import output_folder, package_data
 from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint import Generation, open_generation
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
@@ -38,8 +38,9 @@ from alpha.plot import write_loss_curve
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
-DEFAULT_PLAN: Final = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "digits.toml"
-"""The shipped default plan: 8 roles, a tree of fan-out 2, 30 rounds of the digits learner."""
+DEFAULT_PLAN: Final = package_data("data/plans/digits.toml")
+"""The shipped default plan (package data, ``docs/install.md``): 8 roles, a tree of fan-out 2,
+30 rounds of the digits learner."""
 
 _ROUND_LINE: Final = re.compile(
     r"round (\d+) loss (\S+) train-accuracy (\S+) holdout-accuracy (\S+)"
