@@ -1,5 +1,6 @@
 """Writing files so that a reader sees the old file or the whole new one, never half; reading
-a file a user named without letting it be endless or block."""
+a file a user named without letting it be endless or block; finding the files that ship inside
+the package."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ __all__ = [
     "fsync_folder",
     "hold_folder",
     "output_folder",
+    "package_data",
     "read_regular_file",
     "role_file",
     "write_atomically",
@@ -32,6 +34,29 @@ def role_file(role: int, suffix: str) -> str:
     (``.pyz`` artifact, ``.json`` description or report, ``.log`` log). The one spelling, so
     that files sort in role order and every reader finds what every writer wrote."""
     return f"role-{role:06d}{suffix}"
+
+
+def package_data(relative: str) -> Path:
+    """The file or folder ``relative`` (``/``-separated, e.g. ``"data/plans/digits.toml"``)
+    among the package data of ``alpha`` (``docs/install.md``).
+
+    Found with :func:`importlib.resources.files`, so it is the same file in a source checkout,
+    an editable install and an installed wheel; whether it exists is the reader's to find out.
+
+    Raises:
+        FileNotFoundError: ``alpha`` was imported from something other than a folder (a zip
+            archive, as inside a role's artifact), where its package data has no path.
+    """
+    # Imported here, not at the top: a participant imports this module but never its data.
+    from importlib.resources import files
+
+    found = files("alpha").joinpath(*relative.split("/"))
+    if not isinstance(found, Path):
+        raise FileNotFoundError(
+            f"alpha's {relative} has no path: alpha was imported from {found!s}, not from a "
+            "folder; install alpha with pip (docs/install.md)"
+        )
+    return found
 
 
 def output_folder(path: Path) -> Path:

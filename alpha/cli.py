@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 # The exit codes are re-exported: a caller of main() compares its result with them.
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
+# A source checkout: the folder that holds the alpha package, and gates/ and harness/ beside it
+# when alpha was imported from a checkout (or an editable install of one). A wheel carries alpha
+# alone: the gates drive real runs with the test harness, sshd and the AArch64 sysroot.
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
 # How many of a node's children `describe tree` lists before abbreviating:
 # a fan-out of 64 still fits on one terminal line or two.
 _CHILDREN_SHOWN = 16
@@ -499,8 +504,25 @@ def _checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _checkout_gates() -> None:
+    """Make the checkout's ``gates`` and ``harness`` importable (first on the path, so that no
+    other package of either name is found instead).
+
+    Raises:
+        UsageError: ``alpha`` was not imported from a source checkout (an installed wheel).
+    """
+    if not all((_CHECKOUT / name / "__init__.py").is_file() for name in ("gates", "harness")):
+        raise UsageError(
+            "observe gate: the gates run from a source checkout of alpha only, with its test "
+            "harness, sshd and the AArch64 sysroot; in a checkout, run `make venv` and then "
+            "`.venv/bin/alpha observe gate` (docs/install.md)"
+        )
+    if sys.path[:1] != [str(_CHECKOUT)]:
+        sys.path.insert(0, str(_CHECKOUT))
+
+
 def _gate(args: argparse.Namespace) -> int:
-    # The gates live beside the package (gates/, harness/): they drive real runs.
+    _checkout_gates()
     from gates.catalogue import GATES
     from gates.run import run_gates, select, to_json
 

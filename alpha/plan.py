@@ -144,7 +144,7 @@ PARTITIONS: Final = ("none", "optimizer", "gradients", "parameters")
 #: each send a contribution toward role 0, which folds them all.
 MAX_CONTRIBUTORS: Final = 4096
 
-#: Learner models, and the data sets a learner can read (bundled in fixtures/).
+#: Learner models, and the data sets a learner can read (shipped in alpha/data/, docs/data.md).
 LEARNER_KINDS: Final = ("mlp", "linear")
 DATASETS: Final = ("digits",)
 

@@ -26,7 +26,7 @@ from typing import Any, Final, TextIO
 
 import trio
 
-from alpha._files import hold_folder, output_folder
+from alpha._files import hold_folder, output_folder, package_data
 from alpha._progress_records import RoundRecord, progress_path
 from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint import Generation, open_generation
@@ -45,8 +45,9 @@ from alpha.progress import RoundProgress, follow, summary_table
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
-DEFAULT_PLAN: Final = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "digits.toml"
-"""The shipped default plan: 8 roles, a tree of fan-out 2, 30 rounds of the digits learner."""
+DEFAULT_PLAN: Final = package_data("data/plans/digits.toml")
+"""The shipped default plan (package data, ``docs/install.md``): 8 roles, a tree of fan-out 2,
+30 rounds of the digits learner."""
 
 
 @dataclass

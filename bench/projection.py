@@ -1,6 +1,6 @@
 """Projection: time and memory to project one role, against the run's role count.
 
-A sum-check plan (written here, like ``fixtures/plans/tree-200k.toml``: a tree of fan-out 64,
+A sum-check plan (written here, like ``alpha/data/plans/tree-200k.toml``: a tree of fan-out 64,
 float64, 1,000 rounds, ``work.size`` 1024) is read (``parse_plan``), turned into its global
 protocol (``protocol_for``), checked (``check``) and projected to one role (``project``), at
 n = 2,000, 200,000 and 2,000,000 roles, for the root, a middle role and the last role, and

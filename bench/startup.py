@@ -1,6 +1,6 @@
 """Participant start-up: from ``python3 role-NNNNNN.pyz`` to the participant's first wait.
 
-Role 1 of the pair plan (``fixtures/plans/pair.toml``) is compiled and started with an empty
+Role 1 of the pair plan (``alpha/data/plans/pair.toml``) is compiled and started with an empty
 stdin, so it runs everything a real start runs (the target check, reading its payload,
 importing the bundled ``alpha`` with trio and numpy, decoding its schedule) and then exits as
 soon as it would wait for its peer's port (``PortMissing``). Timed three ways, interleaved:
@@ -25,7 +25,7 @@ from alpha.compile import compile_plan, parse_roles
 from alpha.plan import load_plan
 
 NAME = "startup"
-PLAN = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "pair.toml"
+PLAN = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "pair.toml"
 ROLE = 1
 
 

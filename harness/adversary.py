@@ -169,10 +169,8 @@ def patched_package(behaviour: Behaviour, into: Path) -> Path:
         PatchStale: a patch's ``old`` text is not in its module exactly once.
     """
     target = into / "alpha"
+    # The copy carries the package data too (alpha/data/: the data set a plan names).
     shutil.copytree(_PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    fixtures = _PACKAGE.parent / "fixtures"  # the data sets a plan names lie beside the package
-    if fixtures.is_dir():
-        (into / "fixtures").symlink_to(fixtures, target_is_directory=True)
     for patch in behaviour.patches:
         module = into / patch.module
         source = module.read_text()

@@ -112,7 +112,7 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
     for folder in (blocker, blocker / "below"):
         with pytest.raises(UsageError):
             output_folder(folder)
-    plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+    plans = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
     for argv in (
         ["compile", str(plans / "pair.toml"), "-o", str(blocker)],
         ["run", str(plans / "digits.toml"), "--dir", str(blocker / "run")],
@@ -127,7 +127,7 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     import signal
 
-    plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+    plans = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
     plan = tmp_path / "long.toml"
     plan.write_text((plans / "digits.toml").read_text().replace("rounds = 30", "rounds = 100000"))
     process = subprocess.Popen(

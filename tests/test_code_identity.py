@@ -29,7 +29,7 @@ from alpha.plan import load_plan
 from alpha.program import run_identity
 from alpha.role import RoleDescription
 
-PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
+PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
 SOURCES = [("alpha/b.py", b"B = 2\n"), ("alpha/a.py", b"A = 1\n"), ("alpha/sub/c.py", b"")]
 

@@ -21,7 +21,7 @@ from alpha.plan import Plan, load_plan, parse_plan
 from alpha.run import committed_reports
 from harness.compiled import CompiledRun
 
-PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
+PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
 
 def plan_text(

@@ -21,11 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import alpha.learner as learner_package
+import alpha.learner.data as data_module
 from alpha.errors import ArtifactInvalid, PlanInvalid, RoleOutOfRange
 from alpha.learner.data import (
     DIGITS_CLASSES,
+    DIGITS_ENV,
     DIGITS_FEATURES,
-    DIGITS_PATH,
     DIGITS_SAMPLES,
     DIGITS_SHA256,
     MAX_SEED,
@@ -37,11 +38,13 @@ from alpha.learner.data import (
     features,
     holdout_count,
     load_digits,
+    shipped_digits,
     split,
 )
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT / "fixtures" / "data"
+DATA = ROOT / "alpha" / "data" / "digits"
+DIGITS_FILE = DATA / "digits.csv.gz"
 LICENSE = DATA / "LICENSE-digits.txt"
 DOCS = ROOT / "docs" / "data.md"
 
@@ -57,6 +60,12 @@ PCG64_SEED7_RAW2: list[int] = [11530976094092348043, 16550673365885938325]
 @pytest.fixture(scope="module")
 def digits() -> Digits:
     return load_digits()
+
+
+@pytest.fixture(autouse=True)
+def _no_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test reads the shipped copy unless it sets ALPHA_DIGITS itself."""
+    monkeypatch.delenv(DIGITS_ENV, raising=False)
 
 
 def refused(cls: type[Exception], call: Callable[[], object]) -> Exception:
@@ -78,14 +87,15 @@ def plan_field(call: Callable[[], object]) -> str:
 
 
 def test_file_hash_is_pinned() -> None:
-    raw = (DATA / "digits.csv.gz").read_bytes()
+    raw = DIGITS_FILE.read_bytes()
     assert hashlib.sha256(raw).hexdigest() == DIGITS_SHA256
     assert len(raw) == 57523
 
 
-def test_default_path_is_the_checkout_fixture() -> None:
-    assert DIGITS_PATH == DATA / "digits.csv.gz"
-    assert DIGITS_PATH.is_file()
+def test_the_shipped_copy_is_package_data() -> None:
+    # importlib.resources finds it inside the package, in a checkout as in an installed wheel.
+    assert shipped_digits() == DIGITS_FILE
+    assert shipped_digits().is_file()
 
 
 def test_license_names_origin_licence_and_hash() -> None:
@@ -123,7 +133,7 @@ def test_classes_roughly_balanced(digits: Digits) -> None:
 
 
 def test_parse_agrees_with_the_csv_module(digits: Digits) -> None:
-    text = gzip.decompress(DIGITS_PATH.read_bytes()).decode("ascii")
+    text = gzip.decompress(DIGITS_FILE.read_bytes()).decode("ascii")
     rows = [[int(v) for v in row] for row in csv.reader(io.StringIO(text))]
     table = np.array(rows, dtype=np.int64)
     assert np.array_equal(digits.pixels, table[:, :64])
@@ -144,7 +154,7 @@ def test_digits_is_frozen_and_read_only(digits: Digits) -> None:
 
 def test_load_from_an_explicit_path(tmp_path: pathlib.Path, digits: Digits) -> None:
     copy = tmp_path / "copy.csv.gz"
-    shutil.copyfile(DIGITS_PATH, copy)
+    shutil.copyfile(DIGITS_FILE, copy)
     again = load_digits(copy)
     assert np.array_equal(again.pixels, digits.pixels)
     assert np.array_equal(again.labels, digits.labels)
@@ -154,8 +164,90 @@ def test_missing_file_refused(tmp_path: pathlib.Path) -> None:
     error = refused(PlanInvalid, lambda: load_digits(tmp_path / "nope.csv.gz"))
     assert isinstance(error, PlanInvalid)
     assert error.field == "learner.dataset"
-    assert "missing" in str(error)
-    assert "git checkout" in str(error)
+    assert str(error) == (
+        f"learner.dataset: the digits data set {str(tmp_path / 'nope.csv.gz')!r} is missing; "
+        f"name an unchanged copy of the digits data set (SHA-256 {DIGITS_SHA256})"
+    )
+
+
+def test_missing_shipped_copy_says_how_to_restore_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pip user is told to reinstall, a checkout to restore the file, either to set the override.
+    monkeypatch.setattr(data_module, "shipped_digits", lambda: tmp_path / "gone.csv.gz")
+    error = refused(PlanInvalid, load_digits)
+    message = str(error)
+    assert f"{str(tmp_path / 'gone.csv.gz')!r} (shipped with alpha) is missing" in message
+    assert "pip install --force-reinstall --no-deps" in message
+    assert "git checkout -- alpha/data/digits/digits.csv.gz" in message
+    assert (
+        f"set ALPHA_DIGITS to an unchanged copy of the digits data set (SHA-256 {DIGITS_SHA256})"
+        in message
+    )
+    assert "alpha/data/digits/LICENSE-digits.txt" in message
+
+
+# --- the override: ALPHA_DIGITS -------------------------------------------------------------
+
+
+def test_override_names_a_copy(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, digits: Digits
+) -> None:
+    copy = tmp_path / "elsewhere.csv.gz"
+    shutil.copyfile(DIGITS_FILE, copy)
+    monkeypatch.setenv("ALPHA_DIGITS", str(copy))
+    # The shipped copy is not read at all: only the named one.
+    monkeypatch.setattr(data_module, "shipped_digits", lambda: tmp_path / "gone.csv.gz")
+    again = load_digits()
+    assert np.array_equal(again.pixels, digits.pixels)
+    assert np.array_equal(again.labels, digits.labels)
+
+
+def test_empty_override_reads_the_shipped_copy(
+    monkeypatch: pytest.MonkeyPatch, digits: Digits
+) -> None:
+    monkeypatch.setenv("ALPHA_DIGITS", "")
+    assert np.array_equal(load_digits().pixels, digits.pixels)
+
+
+def test_an_explicit_path_wins_over_the_override(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALPHA_DIGITS", str(tmp_path / "gone.csv.gz"))
+    assert load_digits(DIGITS_FILE).samples == DIGITS_SAMPLES
+
+
+def test_override_with_another_file_refused(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = bytearray(DIGITS_FILE.read_bytes())
+    raw[-1] ^= 1
+    bad = tmp_path / "digits.csv.gz"
+    bad.write_bytes(bytes(raw))
+    monkeypatch.setenv("ALPHA_DIGITS", str(bad))
+    error = refused(PlanInvalid, load_digits)
+    assert isinstance(error, PlanInvalid)
+    assert error.field == "learner.dataset"
+    assert str(error) == (
+        f"learner.dataset: the digits data set {str(bad)!r} (named by ALPHA_DIGITS) is not the "
+        f"file this Alpha pins: its SHA-256 is {hashlib.sha256(bytes(raw)).hexdigest()}, "
+        f"expected {DIGITS_SHA256}; set ALPHA_DIGITS to an unchanged copy of the digits data "
+        f"set (SHA-256 {DIGITS_SHA256}), or unset it to read the copy shipped with alpha"
+    )
+
+
+def test_override_naming_no_file_refused(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALPHA_DIGITS", str(tmp_path / "nope.csv.gz"))
+    error = refused(PlanInvalid, load_digits)
+    assert f"{str(tmp_path / 'nope.csv.gz')!r} (named by ALPHA_DIGITS) is missing" in str(error)
+    monkeypatch.setenv("ALPHA_DIGITS", str(tmp_path))  # a folder: cannot be read
+    error = refused(PlanInvalid, load_digits)
+    assert str(error).startswith(
+        f"learner.dataset: cannot read the digits data set {str(tmp_path)!r} (named by "
+        "ALPHA_DIGITS): "
+    )
 
 
 def test_unreadable_path_refused(tmp_path: pathlib.Path) -> None:
@@ -163,7 +255,7 @@ def test_unreadable_path_refused(tmp_path: pathlib.Path) -> None:
 
 
 def test_wrong_hash_refused(tmp_path: pathlib.Path) -> None:
-    raw = bytearray(DIGITS_PATH.read_bytes())
+    raw = bytearray(DIGITS_FILE.read_bytes())
     raw[-1] ^= 1
     bad = tmp_path / "digits.csv.gz"
     bad.write_bytes(bytes(raw))
@@ -176,7 +268,7 @@ def test_wrong_hash_refused(tmp_path: pathlib.Path) -> None:
 
 def test_same_content_recompressed_is_refused(tmp_path: pathlib.Path) -> None:
     # The pin is on the file's bytes, not on what it decompresses to.
-    text = gzip.decompress(DIGITS_PATH.read_bytes())
+    text = gzip.decompress(DIGITS_FILE.read_bytes())
     other = tmp_path / "digits.csv.gz"
     other.write_bytes(gzip.compress(text, compresslevel=1, mtime=0))
     assert plan_field(lambda: load_digits(other)) == "learner.dataset"
@@ -511,8 +603,6 @@ def test_features_refusals(digits: Digits) -> None:
 
 
 def test_package_reexports() -> None:
-    import alpha.learner.data as data_module
-
     assert learner_package.__all__ == data_module.__all__
     for name in data_module.__all__:
         assert getattr(learner_package, name) is getattr(data_module, name)

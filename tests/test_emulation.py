@@ -66,7 +66,7 @@ size = 16
 choice = "parity"
 {_BUDGETS}"""
 
-# The shipped default plan (fixtures/plans/digits.toml), shrunk to 3 roles and 2 rounds.
+# The shipped default plan (alpha/data/plans/digits.toml), shrunk to 3 roles and 2 rounds.
 LEARN = f"""
 [run]
 name = "emulated-digits"

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import alpha.cli
 from alpha.cli import main
+from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
 from gates.catalogue import GATES, SCENARIOS
 from gates.run import run_gates, select
@@ -68,6 +70,22 @@ def test_the_list_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["observe", "gate", "--shard", "x"]) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("alpha: error: ") for line in err)
+
+
+def test_outside_a_checkout_the_command_says_where_the_gates_run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # An installed wheel carries alpha alone: no gates/ or harness/ beside the package.
+    monkeypatch.setattr(alpha.cli, "_CHECKOUT", tmp_path)
+    with pytest.raises(UsageError) as info:
+        alpha.cli._checkout_gates()
+    assert type(info.value) is UsageError
+    assert main(["observe", "gate", "--list"]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "alpha: error: observe gate: the gates run from a source checkout of alpha only, with "
+        "its test harness, sshd and the AArch64 sysroot; in a checkout, run `make venv` and "
+        "then `.venv/bin/alpha observe gate` (docs/install.md)\n"
+    )
 
 
 @pytest.mark.slow

@@ -272,7 +272,7 @@ def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
     assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
 
 
-PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+PLANS = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
 
 
 @pytest.mark.parametrize("command", ["run", "replicate"])

@@ -22,7 +22,7 @@ from alpha.program import OPERATIONS, protocol_for
 from alpha.protocol import Everyone, Local, Protocol, Region, check
 from alpha.topology import ParticipantTree
 
-PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
+PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
 
 # --- one set of names ----------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> 
     for kind, work in WORKS.items():
         assert work.kind == kind
     for name in ("pair.toml", "digits.toml"):
-        plan = load_plan(Path(__file__).resolve().parents[1] / "fixtures" / "plans" / name)
+        plan = load_plan(Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / name)
         work = work_of(plan)
         assert work.kind == plan.work_kind
         # Its protocol names only operations implemented in alpha.operations.

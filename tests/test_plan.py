@@ -1,4 +1,4 @@
-"""Plans: the fixtures, every field's defaults and refusals, lookups, scale, and round trips."""
+"""Plans: the shipped plans, every field's defaults and refusals, lookups, scale, round trips."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from alpha.plan import (
 from alpha.topology import ParticipantTree, pair, star
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures" / "plans"
+FIXTURES = ROOT / "alpha" / "data" / "plans"
 DOCS = ROOT / "docs" / "plans.md"
 
 # --- rendering plans ----------------------------------------------------------------------
@@ -132,7 +132,7 @@ def refused(text: str) -> PlanInvalid:
     return info.value
 
 
-# --- fixtures -----------------------------------------------------------------------------
+# --- the shipped plans (alpha/data/plans/) ------------------------------------------------
 
 
 def test_pair_fixture() -> None:

@@ -38,9 +38,9 @@ their checker and projection, and the artifact builder."""
 LEARNER_ONLY = ("alpha.learner.payload", "alpha.learner.saving")
 """What only a role with a learner needs: its learner state from the payload, and saving it."""
 
-SUM_CHECK = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "tree.toml"
+SUM_CHECK = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "tree.toml"
 
-DIGITS = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "digits.toml"
+DIGITS = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "digits.toml"
 
 ENTRY_IMPORTS = (
     "from alpha._artifact_entry import run_embedded",

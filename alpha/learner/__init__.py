@@ -2,9 +2,10 @@
 
 from alpha.learner.data import (
     DIGITS_CLASSES,
+    DIGITS_ENV,
     DIGITS_FEATURES,
     DIGITS_MAX_PIXEL,
-    DIGITS_PATH,
+    DIGITS_RESOURCE,
     DIGITS_SAMPLES,
     DIGITS_SHA256,
     FEATURE_DTYPES,
@@ -17,14 +18,16 @@ from alpha.learner.data import (
     features,
     holdout_count,
     load_digits,
+    shipped_digits,
     split,
 )
 
 __all__ = [
     "DIGITS_CLASSES",
+    "DIGITS_ENV",
     "DIGITS_FEATURES",
     "DIGITS_MAX_PIXEL",
-    "DIGITS_PATH",
+    "DIGITS_RESOURCE",
     "DIGITS_SAMPLES",
     "DIGITS_SHA256",
     "FEATURE_DTYPES",
@@ -37,5 +40,6 @@ __all__ = [
     "features",
     "holdout_count",
     "load_digits",
+    "shipped_digits",
     "split",
 ]

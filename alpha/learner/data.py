@@ -1,9 +1,10 @@
 """The digits data set, its split among roles, and the compact form a role's shard travels in.
 
 The data set is the UCI "Optical Recognition of Handwritten Digits" 8x8 set as scikit-learn
-ships it (``fixtures/data/digits.csv.gz``: 1797 samples, 64 pixels of 0..16, a label 0..9).
-:func:`load_digits` is the one function here that reads anything: it checks the file's SHA-256
-against :data:`DIGITS_SHA256` before it parses a byte. Everything else is pure and
+ships it (``alpha/data/digits/digits.csv.gz``, package data: 1797 samples, 64 pixels of 0..16,
+a label 0..9). :func:`load_digits` is the one function here that reads anything: it reads that
+copy, or the one :data:`DIGITS_ENV` names, and checks the file's SHA-256 against
+:data:`DIGITS_SHA256` before it parses a byte. Everything else is pure and
 deterministic, because the replicated learner and the distributed one must agree bit for bit
 on which sample every role sees in every round:
 
@@ -27,6 +28,7 @@ import gzip
 import hashlib
 import io
 import math
+import os
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,13 +39,15 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha._checks import int_in
+from alpha._files import package_data
 from alpha.errors import ArtifactInvalid, PlanInvalid, RoleOutOfRange
 
 __all__ = [
     "DIGITS_CLASSES",
+    "DIGITS_ENV",
     "DIGITS_FEATURES",
     "DIGITS_MAX_PIXEL",
-    "DIGITS_PATH",
+    "DIGITS_RESOURCE",
     "DIGITS_SAMPLES",
     "DIGITS_SHA256",
     "FEATURE_DTYPES",
@@ -56,12 +60,14 @@ __all__ = [
     "features",
     "holdout_count",
     "load_digits",
+    "shipped_digits",
     "split",
 ]
 
-#: SHA-256 of ``fixtures/data/digits.csv.gz``, byte for byte the file scikit-learn 1.9.1 ships as
-#: ``sklearn/datasets/data/digits.csv.gz``. Pinned so that every role and the replicated learner
-#: provably read the same samples; a file that differs by one byte is refused, not parsed.
+#: SHA-256 of ``alpha/data/digits/digits.csv.gz``, byte for byte the file scikit-learn 1.9.1
+#: ships as ``sklearn/datasets/data/digits.csv.gz``. Pinned so that every role and the
+#: replicated learner provably read the same samples; a file that differs by one byte is
+#: refused, not parsed.
 DIGITS_SHA256: Final = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
 
 #: Samples in the data set (the UCI set's test part, which is what scikit-learn ships).
@@ -76,9 +82,15 @@ DIGITS_CLASSES: Final = 10
 #: A pixel counts the "on" bits of a 4x4 block of a 32x32 bitmap, so it is 0..16.
 DIGITS_MAX_PIXEL: Final = 16
 
-#: Where the data set lives in a checkout: ``fixtures/data/`` beside the ``alpha`` package. An
-#: artifact does not bundle it; a role gets its shard embedded instead (:func:`encode_shard`).
-DIGITS_PATH: Final = Path(__file__).resolve().parents[2] / "fixtures" / "data" / "digits.csv.gz"
+#: Where the data set ships: package data of ``alpha`` (``alpha/data/digits/`` in a checkout and
+#: in an installed wheel alike), found by :func:`shipped_digits`. An artifact does not bundle
+#: it; a role gets its shard embedded instead (:func:`encode_shard`).
+DIGITS_RESOURCE: Final = "data/digits/digits.csv.gz"
+
+#: The environment variable that names another copy of the data set for :func:`load_digits` to
+#: read instead of the shipped one (a packager that strips package data, a shared read-only
+#: copy). Only the location changes: the copy must be byte for byte the pinned file.
+DIGITS_ENV: Final = "ALPHA_DIGITS"
 
 #: The element types features can have: those of the numerical contract that a learner computes
 #: in (``alpha.identity.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
@@ -232,41 +244,65 @@ class Split:
         )
 
 
+def shipped_digits() -> Path:
+    """The copy of the data set that ships inside the ``alpha`` package (:data:`DIGITS_RESOURCE`).
+
+    Raises:
+        FileNotFoundError: ``alpha`` was imported from a zip archive, not a folder.
+    """
+    return package_data(DIGITS_RESOURCE)
+
+
 def load_digits(path: Path | None = None) -> Digits:
     """Read the digits data set, refusing any file but the one pinned by :data:`DIGITS_SHA256`.
 
     Args:
-        path: the gzip CSV to read; by default :data:`DIGITS_PATH` (the checkout's
-            ``fixtures/data/digits.csv.gz``).
+        path: the gzip CSV to read; by default the file the environment variable
+            :data:`DIGITS_ENV` (``ALPHA_DIGITS``) names if it is set and not empty, else the
+            copy that ships with ``alpha`` (:func:`shipped_digits`).
 
     Returns:
         The 1797 samples, in file order.
 
     Raises:
         PlanInvalid: (``field="learner.dataset"``) the file is missing or unreadable, or its
-            SHA-256 is not :data:`DIGITS_SHA256`; the message says how to restore it.
+            SHA-256 is not :data:`DIGITS_SHA256`; the message names the file (and
+            ``ALPHA_DIGITS`` when that chose it) and says how to put the right one there.
     """
-    where = DIGITS_PATH if path is None else Path(path)
-    restore = (
-        "restore it from the repository (git checkout -- fixtures/data/digits.csv.gz); "
-        "fixtures/data/LICENSE-digits.txt says where it comes from"
-    )
+    override = os.environ.get(DIGITS_ENV, "")
+    pinned = f"an unchanged copy of the digits data set (SHA-256 {DIGITS_SHA256})"
+    if path is not None:
+        where, source, remedy = Path(path), "", f"name {pinned}"
+    elif override:
+        where, source = Path(override), f" (named by {DIGITS_ENV})"
+        remedy = f"set {DIGITS_ENV} to {pinned}, or unset it to read the copy shipped with alpha"
+    else:
+        try:
+            where, source = shipped_digits(), " (shipped with alpha)"
+        except FileNotFoundError as why:  # alpha imported from a zip archive
+            raise PlanInvalid(
+                f"{why}; or set {DIGITS_ENV} to {pinned}", field=_DATASET_FIELD
+            ) from None
+        remedy = (
+            "reinstall alpha (pip install --force-reinstall --no-deps, from the wheel or folder "
+            f"it came from; in a source checkout: git checkout -- alpha/{DIGITS_RESOURCE}), or "
+            f"set {DIGITS_ENV} to {pinned}; alpha/data/digits/LICENSE-digits.txt says where it "
+            "comes from"
+        )
+    named_file = f"the digits data set {str(where)!r}{source}"
     try:
         raw = where.read_bytes()
     except FileNotFoundError:
-        raise PlanInvalid(
-            f"the digits data set {str(where)!r} is missing; {restore}", field=_DATASET_FIELD
-        ) from None
+        raise PlanInvalid(f"{named_file} is missing; {remedy}", field=_DATASET_FIELD) from None
     except OSError as why:
         raise PlanInvalid(
-            f"cannot read the digits data set {str(where)!r} ({why.strerror or why}); {restore}",
-            field=_DATASET_FIELD,
+            f"cannot read {named_file}: {why.strerror or why}; {remedy}", field=_DATASET_FIELD
         ) from None
     digest = hashlib.sha256(raw).hexdigest()
     if digest != DIGITS_SHA256:
         raise PlanInvalid(
-            f"{str(where)!r} is not the digits data set this Alpha pins: its SHA-256 is "
-            f"{digest}, expected {DIGITS_SHA256}; {restore}",
+            f"{named_file} is not the file this Alpha pins: its SHA-256 is {digest}, expected "
+            f"{DIGITS_SHA256}; {remedy}",
             field=_DATASET_FIELD,
         )
     return _parse_digits(raw, where)
