@@ -141,6 +141,15 @@ def _signal_exit(number: int | None) -> int | None:
     return None if number is None else 128 + number
 
 
+def _add_cold_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every role in an interpreter of its own instead of forking it from the "
+        "warm starter (docs/launch.md)",
+    )
+
+
 def _add_interpreter_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interpreter",
@@ -266,6 +275,7 @@ def _launch_dir(
     deploy: str | None = None,
     ssh_options: Sequence[str] = (),
     as_json: bool = False,
+    warm: bool = True,
 ) -> int:
     import trio
 
@@ -299,7 +309,9 @@ def _launch_dir(
 
     async def main() -> LaunchResult:
         try:
-            return await launch(specs, deadline=deadline, on_announce=progress, route=route)
+            return await launch(
+                specs, deadline=deadline, on_announce=progress, route=route, warm=warm
+            )
         finally:
             if tunnels is not None:
                 await tunnels.aclose()
@@ -338,7 +350,12 @@ def _launch(args: argparse.Namespace) -> int:
     read_run_json(directory)  # a folder compile did not write is refused before it is touched
     with hold_folder(directory, "alpha launch"):
         return _launch_dir(
-            directory, interpreters, args.deploy, args.ssh_option or (), as_json=args.json
+            directory,
+            interpreters,
+            args.deploy,
+            args.ssh_option or (),
+            as_json=args.json,
+            warm=not args.cold,
         )
 
 
@@ -380,6 +397,7 @@ def _run(args: argparse.Namespace) -> int:
         _interpreters("run", args.interpreter),
         args.resume,
         as_json=args.json,
+        warm=not args.cold,
     )
 
 
@@ -399,10 +417,12 @@ def _exchange(args: argparse.Namespace) -> int:
     )
     directory = Path(args.output or f"runs/{plan.name}")
     with hold_folder(directory, "alpha exchange"):
-        return _exchange_in(directory, plan, tree, args.payload)
+        return _exchange_in(directory, plan, tree, args.payload, warm=not args.cold)
 
 
-def _exchange_in(directory: Path, plan: Plan, tree: ParticipantTree, payload: int) -> int:
+def _exchange_in(
+    directory: Path, plan: Plan, tree: ParticipantTree, payload: int, *, warm: bool
+) -> int:
     from alpha.compile import compile_plan
     from alpha.run import committed_reports
 
@@ -416,7 +436,7 @@ def _exchange_in(directory: Path, plan: Plan, tree: ParticipantTree, payload: in
         f"{payload} bytes each way per edge; artifacts in {directory}",
         file=sys.stderr,
     )
-    code = _launch_dir(directory)
+    code = _launch_dir(directory, warm=warm)
     if code == EXIT_OK:
         # The reports count only as the run committed them (docs/failure.md).
         _, committed = committed_reports(reports, tree.children)
@@ -612,6 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/checkpoints.md)",
     )
     _add_interpreter_option(run)
+    _add_cold_option(run)
     run.set_defaults(handler=_run)
 
     replicate = commands.add_parser(
@@ -660,6 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o UserKnownHostsFile=FILE given as two options",
     )
     _add_interpreter_option(launch)
+    _add_cold_option(launch)
     _add_json_option(launch, "the outcome")
     launch.set_defaults(handler=_launch)
 
@@ -679,6 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
     exchange.add_argument(
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
+    _add_cold_option(exchange)
     exchange.set_defaults(handler=_exchange)
 
     checkpoint = commands.add_parser(

@@ -28,11 +28,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import trio
 
 from alpha._files import role_file
+from alpha._warm import WarmStarter
 from alpha.artifact import TARGETS, verified_roles
 from alpha.errors import UsageError
 from alpha.runtime.endpoint import PORT_BYTES
@@ -142,6 +143,26 @@ class RoleOutcome:
         return self.failed_at is not None
 
 
+class _Child(Protocol):
+    """A started participant: a ``trio.Process``, or a :class:`alpha._warm.WarmProcess`."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdin(self) -> trio.abc.SendStream | None: ...
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream | None: ...
+
+    def kill(self) -> None: ...
+
+    async def wait(self) -> int: ...
+
+
 @dataclass(slots=True)
 class LaunchResult:
     outcomes: dict[int, RoleOutcome] = field(default_factory=dict)
@@ -221,18 +242,24 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _enough_descriptors(roles: int) -> None:
+def _enough_descriptors(roles: int, warm: bool = False) -> None:
     """Raise this process's soft limit on open files, up to its hard limit, so that starting
-    ``roles`` roles at once does not run out of descriptors (:data:`FDS_PER_ROLE` each); a
+    ``roles`` roles at once does not run out of descriptors (:data:`FDS_PER_ROLE` each, and
+    a pidfd more for a warm start, which the warm starter, started after, also holds); a
     common default soft limit is 1024. The hard limit is never raised."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # The launcher's own: the interpreter's, trio's, a few per hook (relays, forwards).
-    wanted = FDS_PER_ROLE * roles + 256
+    wanted = (FDS_PER_ROLE + warm) * roles + 256
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return
     raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if raised > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+
+
+def _warmable(spec: LaunchSpec) -> bool:
+    """Whether the warm starter can run ``spec``: an artifact on this very Python."""
+    return len(spec.argv) == 2 and spec.argv[0] == sys.executable and spec.argv[1].endswith(".pyz")
 
 
 def _state(pid: int) -> str:
@@ -265,7 +292,7 @@ class _Launch:
         self.fail_fast = fail_fast
         self.result = LaunchResult()
         self.failures: list[RoleOutcome] = []  # in the order the launcher found them
-        self.processes: dict[int, trio.Process] = {}
+        self.processes: dict[int, _Child] = {}
         self.ports: dict[tuple[int, int], int] = {}  # (listener, connector) -> port
         # Set once the port of an edge (listener, connector) may go to its connector.
         self.relayed: dict[tuple[int, int], trio.Event] = {}
@@ -282,6 +309,7 @@ class _Launch:
         self.started_at: dict[int, float] = {}
         # Every participant learns who launched it, and stops when its parent is another.
         self.environment = {**os.environ, LAUNCHER_PID_ENV: str(os.getpid())}
+        self.starter: WarmStarter | None = None  # with warm starts
 
     def relay_of(self, listener: int, connector: int) -> trio.Event:
         return self.relayed.setdefault((listener, connector), trio.Event())
@@ -361,7 +389,7 @@ class _Launch:
             outcome.cause = _with_log(outcome.cause, spec.log)
         return outcome
 
-    async def watch(self, spec: LaunchSpec, process: trio.Process) -> None:
+    async def watch(self, spec: LaunchSpec, process: _Child) -> None:
         code = await process.wait()
         outcome = self.record(spec, code, time.monotonic())
         self.result.outcomes[spec.role] = outcome
@@ -371,8 +399,12 @@ class _Launch:
         if outcome.failed:
             self.fail(outcome)
 
-    async def open(self, spec: LaunchSpec, log: int) -> trio.Process:
-        """Start one participant (a seam for tests that act while it starts)."""
+    async def open(self, spec: LaunchSpec, log: int) -> _Child:
+        """Start one participant (a seam for tests that act while it starts): forked by the
+        warm starter when there is one and the role runs on this Python, else its own
+        interpreter."""
+        if self.starter is not None and _warmable(spec):
+            return await self.starter.spawn(spec.argv, log)
         return await trio.lowlevel.open_process(
             list(spec.argv),
             stdin=subprocess.PIPE,
@@ -518,6 +550,7 @@ async def launch(
     on_announce: AnnounceHook | None = None,
     announce_wait: float = ANNOUNCE_WAIT,
     route: RouteHook | None = None,
+    warm: bool = True,
 ) -> LaunchResult:
     """Start every role of ``specs`` at once, relay announced ports, wait for every role.
 
@@ -542,15 +575,52 @@ async def launch(
             launcher allows :func:`announce_bound` for the roles it starts at once.
         route: called with (listener, connector, port) for each announced port; the port it
             returns is the one the connector gets (tests and gates put a relay on an edge).
+        warm: fork every role whose artifact runs on this Python from one warm starter, an
+            interpreter that imported trio and numpy once for all (``alpha._warm``,
+            ``docs/launch.md``), instead of starting an interpreter per role; roles with
+            another interpreter (QEMU, ssh) start as ever. A warm starter that cannot start
+            (a thread in it: a BLAS thread count set above one) is not an error: every role
+            then starts an interpreter of its own. False: every role starts its own.
 
     Returns:
         Every role's outcome and the first failure (see :func:`first_failure`), if any.
     """
     state = _Launch(specs, fail_fast)
     state.route = route
-    delays = delays or {}
     starting = [spec for spec in state.specs if spec.role not in absent]
-    _enough_descriptors(len(starting))
+    warm = warm and any(_warmable(spec) for spec in starting)
+    _enough_descriptors(len(starting), warm)
+    if not warm:
+        return await _launch(state, starting, deadline, absent, delays, on_announce, announce_wait)
+    async with trio.open_nursery() as nursery:
+        starter = WarmStarter(
+            state.environment,
+            on_lost=lambda why: state.fail(state.launcher_failure(why)),
+        )
+        try:
+            await nursery.start(starter.serve)
+        except OSError:
+            pass  # every role starts an interpreter of its own
+        else:
+            state.starter = starter
+        try:
+            return await _launch(
+                state, starting, deadline, absent, delays, on_announce, announce_wait
+            )
+        finally:
+            starter.close()  # every child was waited for: serve() returns once it has ended
+
+
+async def _launch(
+    state: _Launch,
+    starting: list[LaunchSpec],
+    deadline: float | None,
+    absent: frozenset[int],
+    delays: Mapping[int, float] | None,
+    on_announce: AnnounceHook | None,
+    announce_wait: float,
+) -> LaunchResult:
+    delays = delays or {}
     wait = announce_bound(announce_wait, len(starting), _cores())
     bound = math.inf if deadline is None else deadline + (wait - announce_wait) + LAUNCH_SLACK
     try:

@@ -129,6 +129,7 @@ def _launch_segment(
     directory: Path,
     interpreters: Mapping[str, Sequence[str]] | None,
     progress: RoundProgress,
+    warm: bool,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records."""
     compile_plan(plan, directory, parse_roles("all", plan.participants))
@@ -144,7 +145,7 @@ def _launch_segment(
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(follow, records_path, progress, history=records))
-            result = await launch(specs, deadline=deadline)
+            result = await launch(specs, deadline=deadline, warm=warm)
             nursery.cancel_scope.cancel()
         return result
 
@@ -169,9 +170,12 @@ def run_plan(
     out: TextIO = sys.stderr,
     interpreters: Mapping[str, Sequence[str]] | None = None,
     resume: Path | None = None,
+    *,
+    warm: bool = True,
 ) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
-    ``interpreters`` starts each target's roles (:func:`alpha.launch.launch_specs`).
+    ``interpreters`` starts each target's roles (:func:`alpha.launch.launch_specs`); ``warm``
+    forks them from the warm starter (:func:`alpha.launch.launch`).
 
     With a ``[checkpoint]`` table the run is a chain of segments, each a whole run that
     publishes a generation at its commit point; with ``resume`` (a checkpoint folder or a
@@ -220,7 +224,7 @@ def run_plan(
                     keep=2 if spec is None else spec.keep,
                 ),
             )
-        launched = _launch_segment(each, directory, interpreters, progress)
+        launched = _launch_segment(each, directory, interpreters, progress, warm)
         cause, found = launched.cause, launched.reports
         if cause:
             progress.close()
@@ -369,6 +373,7 @@ def main_run(
     resume: str | None = None,
     *,
     as_json: bool = False,
+    warm: bool = True,
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
@@ -381,6 +386,7 @@ def main_run(
             folder,
             interpreters=interpreters,
             resume=None if resume is None else Path(resume),
+            warm=warm,
         )
     if summary.cause:
         if summary.diverged_at is not None:

@@ -56,6 +56,7 @@ EXCHANGE = 64  # bytes each way per edge
 # Generous budgets, so that none shapes the figures.
 BUDGETS = Budgets(deadline=600, accept=300, receive=300, start=300)
 LONG_RUN = 128  # trees this large are launched once: one launch takes from 20 s to 2 minutes
+STARTS = ("warm", "cold")  # how the launcher starts the roles (launch(..., warm=...))
 STARTUPS = 5  # bare interpreter start-ups per median
 PSS_POLL = 1.0  # seconds between two samples of the participants' memory
 
@@ -90,20 +91,30 @@ class _Launched:
 
 
 def _children_pss() -> int:
-    """The sum of the proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``) of this
-    process's children: the participants' share of the host's memory, shared pages divided
+    """The sum of the proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``) of every
+    process below this one (its children and theirs: warm-started participants are the warm
+    starter's children): the participants' share of the host's memory, shared pages divided
     among the processes that map them, so the sum counts each page once."""
-    me = str(os.getpid())
-    total = 0
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as file:
-                fields = file.read().rpartition(b")")[2].split()
-            if fields[1].decode() != me:
-                continue
-            with open(f"/proc/{entry}/smaps_rollup", "rb") as file:
+                parents[int(entry)] = int(file.read().rpartition(b")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # it exited meanwhile
+    below = {os.getpid()}
+    grew = True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in below} - below
+        below |= found
+        grew = bool(found)
+    below.discard(os.getpid())
+    total = 0
+    for pid in below:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as file:
                 for line in file:
                     if line.startswith(b"Pss:"):
                         total += int(line.split()[1]) * 1024
@@ -134,9 +145,9 @@ def _peak_pss() -> Iterator[list[int]]:
         thread.join()
 
 
-def _launch_once(n: int) -> _Launched:
+def _launch_once(n: int, warm: bool) -> _Launched:
     """Compile the edge exchange on a tree of ``n`` roles into a temporary folder (untimed)
-    and launch it."""
+    and launch it, warm (every role forked by the warm starter) or cold."""
     plan = exchange_plan(n, FANOUT, payload=EXCHANGE, budgets=BUDGETS)
     with tempfile.TemporaryDirectory(prefix="alpha-bench-endpoints-") as folder:
         directory = Path(folder)
@@ -154,7 +165,7 @@ def _launch_once(n: int) -> _Launched:
         async def session() -> LaunchResult:
             nonlocal origin
             origin = time.monotonic()
-            return await launch(specs, deadline=deadline, on_announce=on_announce)
+            return await launch(specs, deadline=deadline, on_announce=on_announce, warm=warm)
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with _peak_pss() as peak:
@@ -207,14 +218,14 @@ def _establishment(repeat: int) -> str:
     runs = max(1, min(repeat, 3))
     cores = os.cpu_count() or 1
     rows = []
-    for n in ROLES:
+    for n, start in [(n, start) for n in ROLES for start in STARTS]:
         count = 1 if n >= LONG_RUN else runs
         launched: list[_Launched] = []
         for index in range(count):
-            _log(f"launching {n} roles ({index + 1} of {count})")
-            launched.append(_launch_once(n))
+            _log(f"launching {n} roles {start} ({index + 1} of {count})")
+            launched.append(_launch_once(n, warm=start == "warm"))
             last = launched[-1]
-            _log(f"{n} roles: all edges up at {last.all_up:.1f} s, launch wall {last.wall:.1f} s")
+            _log(f"{n} roles {start}: all edges up at {last.all_up:.1f} s, wall {last.wall:.1f} s")
 
         def median(values: list[float]) -> float:
             return statistics.median(values)
@@ -223,7 +234,7 @@ def _establishment(repeat: int) -> str:
         cpu = median([one.cpu_per_role for one in launched])
         pss = median([float(one.peak_pss) for one in launched])
         rows.append(
-            f"| {n} | {count} | {wall:.2f} s | {wall / n:.3f} s | "
+            f"| {n} | {start} | {count} | {wall:.2f} s | {wall / n:.3f} s | "
             f"{wall / (n * bare):.2f} | {median([one.all_up for one in launched]):.2f} s | "
             f"{median([one.established_median for one in launched]):.2f} s / "
             f"{median([one.established_max for one in launched]):.2f} s | "
@@ -239,7 +250,10 @@ def _establishment(repeat: int) -> str:
             "down, and the run commits (reports count only with its commit record). Trees of",
             f"{LONG_RUN} roles or more are launched once, smaller ones {runs} times (medians).",
             f"Budgets are generous (deadline {BUDGETS.deadline:g} s, accept, receive and start",
-            f"{BUDGETS.accept:g} s) so that none shapes the figures.",
+            f"{BUDGETS.accept:g} s) so that none shapes the figures. Each size is launched",
+            "warm (the default: every role forked by the warm starter, an interpreter that",
+            "imported trio and numpy once, docs/launch.md) and cold (`--cold`: an interpreter",
+            "per role).",
             "",
             "'launch wall' is the launcher's elapsed time from the first start to the last exit;",
             "'per role' divides it by the roles; '÷ bare' divides that by the reference, the",
@@ -259,9 +273,9 @@ def _establishment(repeat: int) -> str:
             "(`/proc/PID/smaps_rollup`), sampled at most once a second (a sample of hundreds of",
             "processes takes seconds while they start).",
             "",
-            "| roles | runs | launch wall | per role | ÷ bare | all edges up "
+            "| roles | start | runs | launch wall | per role | ÷ bare | all edges up "
             "| established_s median / max | CPU per role | CPU floor | peak PSS |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

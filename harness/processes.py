@@ -89,10 +89,21 @@ def children_of(pid: int) -> list[int]:
     return children
 
 
+def descendants_of(pid: int) -> list[int]:
+    """Every process below ``pid``: its children, theirs, and so on (zombies included)."""
+    found: list[int] = []
+    below = children_of(pid)
+    while below:
+        found += below
+        below = [grandchild for child in below for grandchild in children_of(child)]
+    return found
+
+
 def alive_children() -> list[int]:
-    """Processes whose parent is this process (zombies included): a test's participants that
-    the launcher did not reap."""
-    return children_of(os.getpid())
+    """Processes below this one, children and theirs (zombies included): a test's
+    participants that the launcher did not reap, whether it started them itself or the warm
+    starter forked them."""
+    return descendants_of(os.getpid())
 
 
 def state_of(pid: int) -> str:

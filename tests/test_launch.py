@@ -36,7 +36,15 @@ from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.topology import ParticipantTree, pair, star
 from harness.compiled import CompiledRun
-from harness.processes import alive_children, children_of, pid_running, state_of, unreaped
+from harness.processes import (
+    alive_children,
+    children_of,
+    descendants_of,
+    pid_running,
+    running,
+    state_of,
+    unreaped,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -363,13 +371,22 @@ async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_pa
     assert unreaped(result) == []
 
 
-def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> None:
-    # A pair that would go on for a million rounds.
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path, start: str) -> None:
+    # A pair that would go on for a million rounds. Warm, the participants are the warm
+    # starter's children, which ends when the launcher does; cold, the launcher's own.
     run = CompiledRun.exchange(tmp_path, pair(), budgets=ROOMY, rounds=1_000_000)
     progress = tmp_path / "launcher.err"
     with progress.open("wb") as err:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "alpha", "launch", str(run.folder)],
+            [
+                sys.executable,
+                "-m",
+                "alpha",
+                "launch",
+                str(run.folder),
+                *(["--cold"] if start == "cold" else []),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -378,24 +395,31 @@ def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> N
     # interpreter's shutdown, seconds on a loaded host.
     exit_margin = 10.0
     participants: list[int] = []
+    below: list[int] = []
     try:
         # Both roles started and announced; the launcher's own ANNOUNCE_WAIT bounds this.
         while "(2/2)" not in progress.read_text():
             assert launcher.poll() is None, progress.read_text()
             time.sleep(0.02)
-        participants = children_of(launcher.pid)
+        participants = [pid for spec in run.specs for pid in running(spec.argv[-1], whole=True)]
         assert len(participants) == 2
+        below = descendants_of(launcher.pid)
+        assert set(participants) <= set(below)
+        if start == "cold":
+            assert sorted(children_of(launcher.pid)) == sorted(participants)
+        else:  # the warm starter, and its children
+            assert len(below) == 3 and len(children_of(launcher.pid)) == 1
         launcher.kill()
         assert launcher.wait() == -signal.SIGKILL
         give_up = time.monotonic() + LAUNCHER_POLL + exit_margin
-        while running := [pid for pid in participants if state_of(pid) not in ("", "Z")]:
-            assert time.monotonic() < give_up, f"still running: {running}"
+        while left := [pid for pid in below if state_of(pid) not in ("", "Z")]:
+            assert time.monotonic() < give_up, f"still running: {left}"
             time.sleep(0.02)
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        for pid in participants:
+        for pid in [*participants, *below]:
             if state_of(pid) not in ("", "Z"):
                 os.kill(pid, signal.SIGKILL)
     causes = []

@@ -381,18 +381,22 @@ async def test_role_0_writes_a_record_a_round_and_no_participant_imports_the_dis
 ) -> None:
     # The launcher gives each participant its own environment (alpha/launch.py), so the
     # interpreter of every participant lists its imports on its stderr: its log.
+    # Cold, each participant is an interpreter of its own, whose log lists every import; warm,
+    # trio and numpy were imported by the warm starter (whose text imports nothing else,
+    # tests/test_warm.py), and the log lists what the role imported after the fork.
     monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
     run = CompiledRun(parse_plan(learn_plan(4)), tmp_path)
-    result = await run.launch()
-    assert result.ok, result.first_failure
-    for role in (0, 1):
-        imported = {
-            line.rpartition("|")[2].strip().split(".")[0]
-            for line in run.log(role).splitlines()
-            if line.startswith("import time:")
-        }
-        assert {"alpha", "numpy", "trio"} <= imported, "the log lists the imports"
-        assert sorted(imported.intersection(DISPLAY_LIBRARIES)) == []
+    for warm, listed in ((False, {"alpha", "numpy", "trio"}), (True, {"alpha"})):
+        result = await run.launch(warm=warm)
+        assert result.ok, result.first_failure
+        for role in (0, 1):
+            imported = {
+                line.rpartition("|")[2].strip().split(".")[0]
+                for line in run.log(role).splitlines()
+                if line.startswith("import time:")
+            }
+            assert listed <= imported, "the log lists the imports"
+            assert sorted(imported.intersection(DISPLAY_LIBRARIES)) == []
     lines = progress_path(tmp_path).read_bytes().splitlines(keepends=True)
     records = [decode(line) for line in lines]
     history = run.found_reports()[0]["history"]

@@ -1,0 +1,184 @@
+# alpha: the warm starter of a launch (alpha/_warm_server.py, run as python -c TEXT FD)
+"""The warm starter: one interpreter that has imported trio and numpy, and forks a participant
+for each role the launcher asks for (``alpha launch --warm``, ``docs/launch.md``).
+
+Starting a participant costs about a third of a second of CPU, nearly all of it importing
+trio and numpy; a fork of an interpreter that already did costs a few milliseconds. Each child
+then runs its own artifact exactly as ``python ARTIFACT`` would: the artifact checks itself
+and imports the ``alpha`` it carries (this program imports no ``alpha``, so none is shared).
+
+The launcher runs this file's text as ``python -c TEXT FD``, FD one end of a ``SOCK_SEQPACKET``
+socket pair. Each message is one JSON object:
+
+- launcher → here: ``{"op": "start", "id": N, "argv": [PYTHON, ARTIFACT], "env": {...}}`` with
+  three file descriptors (the child's stdin, stdout and stderr) passed along
+  (``SCM_RIGHTS``); here → launcher: ``{"op": "started", "id": N, "pid": P}``, or
+  ``{"op": "refused", "id": N, "error": TEXT}``.
+- launcher → here: ``{"op": "watch", "pid": P}`` once the launcher holds a pidfd of P. Only
+  then is P reaped, so its pid cannot be reused while the launcher may still signal it.
+- here → launcher: ``{"op": "exit", "pid": P, "code": C}``, C as ``Popen.returncode`` (minus
+  the signal that killed it).
+
+It ignores SIGINT, SIGTERM and SIGHUP (the launcher, which gets them too, stops the run) and
+exits when the launcher's end of the socket closes, whatever became of the launcher; its
+children then find their parent gone (``LauncherLost``). It imports nothing of ``alpha``: its
+text is run on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+MAX_MESSAGE = 1 << 20  # bytes: a start carries the environment, a few kilobytes
+
+
+def _retitle(argv: list[str]) -> None:
+    """Make this process's command line (``/proc/PID/cmdline``, what ``ps`` and ``pgrep -f``
+    show) read ``argv``, as if it had been started as ``python ARTIFACT``: the bytes of the
+    original command line are overwritten in place, the rest zeroed (what ``setproctitle``
+    does). This server's own command line, its whole text, leaves room for any artifact path;
+    one that does not fit leaves the line as it was."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end (fields 48, 49)
+    except (OSError, ValueError, IndexError):
+        return
+    title = b"\0".join(word.encode() for word in argv) + b"\0"
+    if start <= 0 or len(title) > end - start:
+        return
+    import ctypes
+
+    ctypes.memmove(start, title.ljust(end - start, b"\0"), end - start)
+
+
+def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: list[int]) -> None:
+    """In the forked child: become ``python ARTIFACT`` with the given fds and environment."""
+    try:
+        for fd in keep_closed:
+            os.close(fd)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        _retitle(argv)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(env)
+        # As ``python ARTIFACT`` has it: the artifact first on the path, no current folder.
+        sys.path[:] = [entry for entry in sys.path if entry not in ("", os.getcwd())]
+        sys.argv = argv[1:]
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        import runpy
+
+        code: Any = 0
+        try:
+            runpy.run_path(argv[1], run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:  # an uncaught error, as the interpreter would show it
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve(control: socket.socket) -> None:
+    """Start children on request and report their exits until ``control`` closes."""
+    pidfds: dict[int, int] = {}  # pidfd -> pid, for children the launcher watches
+    unwatched: set[int] = set()  # children started, not yet acknowledged
+    listening = control.fileno()
+    while True:
+        ready, _, _ = select.select([listening, *pidfds], [], [])
+        for fd in ready:
+            if fd == listening:
+                continue
+            pid = pidfds.pop(fd)
+            os.close(fd)
+            _, status = os.waitpid(pid, 0)
+            _send(control, {"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+        if listening not in ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 3)
+        except ConnectionResetError:
+            data, fds = b"", []
+        if not data:
+            return  # the launcher is gone; the children find their parent gone
+        message = json.loads(data)
+        if message["op"] == "watch":
+            pid = message["pid"]
+            if pid in unwatched:
+                unwatched.discard(pid)
+                pidfds[os.pidfd_open(pid)] = pid
+            continue
+        try:
+            pid = os.fork()
+        except OSError as error:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "refused", "id": message["id"], "error": str(error)})
+            continue
+        if pid == 0:
+            _child(message["argv"], message["env"], fds, [control.fileno(), *pidfds])
+        for fd in fds:
+            os.close(fd)
+        unwatched.add(pid)
+        _send(control, {"op": "started", "id": message["id"], "pid": pid})
+
+
+class _LauncherGone(Exception):
+    """The launcher's end of the socket is closed: nothing is left to serve."""
+
+
+def _send(control: socket.socket, message: dict[str, object]) -> None:
+    try:
+        control.send(json.dumps(message).encode())
+    except OSError:  # reset or broken: the launcher is gone
+        raise _LauncherGone from None
+
+
+def main(argv: list[str]) -> int:
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    control = socket.socket(fileno=int(argv[0]))
+    # What every participant imports first, once for all of them. One BLAS thread (the
+    # launcher's environment says so, as for any participant), so no thread runs here: a fork
+    # copies only the thread that calls it.
+    import numpy  # noqa: F401
+    import trio  # noqa: F401
+
+    tasks = len(os.listdir("/proc/self/task"))
+    if tasks != 1:
+        _send(control, {"op": "unfit", "error": f"{tasks} threads run here; forking is unsafe"})
+        return 1
+    try:
+        _send(control, {"op": "ready", "pid": os.getpid()})
+        serve(control)
+    except _LauncherGone:
+        pass  # the children find their parent gone
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
