@@ -155,17 +155,12 @@ def _launch_once(n: int, warm: bool) -> _Launched:
         # Each role writes its report into reports/ beside its artifact.
         reports = directory / "reports"
         specs, deadline = launch_specs(directory)
-        listens = {spec.role for spec in specs if spec.higher}
-        announced: dict[int, float] = {}
         origin = 0.0
-
-        async def on_announce(role: int, ports: tuple[int, ...]) -> None:
-            announced[role] = time.monotonic() - origin
 
         async def session() -> LaunchResult:
             nonlocal origin
             origin = time.monotonic()
-            return await launch(specs, deadline=deadline, on_announce=on_announce, warm=warm)
+            return await launch(specs, deadline=deadline, warm=warm)
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with _peak_pss() as peak:
@@ -180,10 +175,9 @@ def _launch_once(n: int, warm: bool) -> _Launched:
     if len(found) != n or sum(len(report["edges"]) for report in found) != 2 * (n - 1):
         raise RuntimeError(f"the launch of {n} roles reported {len(found)} roles")
     established = {int(report["role"]): float(report["established_s"]) for report in found}
-    # Every edge has one listening end (its lower role), which is established only after its
-    # last accept and hello; a listening role announces right after binding, so its start is
-    # where the launcher saw the announcement (an overestimate by well under a millisecond).
-    all_up = max(announced[role] + established[role] for role in listens)
+    # Every role reports the moment its edges were all established on the host's monotonic
+    # clock, which this process shares: the last of them is when every edge was up.
+    all_up = max(float(report["established_at"]) for report in found) - origin
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return _Launched(
         wall=result.elapsed_s,
@@ -262,11 +256,11 @@ def _establishment(repeat: int) -> str:
             f"{STARTUPS}). 1.0 would mean a launch costs one bare start-up per role, one after",
             'another. For comparison, `python -c "import alpha.participant"`, the imports every',
             f"participant pays, takes {alpha:.3f} s wall and {alpha_cpu:.2f} s CPU. 'all edges",
-            "up' is from the launch's start to the last edge established: the latest, over the",
-            "listening roles, of the moment its announcement reached the launcher plus its",
-            "`established_s` (every edge has one listening end, established only after its last",
-            "accept and hello). `established_s` is each role's own time from its session start",
-            "to all its edges established. 'CPU per role' is the participants' user and system",
+            "up' is from the launch's start to the last edge established: the latest of the",
+            "roles' `established_at`, the moment each had all its edges on the host's monotonic",
+            "clock, which this process shares. `established_s` is each role's own time from its",
+            "session start to all its edges established. 'CPU per role' is the participants'",
+            "user and system",
             f"time per role; 'CPU floor' is roles times CPU per role over the {cores} cores here:",
             "the launch wall cannot be shorter, since start-ups share the cores. 'peak PSS' is",
             "the largest sum of the participants' proportional set sizes",

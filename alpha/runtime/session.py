@@ -82,6 +82,7 @@ class RoleReport:
     machine: str = field(default_factory=lambda: os.uname().machine)
     edges: list[EdgeReport] = field(default_factory=list)
     established_s: float = 0.0
+    established_at: float = 0.0  # time.monotonic() then: one clock for every process of a host
     finished_s: float = 0.0
     rounds: int = 0
     arms: list[int] = field(default_factory=lambda: [0, 0])
@@ -97,6 +98,7 @@ class RoleReport:
                 "pid": self.pid,
                 "machine": self.machine,
                 "established_s": self.established_s,
+                "established_at": self.established_at,
                 "finished_s": self.finished_s,
                 "rounds": self.rounds,
                 "arms": self.arms,
@@ -308,7 +310,8 @@ async def _session(
         description, stack, announce=announce, ports_in=ports_in, state=state
     )
     where = state.where
-    report.established_s = time.monotonic() - started
+    report.established_at = time.monotonic()
+    report.established_s = report.established_at - started
     edges = [
         EdgeReport(
             peer=peer,
