@@ -6,6 +6,7 @@ and its checkpoints, written by the owners of each range, restore on another own
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -169,17 +170,22 @@ def test_a_partitioned_checkpoint_is_written_by_each_ranges_owner_and_restores_o
 
 
 def _resident_bytes(array: np.ndarray) -> int:
-    """The resident bytes of the mapping ``array`` starts, from /proc/self/smaps."""
+    """The resident bytes of the pages ``array``'s buffer spans, page by page from
+    /proc/self/pagemap (bit 63 of each page's entry: present in memory). Exactly these pages:
+    the kernel may merge the array's mapping with a neighbour of the same kind, whose pages
+    a mapping-wide count (smaps ``Rss``) would add."""
+    page = os.sysconf("SC_PAGE_SIZE")
     address = array.__array_interface__["data"][0]
-    found = None
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and all(c in "0123456789abcdef-" for c in head):
-            low, high = (int(x, 16) for x in head.split("-"))
-            found = low <= address < high and low == address
-        elif found and line.startswith("Rss:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no mapping starts at the array")
+    first, last = address // page, (address + array.nbytes - 1) // page
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(first * 8)
+        entries = pagemap.read((last - first + 1) * 8)
+    present = sum(
+        1
+        for index in range(0, len(entries), 8)
+        if int.from_bytes(entries[index : index + 8], "little") >> 63
+    )
+    return present * page
 
 
 def test_releasing_a_transient_region_gives_its_pages_back() -> None:
