@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -36,18 +37,37 @@ _SERVER: Final = Path(__file__).with_name("_warm_server.py")
 _MAX_MESSAGE: Final = 1 << 16
 READY_WAIT: Final = 60.0
 """Seconds the server may take to import trio and numpy and say it is ready."""
+ORPHAN_WAIT: Final = 10.0
+"""Seconds to wait for a child killed after the server died to end (a SIGKILL takes
+milliseconds)."""
 
 
 class WarmProcess:
-    """A participant the warm starter forked, handled like a ``trio.Process``."""
+    """A participant the warm starter forked, handled like a ``trio.Process``.
+
+    ``exited_at`` is when it ended, on the monotonic clock, as this process saw it through its
+    own pidfd (as the launcher sees a child of its own end), however late the starter's report
+    of its exit status comes."""
 
     def __init__(self, pid: int, stdin: trio.lowlevel.FdStream, stdout: trio.lowlevel.FdStream):
         self.pid = pid
         self.stdin: trio.lowlevel.FdStream | None = stdin
         self.stdout: trio.lowlevel.FdStream | None = stdout
         self.returncode: int | None = None
+        self.exited_at: float | None = None
         self.pidfd = os.pidfd_open(pid)
-        self._ended = trio.Event()
+        self._ended = trio.Event()  # its exit status is known
+        self._gone = trio.Event()  # it has ended (its pidfd is readable)
+
+    async def follow(self) -> None:
+        """Note the moment it ends; then, once its status is known too, close the pidfd."""
+        try:
+            await trio.lowlevel.wait_readable(self.pidfd)
+            self.exited_at = time.monotonic()
+            self._gone.set()
+            await self._ended.wait()
+        finally:
+            os.close(self.pidfd)
 
     def kill(self) -> None:
         """SIGKILL, through the pidfd: never another process, even once this one is gone."""
@@ -66,7 +86,6 @@ class WarmProcess:
     def ended(self, code: int) -> None:
         if self.returncode is None:
             self.returncode = code
-            os.close(self.pidfd)
             self._ended.set()
 
 
@@ -87,6 +106,7 @@ class WarmStarter:
         self._control: trio.socket.SocketType | None = None
         self._closing = False
         self._sending = trio.Lock()  # one message at a time on the socket
+        self._followers: trio.Nursery | None = None  # each child's follow()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the server, report ready, then relay its messages until it ends.
@@ -124,7 +144,18 @@ class WarmStarter:
             )
         # Its children's launcher is the server: their parent, whose end they watch.
         self.environment[LAUNCHER_PID_ENV] = str(self.pid)
-        task_status.started()
+        try:
+            async with trio.open_nursery() as followers:
+                self._followers = followers
+                task_status.started()
+                await self._relay()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stop()
+
+    async def _relay(self) -> None:
+        """Relay the server's messages until it ends; then finish every child it started."""
+        assert self._control is not None
         try:
             while True:
                 data = await self._control.recv(_MAX_MESSAGE)
@@ -146,15 +177,17 @@ class WarmStarter:
                 if not self._closing:
                     self.on_lost(f"the warm starter (pid {self.pid}) ended during the run")
                 await self._orphans()
-                await self._stop()
 
     async def _orphans(self) -> None:
-        """Children the server can no longer report: killed, and waited for through their
-        pidfds (a pidfd is readable once its process has ended, whoever its parent)."""
+        """Children the server can no longer report: killed through their pidfds, and waited
+        for through them (a pidfd is readable once its process has ended, whoever its
+        parent)."""
         for child in self.children.values():
             if child.returncode is None:
                 child.kill()
-                await trio.lowlevel.wait_readable(child.pidfd)
+                # Bounded: were the launch being cancelled, its follow() would be too.
+                with trio.move_on_after(ORPHAN_WAIT):
+                    await child._gone.wait()
                 child.ended(-signal.SIGKILL)
 
     async def spawn(self, argv: Sequence[str], log: int) -> WarmProcess:
@@ -205,6 +238,8 @@ class WarmStarter:
             pid, trio.lowlevel.FdStream(stdin_write), trio.lowlevel.FdStream(stdout_read)
         )
         self.children[pid] = child
+        assert self._followers is not None
+        self._followers.start_soon(child.follow)
         # Only now may the server reap it: this side holds its pidfd.
         async with self._sending:
             await self._control.send(json.dumps({"op": "watch", "pid": pid}).encode())

@@ -33,7 +33,7 @@ from typing import Final, Protocol
 import trio
 
 from alpha._files import role_file
-from alpha._warm import WarmStarter
+from alpha._warm import WarmProcess, WarmStarter
 from alpha.artifact import TARGETS, verified_roles
 from alpha.errors import UsageError
 from alpha.runtime.endpoint import PORT_BYTES
@@ -391,7 +391,10 @@ class _Launch:
 
     async def watch(self, spec: LaunchSpec, process: _Child) -> None:
         code = await process.wait()
-        outcome = self.record(spec, code, time.monotonic())
+        # A warm child's end is seen through the launcher's own pidfd of it, as a child's is;
+        # its status comes later, from the warm starter.
+        seen = process.exited_at if isinstance(process, WarmProcess) else None
+        outcome = self.record(spec, code, time.monotonic() if seen is None else seen)
         self.result.outcomes[spec.role] = outcome
         feed = self.feeds.pop(spec.role, None)
         if feed is not None:
