@@ -78,10 +78,10 @@ def run(repeat: int) -> str:
             for watched in (False, True):
                 samples[watched].append(trio.run(_ping_pong, size, _FRAMES[size], watched))
         bare = statistics.median(samples[False])
-        watched = statistics.median(samples[True])
+        with_watch = statistics.median(samples[True])
         rows.append(
-            f"| {size:,} B | {_FRAMES[size]:,} | {bare * 1e6:,.0f} µs | {watched * 1e6:,.0f} µs "
-            f"| {watched / bare:.2f} |"
+            f"| {size:,} B | {_FRAMES[size]:,} | {bare * 1e6:,.0f} µs | {with_watch * 1e6:,.0f} µs "
+            f"| {with_watch / bare:.2f} |"
         )
     return (
         "Round trip of one frame each way between two frame channels over 127.0.0.1 in one\n"
