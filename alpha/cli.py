@@ -424,11 +424,10 @@ def _exchange_in(
     directory: Path, plan: Plan, tree: ParticipantTree, payload: int, *, warm: bool
 ) -> int:
     from alpha.compile import compile_plan
-    from alpha.run import committed_reports
+    from alpha.run import clear_reports, committed_reports
 
     reports = output_folder(directory / "reports")
-    for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
-        stale.unlink()
+    clear_reports(reports)
     compile_plan(plan, directory, range(plan.participants))
     edges = tree.n - 1
     print(

@@ -134,9 +134,7 @@ def _launch_segment(
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records."""
     compile_plan(plan, directory, parse_roles("all", plan.participants))
     reports = directory / REPORTS_DIR
-    if reports.exists():
-        for stale in [*reports.glob("*.json"), *reports.glob("*.staged")]:
-            stale.unlink()
+    clear_reports(reports)
     records_path = progress_path(directory)
     records_path.unlink(missing_ok=True)  # a previous segment's or run's
     specs, deadline = launch_specs(directory, interpreters)
@@ -341,6 +339,13 @@ def _diverged(
         diverged_at=diverged,
         replica_diverged_at=replica.diverged_at,
     )
+
+
+def clear_reports(folder: Path) -> None:
+    """Remove a previous launch's reports and commit record from the reports folder
+    ``folder`` (if it exists), so that only this launch's can count as committed."""
+    for stale in [*folder.glob("*.json"), *folder.glob("*.staged")]:
+        stale.unlink()
 
 
 def committed_reports(

@@ -75,6 +75,12 @@ def _stat(pid: int | str) -> list[str] | None:
     return stat.rsplit(")", 1)[1].split()
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent pid of ``pid``, or None once it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
+
+
 def children_of(pid: int) -> list[int]:
     """Processes whose parent is ``pid`` (zombies included)."""
     children = []

@@ -20,14 +20,23 @@ from alpha.learner.replicate import replicate
 from alpha.plan import parse_plan
 from alpha.run import DEFAULT_PLAN, committed_reports
 from harness.compiled import CompiledRun
-from harness.processes import alive_children, children_of, pid_running, running, state_of, unreaped
+from harness.processes import (
+    alive_children,
+    children_of,
+    parent_of,
+    pid_running,
+    running,
+    state_of,
+    unreaped,
+)
 
 pytestmark = pytest.mark.slow
 
 
 def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_bytes()
-    return int(stat.rpartition(b")")[2].split()[1])
+    parent = parent_of(pid)
+    assert parent is not None, f"process {pid} is gone"
+    return parent
 
 
 def _learner(tmp_path: Path, rounds: int) -> CompiledRun:
