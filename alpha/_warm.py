@@ -17,6 +17,7 @@ import array
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -63,11 +64,18 @@ class WarmProcess:
         """Note the moment it ends; then, once its status is known too, close the pidfd."""
         try:
             await trio.lowlevel.wait_readable(self.pidfd)
-            self.exited_at = time.monotonic()
+            self.has_ended()
             self._gone.set()
             await self._ended.wait()
         finally:
             os.close(self.pidfd)
+
+    def has_ended(self) -> bool:
+        """Whether it has ended, its status reported by the starter or not yet: its pidfd is
+        readable (a ``trio.Process``'s ``returncode`` tells the same, as it reaps its own)."""
+        if self.exited_at is None and select.select([self.pidfd], [], [], 0)[0]:
+            self.exited_at = time.monotonic()
+        return self.exited_at is not None or self.returncode is not None
 
     def kill(self) -> None:
         """SIGKILL, through the pidfd: never another process, even once this one is gone."""

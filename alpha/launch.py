@@ -257,6 +257,36 @@ def _enough_descriptors(roles: int, warm: bool = False) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
 
 
+_PF_EXITING: Final = 0x4  # the kernel's flag of a task inside exit (include/linux/sched.h)
+
+
+def _dying(pid: int) -> bool:
+    """Whether ``pid`` is already on its way out: inside its exit (``PF_EXITING`` in
+    ``/proc/PID/stat``'s flags) or with a SIGKILL pending that it has not yet run to take."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rpartition(b")")[2].split()
+        if int(fields[6]) & _PF_EXITING:
+            return True
+        with open(f"/proc/{pid}/status", "rb") as file:
+            for line in file:
+                pending = line.startswith((b"SigPnd:", b"ShdPnd:"))
+                if pending and int(line.split()[1], 16) & (1 << (signal.SIGKILL - 1)):
+                    return True
+    except (OSError, IndexError, ValueError):
+        return True  # gone already
+    return False
+
+
+def _seen_ending(process: _Child) -> float:
+    """When the launcher saw ``process`` end, on the monotonic clock: a warm child's end as
+    the launcher's own pidfd of it showed it (its status comes later, from the warm starter,
+    and may come after a stop cancelled the wait for it), else now."""
+    if isinstance(process, WarmProcess) and process.exited_at is not None:
+        return process.exited_at
+    return time.monotonic()
+
+
 def _warmable(spec: LaunchSpec) -> bool:
     """Whether the warm starter can run ``spec``: an artifact on this very Python."""
     return len(spec.argv) == 2 and spec.argv[0] == sys.executable and spec.argv[1].endswith(".pyz")
@@ -342,8 +372,12 @@ class _Launch:
         self.stopping = True
         self.starting.cancel()
         for role, process in self.processes.items():
-            # returncode reaps a role that already died: it is not one the launcher killed.
-            if process.returncode is None:
+            # A role that already died, or is dying of a signal the launcher did not send, is
+            # not one the launcher killed: returncode reaps it, a warm child's own pidfd shows
+            # it ended before the starter reports it, and /proc shows one still on its way out.
+            if process.returncode is None and not (
+                (isinstance(process, WarmProcess) and process.has_ended()) or _dying(process.pid)
+            ):
                 self.killed.add(role)
                 process.kill()
 
@@ -391,10 +425,7 @@ class _Launch:
 
     async def watch(self, spec: LaunchSpec, process: _Child) -> None:
         code = await process.wait()
-        # A warm child's end is seen through the launcher's own pidfd of it, as a child's is;
-        # its status comes later, from the warm starter.
-        seen = process.exited_at if isinstance(process, WarmProcess) else None
-        outcome = self.record(spec, code, time.monotonic() if seen is None else seen)
+        outcome = self.record(spec, code, _seen_ending(process))
         self.result.outcomes[spec.role] = outcome
         feed = self.feeds.pop(spec.role, None)
         if feed is not None:
@@ -659,10 +690,9 @@ async def _launch(
             )
     finally:
         await state.reap()
-    seen = time.monotonic()
     for role, process in state.processes.items():
         if role not in state.result.outcomes:  # its watch was cancelled
-            outcome = state.record(state.by_role[role], process.returncode, seen)
+            outcome = state.record(state.by_role[role], process.returncode, _seen_ending(process))
             state.result.outcomes[role] = outcome
             if outcome.failed and not any(found is outcome for found in state.failures):
                 state.failures.append(outcome)
