@@ -464,11 +464,77 @@ def _failure() -> tuple[Gate, ...]:
     )
 
 
+# --- A gate for each check (issue 22) ---------------------------------------------------------
+# Each of these fails when the one product check it names is removed (docs/gates.md lists the
+# removals tried). The refusing role runs the product's own code for that check.
+
+_RECEIVER: Final = _SENDER + 1  # the receiver field's first byte (offset 108)
+
+
+def _checks() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "frames.wrong-receiver",
+            "WrongEdge",
+            (3,),
+            "role 0's first frame to role 3 after the hello arrives with its receiver field "
+            "naming role 2, a sibling: a frame meant for another role",
+            scenario=LEARN,
+            fault=Fault("overwrite", "down", 1, data=(2).to_bytes(4, "big"), offset=_RECEIVER),
+        ),
+        Gate(
+            "connection.receive-budget",
+            "BudgetExhausted",
+            (0,),
+            "role 1 sends its first contribution, then nothing for two receive budgets: "
+            "role 0's receive budget (4 s) runs out waiting for the second",
+            adversaries={1: "stall-after-first"},
+        ),
+        Gate(
+            "artifact.damaged-member",
+            "ArtifactInvalid",
+            (1,),
+            "role 1's artifact with one stored member (role.json) changed and its CRC-32 "
+            "recomputed, so the zip reads cleanly: its loader's SHA-256 check refuses it before "
+            "anything runs",
+            adversaries={1: "damaged-member"},
+        ),
+        Gate(
+            "frames.overflow-receive-side",
+            "VersionOverflow",
+            (0,),
+            "role 1 sends past its counter's maximum (its own check removed); role 0, whose "
+            "receive counters stand two frames before 2^64 - 1, must refuse the third frame of "
+            "a slot on its receive side",
+            adversaries={0: "aged-receiver", 1: "overflowing-sender"},
+        ),
+        Gate(
+            "frames.overflow-send-side",
+            "VersionOverflow",
+            (1,),
+            "role 0 would accept past its counter's maximum (its own check removed); role 1, "
+            "whose send counters stand two frames before 2^64 - 1, must refuse to send the "
+            "third frame of a slot",
+            adversaries={0: "overflowing-receiver", 1: "aged-sender"},
+        ),
+        Gate(
+            "choice.lying-forwarder",
+            "WrongEdge",
+            (0,),
+            "emulated role 1 reads role 0's word but relays and follows the other one; native "
+            "role 0 refuses role 1's contribution, bound to the other arm's slot",
+            scenario=CHAIN,
+            adversaries={1: "lying-forwarder"},
+        ),
+    )
+
+
 GATES: Final[tuple[Gate, ...]] = (
     *_frames(),
     *_identity(),
     *_connection(),
     *_choice(),
     *_failure(),
+    *_checks(),
 )
 """Every gate, in the order they run and are listed."""
