@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from alpha.frame import FrameKind
+from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt
 
-__all__ = ["GATES", "SCENARIOS", "Gate", "Scenario"]
+__all__ = ["GATES", "PINNED", "REFERENCES", "SCENARIOS", "Gate", "Scenario"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,45 @@ batch = 16
     edge=(0, 3),
 )
 
-SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN)}
+# The chain on a floating-point learner (issue 22): the digits learner's float32 contributions
+# folded along 2 -> 1 -> 0, with role 1 built for AArch64; its control must compute the
+# all-native run's bits and the independent reference's (PINNED).
+CHAIN_LEARN: Final = Scenario(
+    "lchain",
+    """
+[run]
+name = "gate-lchain"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+shape = "tree"
+fanout = 1
+[budgets]
+accept = 60.0
+receive = 15.0
+start = 60.0
+[targets]
+aarch64 = [1]
+[contract]
+dtype = "float32"
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = 16
+rate = 0.15
+seed = 7
+batch = 16
+""",
+    roles=3,
+    start=60.0,
+    receive=15.0,
+    edge=(1, 2),
+    emulated=(1,),
+)
+
+SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN)}
 
 # Byte offsets in a frame (docs/frames.md).
 _MAGIC, _KIND, _IDENTITY, _SENDER, _VERSION_LOW, _PAYLOAD = 0, 5, 8, 107, 123, 133
@@ -470,6 +509,30 @@ def _failure() -> tuple[Gate, ...]:
 
 _RECEIVER: Final = _SENDER + 1  # the receiver field's first byte (offset 108)
 
+REFERENCES: Final[Mapping[str, Learn]] = {
+    "learn": Learn(hidden=16, rate=0.15, seed=7, batch=16, rounds=2, roles=4,
+                   children={0: (1, 2, 3)}),
+    "lchain": Learn(hidden=16, rate=0.15, seed=7, batch=16, rounds=2, roles=3,
+                         children={0: (1,), 1: (2,)}),
+}  # fmt: skip
+"""The learn scenarios as the independent reference (``gates/reference_fold.py``) is told
+them: the plans' numbers, and each tree as an explicit map of children."""
+
+PINNED: Final[Mapping[str, Mapping[str, str]]] = {
+    "learn": {
+        "g": "a453a18ce4d35524a6453d742a5bac5b18a678488773cd546f992523569f57f5",
+        "w": "b35cf0520cc68f6547805849e4536059cfeb59116cbed47153d4980ce3d9f949",
+    },
+    "lchain": {
+        "g": "14adcf509dd6f4b6999110f3bc4e842d0ef505f053ac9111911ed7b085896716",
+        "w": "d476d58c4f5fc8d30b8d72255ffd36c06e0f576bc9ef48f48ad67deedca99262",
+    },
+}
+"""Every role's final region digests in a learn scenario's control run, as the independent
+reference computes them (``tests/test_gates.py`` checks it still does): the control fails
+on any other bits, so a changed fold order, split or learner step is caught even where the
+product's replicated learner changes with it."""
+
 
 def _checks() -> tuple[Gate, ...]:
     return (
@@ -525,6 +588,14 @@ def _checks() -> tuple[Gate, ...]:
             "role 0 refuses role 1's contribution, bound to the other arm's slot",
             scenario=CHAIN,
             adversaries={1: "lying-forwarder"},
+        ),
+        Gate(
+            "frames.corrupt-emulated",
+            "Corrupted",
+            (1,),
+            "a damaged byte in role 2's float32 contribution toward emulated role 1 (AArch64)",
+            scenario=CHAIN_LEARN,
+            fault=Fault("corrupt", "up", 1, offset=_PAYLOAD),
         ),
     )
 
