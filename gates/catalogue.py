@@ -1,6 +1,6 @@
 """The gates: one fault each, on a real run, and the refusal it must meet.
 
-A gate runs one of three scenarios (a compiled plan and what runs it):
+A gate runs one of four scenarios (a compiled plan and what runs it):
 
 - ``pair``: two roles, one edge, three rounds of the sum check. Frames are counted per
   direction from the hello (index 0): toward role 1 ("down") the hello, one total per round,
@@ -12,6 +12,10 @@ A gate runs one of three scenarios (a compiled plan and what runs it):
 - ``learn``: four roles (role 0 and its three children) train the digits learner for two
   rounds. Role 3 has the same peers under fan-out 3 and fan-out 2, so a participant of another
   plan can take its place.
+- ``lchain``: three roles in a chain train the digits learner in float32 for two rounds, role 1
+  built for AArch64: its control run must compute the all-native run's bits. The learn
+  scenarios' control runs must also end on the digests pinned in ``PINNED``, computed by an
+  independently written learner and fold (``gates/reference_fold.py``).
 
 The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
 honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a

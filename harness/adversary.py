@@ -9,6 +9,10 @@ checks pass and only the behaviour differs. Each patch must match the package's 
 once; a patch that no longer matches fails loudly (:class:`PatchStale`) instead of building
 an honest participant by mistake.
 
+One behaviour is a damage instead of a patch (:class:`Damage`, :func:`damage_member`): the
+honest artifact with one stored member's bytes changed in place and its CRC-32 recomputed, so
+that only the loader's SHA-256 of the member can tell.
+
 A foreign participant is honest code for another run: a plan with one field changed
 (:func:`foreign_artifact`), or the same plan compiled from code with another code digest
 (:func:`compile_with_code`). Its hello carries another run identity.
