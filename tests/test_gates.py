@@ -276,3 +276,16 @@ def test_the_receive_budget_gate_names_the_receive_budget(tmp_path: Path) -> Non
     assert "past its receive budget (4 s) while it was receiving 'x#1' from role 1" in line
     assert outcome.cause(1) == "RoundAborted"
     assert not outcome.committed() and not outcome.final_reports()
+
+
+def test_the_products_replicated_learner_ends_on_the_pinned_parameters() -> None:
+    # Today the product, the reference and the pins agree: the replicated learner (one
+    # process, the product's own fold) ends on the pinned parameters for both learn scenarios.
+    from alpha.learner import load_digits
+    from alpha.learner.replicate import replicate
+    from alpha.plan import parse_plan
+
+    digits = load_digits()
+    for name in REFERENCES:
+        replica = replicate(parse_plan(SCENARIOS[name].plan, source=name), digits)
+        assert replica.digest == PINNED[name]["w"], name
