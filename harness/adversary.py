@@ -120,6 +120,13 @@ _SENT: Final = """\
         return await self.channels[peer].send(slot, payload, step=step, digest=digest)
 """
 
+
+def _near_top(start: str) -> Patch:
+    """The counters that start at ``start`` (a sending or a receiving slot's) start two frames
+    before their maximum instead of at 0."""
+    return Patch("alpha/frame.py", start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
+
+
 BEHAVIOURS: Final[dict[str, Behaviour]] = {
     behaviour.name: behaviour
     for behaviour in (
@@ -196,24 +203,14 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "aged-receiver",
             "starts every receiving slot's counter two frames before its maximum; its checks "
             "are the product's",
-            (
-                Patch(
-                    "alpha/frame.py",
-                    _RECEIVE_START,
-                    _RECEIVE_START.replace(_COUNTER, _COUNTER + _NEAR_TOP),
-                ),
-            ),
+            (_near_top(_RECEIVE_START),),
         ),
         Behaviour(
             "overflowing-sender",
             "starts every sending slot's counter two frames before its maximum and sends past "
             "it (its send-side overflow check removed)",
             (
-                Patch(
-                    "alpha/frame.py",
-                    _SEND_START,
-                    _SEND_START.replace(_COUNTER, _COUNTER + _NEAR_TOP),
-                ),
+                _near_top(_SEND_START),
                 Patch("alpha/frame.py", _SEND_OVERFLOW, _UNCHECKED),
             ),
         ),
@@ -221,24 +218,14 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "aged-sender",
             "starts every sending slot's counter two frames before its maximum; its checks are "
             "the product's",
-            (
-                Patch(
-                    "alpha/frame.py",
-                    _SEND_START,
-                    _SEND_START.replace(_COUNTER, _COUNTER + _NEAR_TOP),
-                ),
-            ),
+            (_near_top(_SEND_START),),
         ),
         Behaviour(
             "overflowing-receiver",
             "starts every receiving slot's counter two frames before its maximum and accepts "
             "past it (its receive-side overflow check removed)",
             (
-                Patch(
-                    "alpha/frame.py",
-                    _RECEIVE_START,
-                    _RECEIVE_START.replace(_COUNTER, _COUNTER + _NEAR_TOP),
-                ),
+                _near_top(_RECEIVE_START),
                 Patch("alpha/frame.py", _RECEIVE_OVERFLOW, _UNCHECKED),
             ),
         ),
