@@ -8,6 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import alpha
 from alpha.artifact import artifact_name, read_artifact, verify_artifact
@@ -134,3 +136,26 @@ def test_a_damage_must_be_in_place_in_a_stored_member(honest: Path, tmp_path: Pa
         damage_member(
             source, Damage("role.json", b'"receive":4.0', b'"receive":40.0'), tmp_path / "c"
         )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_in_place_change_of_a_stored_member_reads_cleanly_and_is_refused(
+    honest: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    source = honest / artifact_name(1)
+    member = data.draw(st.sampled_from(["role.json", "__main__.py"]))
+    content = _members(source)[member]
+    at = data.draw(st.integers(0, len(content) - 24))
+    old = content[at : at + 24]
+    assume(content.count(old) == 1)
+    flip = data.draw(st.integers(1, 255))
+    index = data.draw(st.integers(0, len(old) - 1))
+    new = old[:index] + bytes([old[index] ^ flip]) + old[index + 1 :]
+    out = damage_member(source, Damage(member, old, new), tmp_path_factory.mktemp("d") / "a")
+    with zipfile.ZipFile(out) as archive:
+        assert archive.testzip() is None
+    with pytest.raises(ArtifactInvalid) as info:
+        verify_artifact(out)
+    assert type(info.value) is ArtifactInvalid
+    assert f"{member} does not match its SHA-256 in SHA256SUMS" in str(info.value)
