@@ -1,6 +1,6 @@
 """The gates: one fault each, on a real run, and the refusal it must meet.
 
-A gate runs one of three scenarios (a compiled plan and what runs it):
+A gate runs one of four scenarios (a compiled plan and what runs it):
 
 - ``pair``: two roles, one edge, three rounds of the sum check. Frames are counted per
   direction from the hello (index 0): toward role 1 ("down") the hello, one total per round,
@@ -12,6 +12,10 @@ A gate runs one of three scenarios (a compiled plan and what runs it):
 - ``learn``: four roles (role 0 and its three children) train the digits learner for two
   rounds. Role 3 has the same peers under fan-out 3 and fan-out 2, so a participant of another
   plan can take its place.
+- ``lchain``: three roles in a chain train the digits learner in float32 for two rounds, role 1
+  built for AArch64: its control run must compute the all-native run's bits. The learn
+  scenarios' control runs must also end on the digests pinned in ``PINNED``, computed by an
+  independently written learner and fold (``gates/reference_fold.py``).
 
 The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
 honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a
@@ -29,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from alpha.frame import FrameKind
+from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt
 
-__all__ = ["GATES", "SCENARIOS", "Gate", "Scenario"]
+__all__ = ["GATES", "PINNED", "REFERENCES", "SCENARIOS", "Gate", "Scenario"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,45 @@ batch = 16
     edge=(0, 3),
 )
 
-SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN)}
+# The chain on a floating-point learner (issue 22): the digits learner's float32 contributions
+# folded along 2 -> 1 -> 0, with role 1 built for AArch64; its control must compute the
+# all-native run's bits and the independent reference's (PINNED).
+CHAIN_LEARN: Final = Scenario(
+    "lchain",
+    """
+[run]
+name = "gate-lchain"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+shape = "tree"
+fanout = 1
+[budgets]
+accept = 60.0
+receive = 15.0
+start = 60.0
+[targets]
+aarch64 = [1]
+[contract]
+dtype = "float32"
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = 16
+rate = 0.15
+seed = 7
+batch = 16
+""",
+    roles=3,
+    start=60.0,
+    receive=15.0,
+    edge=(1, 2),
+    emulated=(1,),
+)
+
+SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN)}
 
 # Byte offsets in a frame (docs/frames.md).
 _MAGIC, _KIND, _IDENTITY, _SENDER, _VERSION_LOW, _PAYLOAD = 0, 5, 8, 107, 123, 133
@@ -464,11 +507,109 @@ def _failure() -> tuple[Gate, ...]:
     )
 
 
+# --- A gate for each check (issue 22) ---------------------------------------------------------
+# Each of these fails when the one product check it names is removed (docs/gates.md lists the
+# removals tried). The refusing role runs the product's own code for that check.
+
+_RECEIVER: Final = _SENDER + 1  # the receiver field's first byte (offset 108)
+
+REFERENCES: Final[Mapping[str, Learn]] = {
+    "learn": Learn(hidden=16, rate=0.15, seed=7, batch=16, rounds=2, roles=4,
+                   children={0: (1, 2, 3)}),
+    "lchain": Learn(hidden=16, rate=0.15, seed=7, batch=16, rounds=2, roles=3,
+                         children={0: (1,), 1: (2,)}),
+}  # fmt: skip
+"""The learn scenarios as the independent reference (``gates/reference_fold.py``) is told
+them: the plans' numbers, and each tree as an explicit map of children."""
+
+PINNED: Final[Mapping[str, Mapping[str, str]]] = {
+    "learn": {
+        "g": "a453a18ce4d35524a6453d742a5bac5b18a678488773cd546f992523569f57f5",
+        "w": "b35cf0520cc68f6547805849e4536059cfeb59116cbed47153d4980ce3d9f949",
+    },
+    "lchain": {
+        "g": "14adcf509dd6f4b6999110f3bc4e842d0ef505f053ac9111911ed7b085896716",
+        "w": "d476d58c4f5fc8d30b8d72255ffd36c06e0f576bc9ef48f48ad67deedca99262",
+    },
+}
+"""Every role's final region digests in a learn scenario's control run, as the independent
+reference computes them (``tests/test_gates.py`` checks it still does): the control fails
+on any other bits, so a changed fold order, split or learner step is caught even where the
+product's replicated learner changes with it."""
+
+
+def _checks() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "frames.wrong-receiver",
+            "WrongEdge",
+            (3,),
+            "role 0's first frame to role 3 after the hello arrives with its receiver field "
+            "naming role 2, a sibling: a frame meant for another role",
+            scenario=LEARN,
+            fault=Fault("overwrite", "down", 1, data=(2).to_bytes(4, "big"), offset=_RECEIVER),
+        ),
+        Gate(
+            "connection.receive-budget",
+            "BudgetExhausted",
+            (0,),
+            "role 1 sends its first contribution, then nothing for two receive budgets: "
+            "role 0's receive budget (4 s) runs out waiting for the second",
+            adversaries={1: "stall-after-first"},
+        ),
+        Gate(
+            "artifact.damaged-member",
+            "ArtifactInvalid",
+            (1,),
+            "role 1's artifact with one stored member (role.json) changed and its CRC-32 "
+            "recomputed, so the zip reads cleanly: its loader's SHA-256 check refuses it before "
+            "anything runs",
+            adversaries={1: "damaged-member"},
+        ),
+        Gate(
+            "frames.overflow-receive-side",
+            "VersionOverflow",
+            (0,),
+            "role 1 sends past its counter's maximum (its own check removed); role 0, whose "
+            "receive counters stand two frames before 2^64 - 1, must refuse the third frame of "
+            "a slot on its receive side",
+            adversaries={0: "aged-receiver", 1: "overflowing-sender"},
+        ),
+        Gate(
+            "frames.overflow-send-side",
+            "VersionOverflow",
+            (1,),
+            "role 0 would accept past its counter's maximum (its own check removed); role 1, "
+            "whose send counters stand two frames before 2^64 - 1, must refuse to send the "
+            "third frame of a slot",
+            adversaries={0: "overflowing-receiver", 1: "aged-sender"},
+        ),
+        Gate(
+            "choice.lying-forwarder",
+            "WrongEdge",
+            (0,),
+            "emulated role 1 reads role 0's word but relays and follows the other one; native "
+            "role 0 refuses role 1's contribution, bound to the other arm's slot",
+            scenario=CHAIN,
+            adversaries={1: "lying-forwarder"},
+        ),
+        Gate(
+            "frames.corrupt-emulated",
+            "Corrupted",
+            (1,),
+            "a damaged byte in role 2's float32 contribution toward emulated role 1 (AArch64)",
+            scenario=CHAIN_LEARN,
+            fault=Fault("corrupt", "up", 1, offset=_PAYLOAD),
+        ),
+    )
+
+
 GATES: Final[tuple[Gate, ...]] = (
     *_frames(),
     *_identity(),
     *_connection(),
     *_choice(),
     *_failure(),
+    *_checks(),
 )
 """Every gate, in the order they run and are listed."""

@@ -27,7 +27,7 @@ import trio
 from alpha.artifact import artifact_name
 from alpha.compile import compile_plan
 from alpha.plan import parse_plan
-from gates.catalogue import GATES, Gate, Scenario
+from gates.catalogue import GATES, PINNED, Gate, Scenario
 from harness.adversary import build_adversary, compile_with_code, foreign_artifact
 from harness.emulation import EmulationUnavailable, aarch64_interpreter
 from harness.runs import Outcome, relayed_run
@@ -138,6 +138,25 @@ def _digests(outcome: Outcome) -> dict[int, dict[str, str]]:
     return found
 
 
+def _pinned(scenario: Scenario, control: Outcome) -> list[str]:
+    """Every role's final region digests are the ones pinned for the scenario (computed by
+    the independent reference, ``gates/reference_fold.py``); one problem per differing
+    region, naming the roles."""
+    wanted = PINNED[scenario.name]
+    found = _digests(control)
+    problems = []
+    for name, digest in sorted(wanted.items()):
+        seen = {role: found.get(role, {}).get(name) for role in range(scenario.roles)}
+        off = [role for role, got in seen.items() if got != digest]
+        if off:
+            problems.append(
+                f"region {name} of role {', '.join(map(str, off))} is "
+                f"{str(seen[off[0]])[:16]}..., not the independent reference's "
+                f"{digest[:16]}... (gates/reference_fold.py)"
+            )
+    return problems
+
+
 def _native(plan: str) -> str:
     """The plan with every role built for x86-64."""
     return plan.replace("[targets]\naarch64 = [1]\n", "")
@@ -189,6 +208,8 @@ class _Scenarios:
             problems.append(f"processes left running: {control.left_running()}")
         if scenario.emulated and not problems:
             problems += await self._bit_equal(scenario, control)
+        if scenario.name in PINNED and not problems:
+            problems += _pinned(scenario, control)
         verdict.passed = not problems
         verdict.why = "; ".join(problems)
         self.controls[scenario.name] = verdict

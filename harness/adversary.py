@@ -9,6 +9,10 @@ checks pass and only the behaviour differs. Each patch must match the package's 
 once; a patch that no longer matches fails loudly (:class:`PatchStale`) instead of building
 an honest participant by mistake.
 
+One behaviour is a damage instead of a patch (:class:`Damage`, :func:`damage_member`): the
+honest artifact with one stored member's bytes changed in place and its CRC-32 recomputed, so
+that only the loader's SHA-256 of the member can tell.
+
 A foreign participant is honest code for another run: a plan with one field changed
 (:func:`foreign_artifact`), or the same plan compiled from code with another code digest
 (:func:`compile_with_code`). Its hello carries another run identity.
@@ -18,8 +22,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,10 +39,12 @@ from alpha.plan import parse_plan
 __all__ = [
     "BEHAVIOURS",
     "Behaviour",
+    "Damage",
     "Patch",
     "PatchStale",
     "build_adversary",
     "compile_with_code",
+    "damage_member",
     "foreign_artifact",
     "patched_package",
 ]
@@ -65,6 +74,19 @@ class Behaviour:
     name: str
     meaning: str
     patches: tuple[Patch, ...]
+    # Not a patched package but the honest artifact with one stored member's bytes changed
+    # and its CRC-32 recomputed (:func:`damage_member`): a damage only the manifest's SHA-256
+    # can find.
+    damage: Damage | None = None
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Replace ``old`` by ``new`` (of the same length) in the stored member ``member``."""
+
+    member: str
+    old: bytes
+    new: bytes
 
 
 _ARMS: Final = "await self._body(ins.arm1 if word else ins.arm0, depth)"
@@ -75,6 +97,9 @@ _RECEIVE_WORD: Final = """\
             word = decode_word(bytes(payload), role=self.role, source=ins.source)
 """
 _ENCODE: Final = "data = encode_word(word)"
+_DECODE: Final = (
+    "            word = decode_word(bytes(payload), role=self.role, source=ins.source)\n"
+)
 _WORD_SLOT: Final = "slot_out = self._send_slot(peer, ins.slot, FrameKind.CHOICE, WORD_BYTES)"
 _ARM: Final = """\
             reception = slot.arm(deferred=deferred)
@@ -82,6 +107,25 @@ _ARM: Final = """\
             if first:
 """
 _COUNTER: Final = '_check_width("next_version", next_version, MAX_VERSION)'
+# The two places a counter starts: a sending slot's (SendSlot) and a receiving slot's.
+_SEND_START: Final = _COUNTER + "\n        self.spec = spec\n"
+_RECEIVE_START: Final = _COUNTER + "\n        if buffer is None:\n"
+_NEAR_TOP: Final = "\n        next_version = max(next_version, MAX_VERSION - 2)"
+# The two overflow checks: the sending counter's (SendSlot.begin) and a receive slot's arm.
+_SEND_OVERFLOW: Final = "        if version >= MAX_VERSION:\n"
+_RECEIVE_OVERFLOW: Final = "        if self._next_version >= MAX_VERSION:\n"
+_UNCHECKED: Final = "        if False:  # this role's overflow check, removed\n"
+_SENT: Final = """\
+        self.where.at(step, peer)
+        return await self.channels[peer].send(slot, payload, step=step, digest=digest)
+"""
+
+
+def _near_top(start: str) -> Patch:
+    """The counters that start at ``start`` (a sending or a receiving slot's) start two frames
+    before their maximum instead of at 0."""
+    return Patch("alpha/frame.py", start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
+
 
 BEHAVIOURS: Final[dict[str, Behaviour]] = {
     behaviour.name: behaviour
@@ -151,6 +195,73 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
                 ),
             ),
         ),
+        # One-sided overflow (docs/gates.md): a role whose counters on one side start near the
+        # top keeps the product's checks ("aged", as after 2^64 - 3 frames); its peer starts
+        # the matching side near the top too, with that side's own check removed, so the
+        # aged role's check is the only one that can refuse.
+        Behaviour(
+            "aged-receiver",
+            "starts every receiving slot's counter two frames before its maximum; its checks "
+            "are the product's",
+            (_near_top(_RECEIVE_START),),
+        ),
+        Behaviour(
+            "overflowing-sender",
+            "starts every sending slot's counter two frames before its maximum and sends past "
+            "it (its send-side overflow check removed)",
+            (
+                _near_top(_SEND_START),
+                Patch("alpha/frame.py", _SEND_OVERFLOW, _UNCHECKED),
+            ),
+        ),
+        Behaviour(
+            "aged-sender",
+            "starts every sending slot's counter two frames before its maximum; its checks are "
+            "the product's",
+            (_near_top(_SEND_START),),
+        ),
+        Behaviour(
+            "overflowing-receiver",
+            "starts every receiving slot's counter two frames before its maximum and accepts "
+            "past it (its receive-side overflow check removed)",
+            (
+                _near_top(_RECEIVE_START),
+                Patch("alpha/frame.py", _RECEIVE_OVERFLOW, _UNCHECKED),
+            ),
+        ),
+        Behaviour(
+            "stall-after-first",
+            "after each frame it sends (the first one first), sends and reads nothing for "
+            "two of its receive budgets, then goes on",
+            (
+                Patch(
+                    _INTERPRETER,
+                    _SENT,
+                    _SENT.replace("return await", "sent = await")
+                    + "        await trio.sleep(2 * self.channels[peer].budgets.receive)\n"
+                    "        return sent\n",
+                ),
+            ),
+        ),
+        Behaviour(
+            "lying-forwarder",
+            "reads the authority's word, then relays and follows the other one",
+            (
+                Patch(
+                    _INTERPRETER,
+                    _DECODE,
+                    _DECODE + "            word = 1 - word  # relayed and followed: the other\n",
+                ),
+            ),
+        ),
+        Behaviour(
+            "damaged-member",
+            "its payload (role.json, stored) with the receive budget's 4.0 changed to 5.0 and "
+            "the member's CRC-32 recomputed: the zip reads cleanly, only the manifest's SHA-256 "
+            "tells",
+            (),
+            damage=Damage("role.json", b'"receive":4.0', b'"receive":5.0'),
+        ),
         Behaviour(
             "other-program",
             "honest, from sources that differ by one comment (another code digest)",
@@ -218,6 +329,8 @@ def build_adversary(honest: Path, behaviour: str, out: Path) -> Path:
         subprocess.CalledProcessError: the build failed (its traceback is on stderr).
     """
     chosen = BEHAVIOURS[behaviour]
+    if chosen.damage is not None:
+        return damage_member(honest, chosen.damage, out)
     work = out.parent / f".{out.name}.package"
     shutil.rmtree(work, ignore_errors=True)
     try:
@@ -226,6 +339,60 @@ def build_adversary(honest: Path, behaviour: str, out: Path) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+_LOCAL_HEADER: Final = struct.Struct("<4s5H3L2H")  # a zip local file header (30 bytes)
+_CENTRAL_CRC_AT: Final = 16  # the CRC-32 in a central directory entry
+_LOCAL_CRC_AT: Final = 14  # the CRC-32 in a local file header
+
+
+def damage_member(honest: Path, damage: Damage, out: Path) -> Path:
+    """Write at ``out`` the artifact ``honest`` with ``damage.old`` replaced by ``damage.new``
+    in its stored member ``damage.member``, and that member's CRC-32 recomputed in its local
+    header and its central directory entry: every byte else, lengths and offsets included, is
+    the honest artifact's, so ``zipfile`` reads it without complaint. Return ``out``.
+
+    Raises:
+        ValueError: the member is not stored uncompressed, or ``old`` is not in it exactly
+            once, or ``new`` is not as long as ``old``.
+    """
+    data = bytearray(honest.read_bytes())
+    with zipfile.ZipFile(honest) as archive:
+        info = archive.getinfo(damage.member)
+        content = archive.read(info)
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ValueError(f"{damage.member} is compressed; damage a stored member")
+    if content.count(damage.old) != 1 or len(damage.new) != len(damage.old):
+        raise ValueError(f"{damage.member} must hold {damage.old!r} once, replaced in place")
+    changed = content.replace(damage.old, damage.new)
+    # zipfile's header_offset counts from the file's start, the artifact's two lines included.
+    local = info.header_offset
+    fields = _LOCAL_HEADER.unpack_from(data, local)
+    start = local + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+    if bytes(data[start : start + len(content)]) != content:
+        raise ValueError(f"{damage.member}'s data is not where its local header says")
+    data[start : start + len(content)] = changed
+    crc = struct.pack("<L", zlib.crc32(changed))
+    data[local + _LOCAL_CRC_AT : local + _LOCAL_CRC_AT + 4] = crc
+    entry = _central_entry(data, damage.member.encode("ascii"))
+    data[entry + _CENTRAL_CRC_AT : entry + _CENTRAL_CRC_AT + 4] = crc
+    out.write_bytes(bytes(data))
+    out.chmod(honest.stat().st_mode)
+    with zipfile.ZipFile(out) as archive:
+        if archive.testzip() is not None or archive.read(damage.member) != changed:
+            raise ValueError(f"{out.name}: the damaged member does not read back")
+    return out
+
+
+def _central_entry(data: bytearray, name: bytes) -> int:
+    """The offset of the central directory entry naming ``name``."""
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        length = struct.unpack_from("<H", data, at + 28)[0]
+        if bytes(data[at + 46 : at + 46 + length]) == name:
+            return at
+        at = data.find(b"PK\x01\x02", at + 46 + length)
+    raise ValueError(f"no central directory entry names {name.decode()}")
 
 
 def compile_with_code(plan_text: str, behaviour: str, out: Path, roles: list[int]) -> Path:

@@ -40,6 +40,7 @@ FaultKind = Literal[
     "trickle",  # send the frame a byte at a time, `seconds` apart
     "swap",  # hold the frame back and send it after the next one
     "call",  # call `action` (e.g. stop or kill a participant), then send the frame
+    "overwrite",  # write `data` over the frame's bytes from `offset` (e.g. a header field)
 ]
 
 
@@ -193,6 +194,10 @@ class Relay:
             assert fault.action is not None, "a call fault needs an action"
             fault.action()
             await sink.send_all(frame)
+        elif kind == "overwrite":
+            rewritten = bytearray(frame)
+            rewritten[fault.offset : fault.offset + len(fault.data)] = fault.data
+            await sink.send_all(bytes(rewritten))
         return False
 
 

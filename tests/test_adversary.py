@@ -8,19 +8,24 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import alpha
 from alpha.artifact import artifact_name, read_artifact, verify_artifact
 from alpha.compile import compile_plan
+from alpha.errors import ArtifactInvalid
 from alpha.plan import parse_plan
 from gates.catalogue import LEARN, PAIR
 from harness.adversary import (
     BEHAVIOURS,
     Behaviour,
+    Damage,
     Patch,
     PatchStale,
     build_adversary,
     compile_with_code,
+    damage_member,
     foreign_artifact,
     patched_package,
 )
@@ -43,12 +48,15 @@ def test_every_behaviour_still_patches_the_sources(name: str, tmp_path: Path) ->
     behaviour = BEHAVIOURS[name]
     root = patched_package(behaviour, tmp_path)
     repository = Path(alpha.__file__).resolve().parents[1]
-    for patch in behaviour.patches:
-        original = (repository / patch.module).read_text()
-        text = (root / patch.module).read_text()
-        assert text != original
-        assert text == original.replace(patch.old, patch.new)
-        compile(text, patch.module, "exec")  # still Python
+    expected: dict[str, str] = {}
+    for patch in behaviour.patches:  # applied in order, several to one module in turn
+        original = expected.get(patch.module, (repository / patch.module).read_text())
+        expected[patch.module] = original.replace(patch.old, patch.new)
+        assert expected[patch.module] != original
+    for module, wanted in expected.items():
+        text = (root / module).read_text()
+        assert text == wanted
+        compile(text, module, "exec")  # still Python
 
 
 def test_a_patch_that_no_longer_matches_is_refused(tmp_path: Path) -> None:
@@ -93,3 +101,61 @@ def test_foreign_participants_carry_another_run_identity(tmp_path: Path) -> None
         assert {k: v for k, v in other.items() if k != "identity"} == {
             k: v for k, v in identity.items() if k != "identity"
         }
+
+
+def test_a_damaged_member_reads_cleanly_but_its_sha256_refuses_it(
+    honest: Path, tmp_path: Path
+) -> None:
+    source = honest / artifact_name(1)
+    out = build_adversary(source, "damaged-member", tmp_path / artifact_name(1))
+    with zipfile.ZipFile(out) as archive:
+        assert archive.testzip() is None  # every CRC-32 matches: zipfile sees nothing wrong
+    mine, theirs = _members(out), _members(source)
+    assert [name for name in mine if mine[name] != theirs[name]] == ["role.json"]
+    assert mine["role.json"] == theirs["role.json"].replace(b'"receive":4.0', b'"receive":5.0')
+    raw, honest_raw = out.read_bytes(), source.read_bytes()
+    assert len(raw) == len(honest_raw)
+    # Only the member's one byte and its two CRC-32 copies (local header, central entry).
+    assert sum(a != b for a, b in zip(raw, honest_raw, strict=True)) <= 9
+    with pytest.raises(ArtifactInvalid) as info:
+        verify_artifact(out)
+    assert type(info.value) is ArtifactInvalid
+    assert "role.json does not match its SHA-256 in SHA256SUMS" in str(info.value)
+    verify_artifact(source)
+
+
+def test_a_damage_must_be_in_place_in_a_stored_member(honest: Path, tmp_path: Path) -> None:
+    source = honest / artifact_name(1)
+    with pytest.raises(ValueError, match="compressed"):
+        damage_member(source, Damage("alpha/frame.py", b"import", b"IMPORT"), tmp_path / "a")
+    with pytest.raises(ValueError, match="once"):
+        damage_member(
+            source, Damage("role.json", b"no such bytes", b"NO SUCH BYTES"), tmp_path / "b"
+        )
+    with pytest.raises(ValueError, match="once"):
+        damage_member(
+            source, Damage("role.json", b'"receive":4.0', b'"receive":40.0'), tmp_path / "c"
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_in_place_change_of_a_stored_member_reads_cleanly_and_is_refused(
+    honest: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    source = honest / artifact_name(1)
+    member = data.draw(st.sampled_from(["role.json", "__main__.py"]))
+    content = _members(source)[member]
+    at = data.draw(st.integers(0, len(content) - 24))
+    old = content[at : at + 24]
+    assume(content.count(old) == 1)
+    flip = data.draw(st.integers(1, 255))
+    index = data.draw(st.integers(0, len(old) - 1))
+    new = old[:index] + bytes([old[index] ^ flip]) + old[index + 1 :]
+    out = damage_member(source, Damage(member, old, new), tmp_path_factory.mktemp("d") / "a")
+    with zipfile.ZipFile(out) as archive:
+        assert archive.testzip() is None
+    with pytest.raises(ArtifactInvalid) as info:
+        verify_artifact(out)
+    assert type(info.value) is ArtifactInvalid
+    assert f"{member} does not match its SHA-256 in SHA256SUMS" in str(info.value)

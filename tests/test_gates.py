@@ -12,9 +12,12 @@ import alpha.cli
 from alpha.cli import main
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
-from gates.catalogue import GATES, SCENARIOS
-from gates.run import run_gates, select
+from alpha.launch import LaunchResult
+from gates.catalogue import GATES, PINNED, REFERENCES, SCENARIOS
+from gates.reference_fold import final_digests
+from gates.run import _pinned, run_gates, select
 from harness.adversary import BEHAVIOURS
+from harness.runs import Outcome
 
 
 def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> None:
@@ -23,7 +26,9 @@ def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> N
     names = [gate.name for gate in GATES]
     assert len(names) == len(set(names))
     for gate in GATES:
-        assert gate.family in ("frames", "identity", "connection", "choice", "failure")
+        assert gate.family in (
+            "frames", "identity", "connection", "choice", "failure", "artifact"
+        )  # fmt: skip
         if gate.expected != "commit":
             assert issubclass(getattr(alpha.errors, gate.expected), alpha.errors.AlphaError)
             assert gate.at and set(gate.at) <= set(range(gate.scenario.roles))
@@ -95,7 +100,7 @@ def test_every_gate_passes_after_its_scenarios_control_run() -> None:
     failed = [(v.gate, v.why) for v in verdicts if not v.passed]
     assert failed == []
     controls = [v.gate for v in verdicts if v.gate.startswith("control.")]
-    assert controls == [f"control.{name}" for name in ("pair", "learn", "chain")]
+    assert controls == [f"control.{name}" for name in ("pair", "learn", "chain", "lchain")]
     assert [v.gate for v in verdicts if v.gate not in controls] == [g.name for g in GATES]
     table = out.getvalue().splitlines()
     assert table[0].split()[:4] == ["gate", "fault", "expected", "observed"]
@@ -135,3 +140,152 @@ def test_a_gate_whose_refusal_differs_fails_and_says_why() -> None:
     assert control.passed and not verdict.passed
     assert verdict.observed == "Replayed"
     assert "failed first with Replayed; expected Corrupted at role 0" in verdict.why
+
+
+# --- A gate for each check (issue 22) ---------------------------------------------------------
+
+
+def test_the_gates_cover_the_checks_issue_22_names() -> None:
+    by_name = {gate.name: gate for gate in GATES}
+    asked = {
+        "frames.wrong-receiver": "WrongEdge",
+        "connection.receive-budget": "BudgetExhausted",
+        "artifact.damaged-member": "ArtifactInvalid",
+        "frames.overflow-receive-side": "VersionOverflow",
+        "frames.overflow-send-side": "VersionOverflow",
+        "choice.lying-forwarder": "WrongEdge",
+        "frames.corrupt-emulated": "Corrupted",
+    }
+    assert {name: by_name[name].expected for name in asked} == asked
+    # One refusing role each, and never a role whose checks an adversary removed or whose
+    # behaviour it changed: the refusing role runs the product's own check.
+    changed_checks = {"overflowing-sender", "overflowing-receiver", "stall-after-first"}
+    changed_checks |= {"lying-forwarder", "inverted-choice", "independent-forwarder"}
+    for name in asked:
+        gate = by_name[name]
+        assert len(gate.at) == 1, name
+        assert gate.adversaries.get(gate.at[0]) not in changed_checks, name
+    # One-sided overflow: each gate has exactly one role whose own check is removed, and it
+    # is not the refusing one.
+    for name, refusing in (("frames.overflow-receive-side", 0), ("frames.overflow-send-side", 1)):
+        gate = by_name[name]
+        assert gate.at == (refusing,)
+        removed = [r for r, b in gate.adversaries.items() if b.startswith("overflowing-")]
+        assert removed == [1 - refusing]
+    # The float chain: AArch64 role 1 on a float32 learner, bits pinned.
+    lchain = SCENARIOS["lchain"]
+    assert lchain.emulated == (1,) and 'dtype = "float32"' in lchain.plan
+    assert 'kind = "learn"' in lchain.plan and "[targets]\naarch64 = [1]\n" in lchain.plan
+
+
+def test_the_independent_reference_computes_the_pinned_digests() -> None:
+    # The pins in the catalogue are what an implementation that shares no code with the
+    # product computes for each learn scenario.
+    assert set(PINNED) == set(REFERENCES) == {"learn", "lchain"}
+    for name, reference in REFERENCES.items():
+        assert final_digests(reference) == PINNED[name], name
+        plan = SCENARIOS[name].plan
+        for line in (
+            f"hidden = {reference.hidden}",
+            f"rate = {reference.rate}",
+            f"seed = {reference.seed}",
+            f"batch = {reference.batch}",
+            f"rounds = {reference.rounds}",
+            f"(stride 0 1 {reference.roles})",
+        ):
+            assert line in plan, (name, line)
+
+
+def test_the_independent_reference_imports_nothing_of_alpha() -> None:
+    import ast
+
+    import gates.reference_fold
+
+    tree = ast.parse(Path(gates.reference_fold.__file__).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported <= {"__future__", "gzip", "hashlib", "math", "collections", "dataclasses",
+                        "pathlib", "typing", "numpy"}  # fmt: skip
+
+
+def test_the_reference_digests_move_with_the_fold_order() -> None:
+    # The contract folds a node first, then its children in ascending role order; three
+    # children folded in another order give other bits, so the pin sees a fold order.
+    import dataclasses
+
+    for reference in REFERENCES.values():
+        for children in reference.children.values():
+            assert list(children) == sorted(children)
+    learn = REFERENCES["learn"]
+    reordered = dataclasses.replace(learn, children={0: (3, 2, 1)})
+    assert final_digests(reordered) != PINNED["learn"]
+
+
+def _reports(folder: Path, digests: dict[int, dict[str, str]]) -> Outcome:
+    (folder / "reports").mkdir(parents=True)
+    for role, found in digests.items():
+        report = {"role": role, "digests": found, "machine": "x86_64"}
+        (folder / "reports" / f"role-{role:06d}.json").write_text(json.dumps(report))
+    return Outcome(LaunchResult(), folder, None)
+
+
+def test_a_control_whose_bits_differ_from_the_pin_fails(tmp_path: Path) -> None:
+    learn = SCENARIOS["learn"]
+    pinned = dict(PINNED["learn"])
+    good = _reports(tmp_path / "good", dict.fromkeys(range(4), pinned))
+    assert _pinned(learn, good) == []
+    other = dict(pinned, w="0" * 64)
+    bad = _reports(tmp_path / "bad", {0: pinned, 1: other, 2: pinned, 3: other})
+    (problem,) = _pinned(learn, bad)
+    assert problem.startswith("region w of role 1, 3 is 0000000000000000..., not the ")
+    missing = _reports(tmp_path / "missing", {0: pinned, 1: pinned, 2: pinned})
+    assert _pinned(learn, missing) == [
+        f"region {name} of role 3 is None..., not the independent reference's "
+        f"{digest[:16]}... (gates/reference_fold.py)"
+        for name, digest in sorted(pinned.items())
+    ]
+
+
+@pytest.mark.slow
+def test_the_receive_budget_gate_names_the_receive_budget(tmp_path: Path) -> None:
+    import trio
+
+    from alpha.artifact import artifact_name
+    from alpha.compile import compile_plan
+    from alpha.plan import parse_plan
+    from harness.adversary import build_adversary
+    from harness.runs import relayed_run
+
+    pair = SCENARIOS["pair"]
+    compiled = tmp_path / "compiled"
+    compile_plan(parse_plan(pair.plan, source="pair"), compiled, range(2))
+    stalling = build_adversary(
+        compiled / artifact_name(1), "stall-after-first", tmp_path / artifact_name(1)
+    )
+    outcome = trio.run(lambda: relayed_run(compiled, tmp_path / "run", replace={1: stalling}))
+    assert outcome.cause(0) == "BudgetExhausted"
+    (line,) = [line for line in outcome.log(0).splitlines() if ": failed: " in line]
+    assert "past its receive budget (4 s) while it was receiving 'x#1' from role 1" in line
+    assert outcome.cause(1) == "RoundAborted"
+    assert not outcome.committed() and not outcome.final_reports()
+
+
+def test_the_products_replicated_learner_ends_on_the_pinned_parameters() -> None:
+    # Today the product, the reference and the pins agree: the replicated learner (one
+    # process, the product's own fold) ends on the pinned parameters for both learn scenarios.
+    from alpha.learner import load_digits
+    from alpha.learner.replicate import replicate
+    from alpha.plan import parse_plan
+
+    digits = load_digits()
+    for name in REFERENCES:
+        replica = replicate(parse_plan(SCENARIOS[name].plan, source=name), digits)
+        assert replica.digest == PINNED[name]["w"], name
