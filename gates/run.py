@@ -167,7 +167,10 @@ def _refusal_problems(
     if role not in gate.at:
         problems.append(f"role {role} failed first; expected role {_roles(gate.at)}")
     if observed != gate.expected:
-        problems.append(f"role {role} failed first with {observed}; expected {gate.expected}")
+        problems.append(
+            f"role {role} failed first with {observed}; expected {gate.expected} at role "
+            f"{_roles(gate.at)}"
+        )
     elif gate.expected == "BudgetExhausted":
         named = outcome.budget(role)
         if gate.budget is None:
