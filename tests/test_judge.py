@@ -348,6 +348,21 @@ def test_an_abort_naming_an_origin_that_did_not_refuse_so_fails(tmp_path: Path) 
     assert "role 1 " not in verdict.why  # relayed, it names role 3, which refused
 
 
+def test_an_abort_naming_an_origin_the_gate_does_not_name_fails(tmp_path: Path) -> None:
+    # Role 1 refused with the class too, but the gate names role 0 or 3: an ABORT from role 1
+    # is not the cause the gate claims.
+    roles = {
+        0: Role("IdentityMismatch: role 0: refused", LAUNCHED + 0.7),
+        1: Role("IdentityMismatch: role 1: refused", LAUNCHED + 0.75),
+        2: Role(aborted(2, 1, "IdentityMismatch"), LAUNCHED + 0.8),
+        3: Role(aborted(3, 0, "IdentityMismatch"), LAUNCHED + 0.8),
+    }
+    verdict = judge(gate("identity.learner"), outcome(tmp_path, roles, relay_at=None))
+    assert not verdict.passed
+    failing(verdict.why, "role 2 named RoundAborted (aborted by role 1: IdentityMismatch)")
+    assert "role 3 " not in verdict.why
+
+
 def test_both_ends_refusing_the_same_fault_each_name_the_cause(tmp_path: Path) -> None:
     reset = gate("connection.reset")
     roles = {0: Role(lost(0, 1), FAULT + 0.001), 1: Role(lost(1, 0), FAULT + 0.004)}
