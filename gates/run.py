@@ -1,14 +1,16 @@
 """Running gates: a control run per scenario that must commit, then each gate's faulted run,
 judged.
 
-A gate passes when its scenario's control run committed (and, for a scenario with an emulated
-AArch64 role, computed bit for bit what the all-native run computes), and in the faulted run:
-the fault was applied; the role that refused first (by the participants' own clocks, among the
-roles the fault did not take out) is one the gate names, with the expected refusal class; that
-refusal came within the scenario's budgets after the fault (``start + receive``: the longest
-any one wait may take); every role the fault did not take out exited non-zero by itself;
-nothing was committed; and no participant is left running. A gate that expects ``commit``
-passes when its run committed like the control run.
+The judge (:func:`judge`) passes a faulted run only when: the fault happened as the gate says
+(relayed, signalled, absent, late by at least its delay); the first refusal (by the
+participants' own clocks, among the roles the fault did not take out) is at a role the gate
+names, of the expected class, naming the expected budget for ``BudgetExhausted``, after the
+fault and within the bound for its kind (:func:`time_bound`); an honest role of those the
+gate names refused by itself, unless the gate says its check is the replaced role's own;
+every other live role refused the same fault itself or names the original cause in its
+``RoundAborted``; every live role failed by itself; nothing was committed, published or left
+staged; and no participant is left running. A gate that expects ``commit`` passes when its
+run committed like the control run. docs/gates.md "The verdict" lists each condition.
 """
 
 from __future__ import annotations
