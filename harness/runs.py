@@ -64,6 +64,7 @@ class Outcome:
     relay: Relay | None
     launched_at: float = 0.0
     interrupted: dict[int, int] = field(default_factory=dict)  # role -> pid signalled
+    signalled_at: float | None = None  # time.monotonic() just before the interrupt's signal
 
     def log(self, role: int) -> str:
         return (self.folder / "logs" / f"role-{role:06d}.log").read_text(errors="replace")
@@ -174,6 +175,9 @@ async def relayed_run(
         def fire() -> None:
             pid = _pid_of(target)
             assert pid is not None, f"role {interrupt.role} is not running"
+            # The fault strikes here, not when the relay reached the frame: finding the pid
+            # reads /proc, which takes up to a second on a loaded host.
+            outcome.signalled_at = time.monotonic()
             os.kill(pid, interrupt.signal)
             outcome.interrupted[interrupt.role] = pid
 
