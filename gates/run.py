@@ -85,7 +85,7 @@ def select(names: Sequence[str], shard: tuple[int, int] | None) -> list[Gate]:
 RELAY_BOUND: Final = 1.0
 """Seconds from a relay fault (a frame broken on the wire, a connection reset, a role killed)
 to its refusal. The receiver refuses a frame as it reads it and a broken connection as it
-breaks: measured 0.0006 to 0.007 s on a 2-core host (docs/gates.md); 1 s leaves room for a
+breaks: measured 0.0006 to 0.01 s on a 2-core host (docs/gates.md); 1 s leaves room for a
 loaded host and stays far below every budget, so a refusal that waited on one is a FAIL."""
 
 BUDGET_MARGIN: Final = 3.0
