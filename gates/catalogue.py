@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from alpha.frame import FrameKind
+from alpha.plan import parse_plan
 from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt
@@ -56,6 +57,18 @@ class Scenario:
     def bound(self) -> float:
         """The longest any one wait may take: a refusal must come within this of its fault."""
         return self.start + self.receive
+
+    def budget(self, name: str) -> float:
+        """The size in seconds of the budget ``name`` (``accept``, ``start``, ``receive``,
+        ``connect``, ...) in this scenario's plan, its default where the plan sets none.
+
+        Raises:
+            KeyError: no budget has that name, or (``deadline``) the plan sets none.
+        """
+        value = getattr(parse_plan(self.plan, source=self.name).budgets, name, None)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise KeyError(f"scenario {self.name} has no {name} budget")
+        return float(value)
 
 
 PAIR: Final = Scenario(
@@ -204,6 +217,16 @@ class Gate:
     delays: Mapping[int, float] = field(default_factory=dict)
     stranger: int | None = None  # a role whose listener a stranger connects to first
     interrupt: Interrupt | None = None  # a signal sent when the relay's call fault fires
+    budget: str | None = None  # for BudgetExhausted: the budget the refusal must name
+    # The refusal must come from a role the fault did not replace (`replaced`): an honest
+    # role among `at` refuses with the expected class by itself. False only where the check
+    # a gate proves is the replaced role's own (its local misuse caught in its own process).
+    honest: bool = True
+    # Where the refusing role refuses before any of its edges exists (its artifact refused by
+    # its own loader), no frame can carry the cause to its peers: each other live role must
+    # instead name this (class, budget), the absence it sees. None: they name the original
+    # cause, as everywhere else.
+    unreached: tuple[str, str] | None = None
 
     @property
     def family(self) -> str:
@@ -216,6 +239,17 @@ class Gate:
         out = set(self.absent)
         if self.interrupt is not None:
             out.add(self.interrupt.role)
+        return frozenset(out)
+
+    @property
+    def replaced(self) -> frozenset[int]:
+        """Roles whose artifact the fault replaced (an adversary, a participant of another
+        plan or of other code): a refusal of theirs proves nothing about an honest peer."""
+        out = set(self.adversaries)
+        if self.foreign is not None:
+            out.add(self.foreign[0])
+        if self.program is not None:
+            out.add(self.program)
         return frozenset(out)
 
     def fault_text(self) -> str:
@@ -265,6 +299,7 @@ def _frames() -> tuple[Gate, ...]:
             (1,),
             "role 1 arms a receive slot twice for the same frame",
             adversaries={1: "double-rearm"},
+            honest=False,  # the adversary's own runtime refuses its own schedule's misuse
         ),
         Gate(
             "frames.overflow",
@@ -273,6 +308,7 @@ def _frames() -> tuple[Gate, ...]:
             "both roles' counters start two frames before 2^64 - 1: the third frame of a slot "
             "is refused, never wrapped",
             adversaries={0: "near-overflow", 1: "near-overflow"},
+            honest=False,  # both roles are adversaries: no honest role is left to refuse
         ),
         Gate(
             "frames.corrupt-header",
@@ -400,6 +436,7 @@ def _connection() -> tuple[Gate, ...]:
             (0,),
             "role 1 never starts: role 0's accept budget runs out",
             absent=frozenset({1}),
+            budget="accept",
         ),
         Gate(
             "connection.late-peer",
@@ -429,6 +466,7 @@ def _connection() -> tuple[Gate, ...]:
             (0, 1),
             "role 1 greets, then nothing of it arrives",
             fault=Fault("stall", "up", 1),
+            budget="start",  # the first frame after the hellos never comes
         ),
         Gate(
             "connection.stopped-peer",
@@ -437,6 +475,7 @@ def _connection() -> tuple[Gate, ...]:
             "role 1 is stopped (SIGSTOP) as role 0's hello reaches it",
             fault=Fault("call", "down", 0),
             interrupt=Interrupt(1, signal.SIGSTOP),
+            budget="start",
         ),
         Gate(
             "connection.dropped-first-frame",
@@ -444,6 +483,7 @@ def _connection() -> tuple[Gate, ...]:
             (0, 1),
             "role 1's first contribution is lost",
             fault=Fault("drop", "up", 1),
+            budget="start",  # the first frame after the hellos never comes
         ),
         Gate(
             "connection.reset",
@@ -474,6 +514,7 @@ def _choice() -> tuple[Gate, ...]:
             "unread word is refused where the total is due",
             scenario=CHAIN,
             adversaries={1: "independent-forwarder"},
+            honest=False,  # the adversary refuses the word it did not read; no honest role does
         ),
         Gate(
             "choice.noncanonical-word",
@@ -556,6 +597,7 @@ def _checks() -> tuple[Gate, ...]:
             "role 1 sends its first contribution, then nothing for two receive budgets: "
             "role 0's receive budget (4 s) runs out waiting for the second",
             adversaries={1: "stall-after-first"},
+            budget="receive",
         ),
         Gate(
             "artifact.damaged-member",
@@ -565,6 +607,8 @@ def _checks() -> tuple[Gate, ...]:
             "recomputed, so the zip reads cleanly: its loader's SHA-256 check refuses it before "
             "anything runs",
             adversaries={1: "damaged-member"},
+            honest=False,  # the damaged artifact's own loader refuses it: no peer is involved
+            unreached=("BudgetExhausted", "accept"),  # role 0 waits out role 1, who never came
         ),
         Gate(
             "frames.overflow-receive-side",
@@ -574,6 +618,9 @@ def _checks() -> tuple[Gate, ...]:
             "receive counters stand two frames before 2^64 - 1, must refuse the third frame of "
             "a slot on its receive side",
             adversaries={0: "aged-receiver", 1: "overflowing-sender"},
+            # The refusing role starts its receive counters near the top (the only way to
+            # reach them in a run); the check that refuses is the product's own.
+            honest=False,
         ),
         Gate(
             "frames.overflow-send-side",
@@ -583,6 +630,7 @@ def _checks() -> tuple[Gate, ...]:
             "whose send counters stand two frames before 2^64 - 1, must refuse to send the "
             "third frame of a slot",
             adversaries={0: "overflowing-receiver", 1: "aged-sender"},
+            honest=False,  # as above, on the send side
         ),
         Gate(
             "choice.lying-forwarder",

@@ -1,14 +1,16 @@
 """Running gates: a control run per scenario that must commit, then each gate's faulted run,
 judged.
 
-A gate passes when its scenario's control run committed (and, for a scenario with an emulated
-AArch64 role, computed bit for bit what the all-native run computes), and in the faulted run:
-the fault was applied; the role that refused first (by the participants' own clocks, among the
-roles the fault did not take out) is one the gate names, with the expected refusal class; that
-refusal came within the scenario's budgets after the fault (``start + receive``: the longest
-any one wait may take); every role the fault did not take out exited non-zero by itself;
-nothing was committed; and no participant is left running. A gate that expects ``commit``
-passes when its run committed like the control run.
+The judge (:func:`judge`) passes a faulted run only when: the fault happened as the gate says
+(relayed, signalled, absent, late by at least its delay); the first refusal (by the
+participants' own clocks, among the roles the fault did not take out) is at a role the gate
+names, of the expected class, naming the expected budget for ``BudgetExhausted``, after the
+fault and within the bound for its kind (:func:`time_bound`); an honest role of those the
+gate names refused by itself, unless the gate says its check is the replaced role's own;
+every other live role refused the same fault itself or names the original cause in its
+``RoundAborted``; every live role failed by itself; nothing was committed, published or left
+staged; and no participant is left running. A gate that expects ``commit`` passes when its
+run committed like the control run. docs/gates.md "The verdict" lists each condition.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 import trio
 
@@ -32,7 +34,21 @@ from harness.adversary import build_adversary, compile_with_code, foreign_artifa
 from harness.emulation import EmulationUnavailable, aarch64_interpreter
 from harness.runs import Outcome, relayed_run
 
-__all__ = ["Verdict", "run_gates", "select", "table", "to_json"]
+__all__ = [
+    "BUDGET_MARGIN",
+    "RELAY_BOUND",
+    "Verdict",
+    "compare_native",
+    "control_problems",
+    "digests",
+    "fault_moment",
+    "judge",
+    "run_gates",
+    "select",
+    "table",
+    "time_bound",
+    "to_json",
+]
 
 
 @dataclass
@@ -66,6 +82,20 @@ def select(names: Sequence[str], shard: tuple[int, int] | None) -> list[Gate]:
     return chosen
 
 
+RELAY_BOUND: Final = 1.0
+"""Seconds from a relay fault (a frame broken on the wire, a connection reset, a role killed)
+to its refusal. The receiver refuses a frame as it reads it and a broken connection as it
+breaks: measured 0.0006 to 0.01 s on a 2-core host (docs/gates.md); 1 s leaves room for a
+loaded host and stays far below every budget, so a refusal that waited on one is a FAIL."""
+
+BUDGET_MARGIN: Final = 3.0
+"""Seconds past a waited-out budget by which its refusal must come. The wait may begin before
+the fault (a relay fault) or a process start-up after it (a launch-time fault: about 0.3 s
+natively, over 1 s on a loaded host); measured 7.99 to 8.01 s after a relay fault and 8.3 to
+9.3 s after the launch for 8 s budgets. It is below every scenario's smallest budget, so a
+refusal that waited out a second budget on top of the first is past it."""
+
+
 def _first_refusal(gate: Gate, outcome: Outcome) -> tuple[int, float] | None:
     """The role that failed first by the clocks, among those the fault did not take out."""
     found = [
@@ -79,45 +109,191 @@ def _first_refusal(gate: Gate, outcome: Outcome) -> tuple[int, float] | None:
     return role, at
 
 
-def judge(gate: Gate, outcome: Outcome) -> Verdict:
-    """The verdict on one faulted run."""
-    result = outcome.result
+def fault_moment(gate: Gate, outcome: Outcome) -> float:
+    """When the fault struck (``time.monotonic()``): when the signal was sent, for a gate that
+    signals a role; when the relay acted; or, for a fault built into a participant or the
+    launch, when the launch began."""
+    if gate.interrupt is not None and outcome.signalled_at is not None:
+        return outcome.signalled_at
     relay = outcome.relay
-    first = _first_refusal(gate, outcome)
-    observed = outcome.cause(first[0]) if first is not None else ""
-    fault_at = outcome.launched_at
     if gate.fault is not None and relay is not None and relay.applied_at is not None:
-        fault_at = relay.applied_at
-    seconds = None if first is None else first[1] - fault_at
+        return relay.applied_at
+    return outcome.launched_at
+
+
+def time_bound(gate: Gate) -> tuple[float, str]:
+    """The longest a gate's refusal may take after its fault, and that bound in words: a
+    waited-out budget plus :data:`BUDGET_MARGIN`; a relay fault :data:`RELAY_BOUND`; a fault
+    built into a participant or the launch, the scenario's ``start + receive``."""
+    if gate.expected == "BudgetExhausted" and gate.budget is not None:
+        size = gate.scenario.budget(gate.budget)
+        return size + BUDGET_MARGIN, f"its {gate.budget} budget ({size:g} s) + {BUDGET_MARGIN:g} s"
+    if gate.fault is not None:
+        return RELAY_BOUND, f"{RELAY_BOUND:g} s of a relay fault"
+    bound = gate.scenario.bound
+    return bound, f"the scenario's budgets ({bound:g} s)"
+
+
+def _roles(roles: Sequence[int] | frozenset[int]) -> str:
+    return " or ".join(map(str, sorted(roles)))
+
+
+def _fault_problems(gate: Gate, outcome: Outcome) -> list[str]:
+    """The fault happened as the gate says: relayed, signalled, absent, late."""
     problems = []
-    if gate.fault is not None and (relay is None or not relay.applied):
+    outcomes = outcome.result.outcomes
+    if gate.fault is not None and (outcome.relay is None or not outcome.relay.applied):
         problems.append("the fault was never applied")
-    if gate.expected == "commit":
-        observed = "commit" if outcome.committed() else "no commit"
-        if not (result.ok and outcome.committed()):
-            problems.append(f"the run did not commit: {result.first_failure}")
-    else:
-        if gate.interrupt is not None and gate.interrupt.role not in outcome.interrupted:
-            problems.append(f"role {gate.interrupt.role} was never signalled")
-        if first is None:
-            problems.append("no role failed")
-        elif first[0] not in gate.at or observed != gate.expected:
+    if gate.interrupt is not None and gate.interrupt.role not in outcome.interrupted:
+        problems.append(f"role {gate.interrupt.role} was never signalled")
+    for role in sorted(gate.absent):
+        each = outcomes.get(role)
+        if each is not None and (each.returncode is not None or each.started_s > 0):
+            problems.append(f"role {role} was started; the gate has it absent")
+    for role, delay in sorted(gate.delays.items()):
+        each = outcomes.get(role)
+        if each is None or each.returncode is None:
+            problems.append(f"role {role} never ran to an end; the gate starts it {delay:g} s late")
+        elif each.started_s < delay:
             problems.append(
-                f"role {first[0]} failed first with {observed or 'no logged cause'}; expected "
-                f"{gate.expected} at role {' or '.join(map(str, gate.at))}"
+                f"role {role} started {each.started_s:.2f} s after the launch, not {delay:g} s late"
             )
-        bound = gate.scenario.bound
-        if seconds is not None and seconds > bound:
-            problems.append(f"the refusal took {seconds:.1f} s, past the budgets ({bound:g} s)")
-        for role, each in sorted(result.outcomes.items()):
-            if role in gate.disabled:
+    return problems
+
+
+def _refusal_problems(
+    gate: Gate, outcome: Outcome, first: tuple[int, float] | None, seconds: float | None
+) -> list[str]:
+    """The first refusal is the expected one, where and when the gate says."""
+    if first is None:
+        return ["no role failed"]
+    role = first[0]
+    observed = outcome.cause(role) or "no logged cause"
+    problems = []
+    if role not in gate.at:
+        problems.append(f"role {role} failed first; expected role {_roles(gate.at)}")
+    if observed != gate.expected:
+        problems.append(
+            f"role {role} failed first with {observed}; expected {gate.expected} at role "
+            f"{_roles(gate.at)}"
+        )
+    elif gate.expected == "BudgetExhausted":
+        named = outcome.budget(role)
+        if gate.budget is None:
+            problems.append("the gate names no budget its BudgetExhausted must name")
+        elif named != gate.budget:
+            problems.append(f"role {role} ran out of its {named} budget, not its {gate.budget}")
+    assert seconds is not None
+    bound, words = time_bound(gate)
+    if seconds < 0:
+        problems.append(f"role {role} refused {-seconds:.3f} s before the fault")
+    elif seconds > bound:
+        problems.append(f"the refusal took {seconds:.2f} s, past {words}")
+    if gate.honest:
+        honest = [
+            other
+            for other in gate.at
+            if other not in gate.replaced
+            and other not in gate.disabled
+            and outcome.cause(other) == gate.expected
+        ]
+        if not honest:
+            replaced = (
+                f" (role {_roles(gate.replaced)} replaced by the fault)" if gate.replaced else ""
+            )
+            problems.append(
+                f"no honest role among {_roles(gate.at)} refused with {gate.expected} by "
+                f"itself{replaced}"
+            )
+    return problems
+
+
+def _other_problems(gate: Gate, outcome: Outcome, first: tuple[int, float] | None) -> list[str]:
+    """Every other live role names the original cause: it refused the same fault itself (a
+    role the gate names, with the expected class), or its ``RoundAborted`` names as origin a
+    role the gate names that refused with the expected class, and that class. Where the
+    refusing role refused before any edge existed (``gate.unreached``), each other live role
+    names instead the class and budget of the absence it saw."""
+    if first is None:
+        return []
+    problems = []
+    for role in sorted(outcome.result.outcomes):
+        if role == first[0] or role in gate.disabled or role < 0:
+            continue
+        if role in gate.at and outcome.cause(role) == gate.expected:
+            continue
+        if gate.unreached is not None:
+            kind, budget = gate.unreached
+            if outcome.cause(role) == kind and outcome.budget(role) == budget:
                 continue
-            if each.returncode in (0, None) or each.killed:
-                problems.append(f"role {role} did not fail by itself (exit {each.returncode})")
-        if outcome.committed() or outcome.final_reports():
-            problems.append("the run committed")
+            problems.append(
+                f"role {role} named {outcome.cause(role) or 'no cause'}"
+                f" ({outcome.budget(role) or 'no'} budget), not {kind} ({budget}): the absence "
+                f"of role {first[0]}, which refused before any edge existed"
+            )
+            continue
+        by = outcome.aborted_by(role)
+        if (
+            by is not None
+            and by[1] == gate.expected
+            and by[0] in gate.at
+            and outcome.cause(by[0]) == gate.expected
+        ):
+            continue
+        named = outcome.cause(role) or "no cause"
+        if by is not None:
+            named += f" (aborted by role {by[0]}: {by[1]})"
+        problems.append(
+            f"role {role} named {named}, not the original cause ({gate.expected} at role "
+            f"{first[0]})"
+        )
+    return problems
+
+
+def _exit_problems(gate: Gate, outcome: Outcome) -> list[str]:
+    """Every role the fault did not take out exited non-zero by itself."""
+    return [
+        f"role {role} did not fail by itself (exit {each.returncode}"
+        f"{', killed by the launcher' if each.killed else ''})"
+        for role, each in sorted(outcome.result.outcomes.items())
+        if role not in gate.disabled and (each.returncode in (0, None) or each.killed)
+    ]
+
+
+def _left_problems(gate: Gate, outcome: Outcome) -> list[str]:
+    """What the run left: a commit only where the gate expects one, no staged report, no
+    process."""
+    problems = []
+    if gate.expected == "commit":
+        if not (outcome.result.ok and outcome.committed()):
+            problems.append(f"the run did not commit: {outcome.result.first_failure}")
+    else:
+        if outcome.committed():
+            problems.append("the run committed (a commit record was written)")
+        if outcome.final_reports():
+            names = ", ".join(path.name for path in outcome.final_reports())
+            problems.append(f"final reports were published: {names}")
+    if outcome.staged_reports():
+        names = ", ".join(path.name for path in outcome.staged_reports())
+        problems.append(f"staged reports were left: {names}")
     if outcome.left_running():
         problems.append(f"processes left running: {outcome.left_running()}")
+    return problems
+
+
+def judge(gate: Gate, outcome: Outcome) -> Verdict:
+    """The verdict on one faulted run: every condition of docs/gates.md "The verdict"."""
+    first = _first_refusal(gate, outcome)
+    seconds = None if first is None else first[1] - fault_moment(gate, outcome)
+    problems = _fault_problems(gate, outcome)
+    if gate.expected == "commit":
+        observed = "commit" if outcome.committed() else "no commit"
+    else:
+        observed = outcome.cause(first[0]) if first is not None else ""
+        problems += _refusal_problems(gate, outcome, first, seconds)
+        problems += _other_problems(gate, outcome, first)
+        problems += _exit_problems(gate, outcome)
+    problems += _left_problems(gate, outcome)
     return Verdict(
         gate=gate.name,
         fault=gate.fault_text(),
@@ -130,7 +306,8 @@ def judge(gate: Gate, outcome: Outcome) -> Verdict:
     )
 
 
-def _digests(outcome: Outcome) -> dict[int, dict[str, str]]:
+def digests(outcome: Outcome) -> dict[int, dict[str, str]]:
+    """Each final report's region digests by role, with the ``machine`` it ran on."""
     found = {}
     for path in outcome.final_reports():
         report = json.loads(path.read_text())
@@ -138,12 +315,49 @@ def _digests(outcome: Outcome) -> dict[int, dict[str, str]]:
     return found
 
 
+def control_problems(control: Outcome) -> list[str]:
+    """A run without a fault committed and left nothing running."""
+    problems = []
+    if not (control.result.ok and control.committed()):
+        problems.append(f"the run without a fault did not commit: {control.result.first_failure}")
+    if control.left_running():
+        problems.append(f"processes left running: {control.left_running()}")
+    return problems
+
+
+def compare_native(
+    scenario: Scenario,
+    emulated: Mapping[int, Mapping[str, str]],
+    native: Mapping[int, Mapping[str, str]],
+) -> list[str]:
+    """The emulated control run's roles ran where they were built for (``machine``), and every
+    role's final region digests equal the all-native run's."""
+    problems = []
+    for role in range(scenario.roles):
+        if role not in emulated or role not in native:
+            run = "emulated" if role not in emulated else "all-native"
+            problems.append(f"role {role} has no final report in the {run} run")
+            continue
+        mine = dict(emulated[role])
+        reference = dict(native[role])
+        machine = mine.pop("machine", "")
+        reference.pop("machine", "")
+        wanted = "aarch64" if role in scenario.emulated else "x86_64"
+        if machine != wanted:
+            problems.append(f"role {role} ran on {machine!r}, not {wanted}")
+        if not mine:
+            problems.append(f"role {role}'s report has no region digests")
+        elif mine != reference:
+            problems.append(f"role {role}'s final bytes differ from the all-native run's")
+    return problems
+
+
 def _pinned(scenario: Scenario, control: Outcome) -> list[str]:
     """Every role's final region digests are the ones pinned for the scenario (computed by
     the independent reference, ``gates/reference_fold.py``); one problem per differing
     region, naming the roles."""
     wanted = PINNED[scenario.name]
-    found = _digests(control)
+    found = digests(control)
     problems = []
     for name, digest in sorted(wanted.items()):
         seen = {role: found.get(role, {}).get(name) for role in range(scenario.roles)}
@@ -198,14 +412,8 @@ class _Scenarios:
             compiled, self.folder(f"control-{scenario.name}"), scenario.edge, None,
             interpreters=interpreters,
         )  # fmt: skip
-        problems = []
         verdict.observed = "commit" if control.committed() else "no commit"
-        if not (control.result.ok and control.committed()):
-            problems.append(
-                f"the run without a fault did not commit: {control.result.first_failure}"
-            )
-        if control.left_running():
-            problems.append(f"processes left running: {control.left_running()}")
+        problems = control_problems(control)
         if scenario.emulated and not problems:
             problems += await self._bit_equal(scenario, control)
         if scenario.name in PINNED and not problems:
@@ -225,17 +433,7 @@ class _Scenarios:
         native = await relayed_run(native_compiled, self.folder(f"native-{scenario.name}"))
         if not (native.result.ok and native.committed()):
             return [f"the all-native run did not commit: {native.result.first_failure}"]
-        emulated, reference = _digests(control), _digests(native)
-        problems = []
-        for role in range(scenario.roles):
-            machine = emulated[role].pop("machine")
-            reference[role].pop("machine")
-            wanted = "aarch64" if role in scenario.emulated else "x86_64"
-            if machine != wanted:
-                problems.append(f"role {role} ran on {machine!r}, not {wanted}")
-            if emulated[role] != reference[role]:
-                problems.append(f"role {role}'s final bytes differ from the all-native run's")
-        return problems
+        return compare_native(scenario, digests(control), digests(native))
 
     async def run(self, gate: Gate) -> Verdict:
         scenario = gate.scenario

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,7 +24,22 @@ from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
 from harness.processes import running
 from harness.relay import Fault, Relay
 
-__all__ = ["Interrupt", "Outcome", "relayed_run"]
+__all__ = ["STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
+
+#: The text after ``failed:`` on a participant's failure line (``alpha.participant`` writes
+#: ``role N: failed: CLASS: MESSAGE``).
+_FAILED = ": failed: "
+
+#: How ``alpha.errors.RoundAborted`` names the original cause in its message: ``the run was
+#: aborted by role ORIGIN (relayed by role PEER): CLASS``; the relay part only when relayed.
+_ABORTED_BY = re.compile(r"the run was aborted by role (\d+)(?: \(relayed by role \d+\))?: (\w+)")
+
+#: How ``alpha.errors.BudgetExhausted`` names its budget: ``... past its NAME budget (S s)``.
+_BUDGET = re.compile(r"past its (\w+) budget \(")
+
+#: A role's report waiting for the commit (``alpha.runtime.session``): never left by a run
+#: that ended, committed (renamed final) or not (discarded).
+STAGED_REPORTS = "role-*.json.staged"
 
 #: Called with (role, announced ports) after a role announced; given the run's folder first.
 Intruder = Callable[[int, tuple[int, ...]], Awaitable[None]]
@@ -48,22 +64,49 @@ class Outcome:
     relay: Relay | None
     launched_at: float = 0.0
     interrupted: dict[int, int] = field(default_factory=dict)  # role -> pid signalled
+    signalled_at: float | None = None  # time.monotonic() just before the interrupt's signal
 
     def log(self, role: int) -> str:
         return (self.folder / "logs" / f"role-{role:06d}.log").read_text(errors="replace")
 
+    def failure(self, role: int) -> str:
+        """The role's last failure line after ``failed:`` (``CLASS: MESSAGE``), or "" when
+        it logged none (or has no log: it never started)."""
+        try:
+            text = self.log(role)
+        except FileNotFoundError:
+            return ""
+        lines = [line for line in text.splitlines() if _FAILED in line]
+        return lines[-1].split(_FAILED, 1)[1] if lines else ""
+
     def cause(self, role: int) -> str:
         """The class named on the role's failure line, or "" when it logged none."""
-        lines = [line for line in self.log(role).splitlines() if ": failed: " in line]
-        if not lines:
-            return ""
-        return lines[-1].split(": failed: ", 1)[1].split(":", 1)[0]
+        return self.failure(role).split(":", 1)[0]
+
+    def aborted_by(self, role: int) -> tuple[int, str] | None:
+        """For a role that failed with ``RoundAborted``: the role its ABORT names as the
+        origin, and the original cause's class; else None."""
+        if self.cause(role) != "RoundAborted":
+            return None
+        found = _ABORTED_BY.search(self.failure(role))
+        return None if found is None else (int(found[1]), found[2])
+
+    def budget(self, role: int) -> str | None:
+        """For a role that failed with ``BudgetExhausted``: the budget it names; else None."""
+        if self.cause(role) != "BudgetExhausted":
+            return None
+        found = _BUDGET.search(self.failure(role))
+        return None if found is None else found[1]
 
     def committed(self) -> bool:
         return (self.folder / "reports" / COMMIT_NAME).exists()
 
     def final_reports(self) -> list[Path]:
         return sorted((self.folder / "reports").glob("role-*.json"))
+
+    def staged_reports(self) -> list[Path]:
+        """Reports left staged in the run folder (a role that ended keeps none)."""
+        return sorted(self.folder.rglob(STAGED_REPORTS))
 
     def left_running(self) -> list[int]:
         """Processes still running an artifact of this run."""
@@ -132,6 +175,9 @@ async def relayed_run(
         def fire() -> None:
             pid = _pid_of(target)
             assert pid is not None, f"role {interrupt.role} is not running"
+            # The fault strikes here, not when the relay reached the frame: finding the pid
+            # reads /proc, which takes up to a second on a loaded host.
+            outcome.signalled_at = time.monotonic()
             os.kill(pid, interrupt.signal)
             outcome.interrupted[interrupt.role] = pid
 
