@@ -28,7 +28,7 @@ from typing import Final
 import trio
 
 from alpha.budgets import Budgets
-from alpha.errors import BudgetExhausted, PeerLost, PortMissing
+from alpha.errors import AlphaError, BudgetExhausted, PeerLost, PortMissing
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
 from alpha.role import Edge, RoleDescription
@@ -46,6 +46,13 @@ HELLO_SLOT: Final = 0
 # A pending connection waits in the kernel until its accept; one is all an edge ever needs,
 # and a stranger taking that place is refused on its hello.
 _BACKLOG = 1
+
+HEAR_OUT: Final = 1.0
+"""Seconds a failing role keeps its remaining listeners open to greet a higher peer that is
+connecting now, so that the ABORT reaches it instead of a reset (a stranger that took the
+listener first is the case that needs it). Every participant starts at once and a live peer
+connects within milliseconds of its port's announcement; one second covers a loaded host and
+keeps a failing role from lingering on a peer that will never come."""
 
 # connect() failures worth another attempt: the listener is not up yet or is momentarily full.
 _RETRY_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EAGAIN})
@@ -205,6 +212,55 @@ class Establishment:
         del self.listeners[edge.peer]
         self.waiting_for = None
         return channel
+
+    async def hear_out(self, seconds: float = HEAR_OUT) -> list[FrameChannel]:
+        """After this role failed, greet every higher peer it has not accepted yet that is
+        connecting within ``seconds``, so that it can be told why; return their channels
+        (registered in :attr:`channels`, in place of a stranger's).
+
+        A peer's hello is checked exactly as in :meth:`accept`; a connection whose hello is
+        refused (another stranger) is closed and the listener keeps waiting. Never raises for
+        a peer that fails: the role is failing already."""
+        greeted: list[FrameChannel] = []
+        if not self.listeners:
+            return greeted
+
+        async def one(peer: int, listener: trio.socket.SocketType) -> None:
+            identity = self.description.identity
+            while True:
+                sock, _ = await listener.accept()
+                stream = trio.SocketStream(sock)
+                channel = FrameChannel(
+                    stream,
+                    role=self.role,
+                    peer=peer,
+                    budgets=self.budgets,
+                    identity=identity,
+                    where=Whereabouts(self.role),
+                )
+                try:
+                    step = f"greeting role {peer} to tell it why this role failed"
+                    await channel.receive(
+                        ReceiveSlot(hello_spec(identity, peer, self.role)), step=step
+                    )
+                    await channel.send(
+                        SendSlot(hello_spec(identity, self.role, peer)), b"", step=step
+                    )
+                except (AlphaError, OSError, trio.BrokenResourceError):
+                    await channel.aclose()
+                    continue
+                stale = self.channels.get(peer)
+                if stale is not None:
+                    await stale.aclose()
+                self.channels[peer] = channel
+                greeted.append(channel)
+                return
+
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+                for peer, listener in self.listeners.items():
+                    nursery.start_soon(one, peer, listener)
+        return greeted
 
     def close(self) -> None:
         for sock in self.listeners.values():

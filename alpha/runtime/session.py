@@ -258,7 +258,7 @@ async def run_role(
                     if failure is not None and on_failure is not None:
                         on_failure(failure)
                     with trio.CancelScope(shield=True):
-                        await _fail(state.channels, where, reports, failure or error)
+                        await _fail(state, where, reports, failure or error)
                     raise
     except BaseException as error:
         # Raise the cause itself, not trio's group around it; Ctrl-C stays Ctrl-C.
@@ -276,18 +276,25 @@ async def run_role(
 
 
 async def _fail(
-    channels: dict[int, FrameChannel],
+    state: Establishment,
     where: Whereabouts,
     reports: _Reports,
     error: BaseException,
 ) -> None:
     """What a failing role does before it raises: unless the run already committed, tell every
-    peer it can still reach, and discard its staged report (a role that cannot learn whether
-    the run committed keeps it staged, never final, for the operator)."""
+    peer it can still reach (those it is connected to first, then any higher peer connecting
+    to a listener it still holds: ``Establishment.hear_out``), and discard its staged report
+    (a role that cannot learn whether the run committed keeps it staged, never final, for the
+    operator)."""
     if where.committed:
         return  # a fault after the commit point cannot undo it; the role reports it and exits
     skip = error.peer if isinstance(error, RoundAborted) else None
-    await _abort(channels, _abort_cause(error, where), skip)
+    cause = _abort_cause(error, where)
+    await _abort(state.channels, cause, skip)
+    late = await state.hear_out()
+    await _abort({channel.peer: channel for channel in late}, cause, skip)
+    for channel in late:
+        await channel.aclose()
     if not isinstance(error, CommitUnknown):
         with contextlib.suppress(OSError):  # the staged report is not final either way
             reports.discard()
