@@ -195,12 +195,14 @@ def _round_of(name: str) -> int | None:
 @contextlib.contextmanager
 def _writing(action: str, path: Path) -> Iterator[None]:
     """Turn what the system refuses while writing into :class:`CheckpointWriteFailed`,
-    naming the path it refused (``error.filename`` when it says) and its errno's words."""
+    naming the path it refused (the error's own when it says) and its errno's words."""
     try:
         yield
     except OSError as error:
         code = error.errno if error.errno is not None else errnos.EIO
-        where = error.filename if isinstance(error.filename, str) else str(path)
+        # A rename names its destination (the pointer, not its temporary file), if it says.
+        named = [each for each in (error.filename2, error.filename) if isinstance(each, str)]
+        where = named[0] if named else str(path)
         raise CheckpointWriteFailed(
             path=where, action=action, errno=code, reason=os.strerror(code)
         ) from error
