@@ -464,11 +464,19 @@ def _failure() -> tuple[Gate, ...]:
     )
 
 
+def _checkpoints() -> tuple[Gate, ...]:
+    # Defined in gates/checkpoints.py, which builds on Gate and Scenario above.
+    from gates.checkpoints import gates
+
+    return gates()
+
+
 GATES: Final[tuple[Gate, ...]] = (
     *_frames(),
     *_identity(),
     *_connection(),
     *_choice(),
     *_failure(),
+    *_checkpoints(),
 )
 """Every gate, in the order they run and are listed."""
