@@ -64,9 +64,7 @@ def save(
         ranges = {name: owner_ranges(array.size, owners)[owner] for name, array in arrays.items()}
         write_shards(staged, owner, parts_of(arrays, ranges))
     specs = {name: (tuple(array.shape), str(array.dtype)) for name, array in arrays.items()}
-    name, digest = publish(
-        folder, round, nonce, owners=owners, arrays=specs, about={"run": "test"}
-    )
+    name, digest = publish(folder, round, nonce, owners=owners, arrays=specs, about={"run": "test"})
     move_pointer(folder, name, digest)
     return digest
 
