@@ -7,11 +7,12 @@ child process of its own, which prints what it came to as one JSON line, the ref
 class included):
 
 - ``checkpoint.enospc``: the checkpoint folder is a small tmpfs with room for one generation:
-  round 1's generation is published, round 2's staging runs out of space. Every role must fail
-  with ``CheckpointWriteFailed`` naming "No space left on device" (the owner that met it, or
-  its abort; a role the fail-fast launcher stopped first may log nothing), never a traceback; round 1's generation stays the latest and verifies; no staged
-  folder stays; the run names the cause and a ``--resume`` that works. Skipped, with the
-  reason, where ``mount`` is not permitted.
+  round 1's generation is published, round 2's staging runs out of space. The run's first
+  failure must be ``CheckpointWriteFailed`` naming "No space left on device", every role that
+  failed must name it (as its own cause or its abort's; a role the fail-fast launcher stopped
+  first may log nothing), none with a traceback; round 1's generation stays the latest and
+  verifies; no staged folder stays; the run names the cause and a ``--resume``. Skipped, with
+  the reason, where ``mount`` is not permitted.
 - ``checkpoint.concurrent-run``: a second run on the folder a first one holds must be refused
   (``CheckpointFolderHeld``, naming the first one's pid) while the first still runs, having
   run nothing; the first must commit, its generation the latest and whole.
