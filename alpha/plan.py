@@ -231,7 +231,6 @@ MAY_CHANGE: Final = (
     "run",
     "membership",
     "topology",
-    "partition",
     "optimizer",
     "rate",
     "seed",

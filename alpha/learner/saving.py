@@ -112,7 +112,8 @@ def about(state: LearnerState) -> dict[str, object]:
 def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
     """What a generation records of the plan that wrote it, field by field
     (``docs/checkpoints.md``): everything that decides what the state after a round is, and
-    the run's name. A resume compares these with its own plan's."""
+    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
+    among them: every partition computes the same bits (``docs/learner.md``)."""
     learner = plan.learner
     assert learner is not None
     data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
@@ -122,7 +123,6 @@ def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, 
         "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
         "membership": {"group": str(plan.group), "epoch": plan.epoch},
         "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
-        "partition": learner.partition,
         "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
         "state_layout": {
             name: {"shape": list(shape), "dtype": dtype}
