@@ -275,6 +275,11 @@ rate = 0.1
         ("[checkpoint]\nevery = 2\nkeep = 0\n", "checkpoint.keep"),
         ("[checkpoint]\nevery = 2\nfolder = 3\n", "checkpoint.folder"),
         ("[checkpoint]\nevery = 2\nsometimes = true\n", "checkpoint.sometimes"),
+        ('[checkpoint]\nevery = 2\nmay_change = "rate"\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["rate", "rate"]\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["hidden"]\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["state_layout"]\n', "checkpoint.may_change"),
+        ("[checkpoint]\nevery = 2\nmay_change = [1]\n", "checkpoint.may_change"),
     ],
 )
 def test_a_wrong_checkpoint_table_is_refused_at_its_field(table: str, field: str) -> None:
@@ -292,6 +297,9 @@ def test_the_checkpoint_table_is_read_and_only_a_learner_has_one() -> None:
 
     plan = parse_plan(PLAN + '[checkpoint]\nevery = 2\nfolder = "ck"\n')
     assert plan.checkpoint == CheckpointSpec(every=2, folder="ck", keep=2)
+    changing = parse_plan(PLAN + '[checkpoint]\nevery = 2\nmay_change = ["seed", "rate"]\n')
+    assert changing.checkpoint is not None
+    assert changing.checkpoint.may_change == ("rate", "seed")
     assert parse_plan(PLAN).checkpoint is None
     sum_check = PLAN.replace('kind = "learn"', 'kind = "sum-check"').replace(
         "[learner]\nrate = 0.1\n", ""

@@ -222,6 +222,10 @@ async def run_role(
         PeerLost: a connection broke.
         PortMissing: stdin ended before a lower peer's port.
         LauncherLost: the launcher that started this participant died.
+        CheckpointWriteFailed: the system refused this role's part of the checkpoint (its
+            shards, or role 0's publication before the commit point: the run aborts), or
+            role 0's pointer after the commit point (the run committed; ``LATEST`` still names
+            the generation before).
     """
     started = time.monotonic()
     report = RoleReport(role=description.role, pid=os.getpid())
