@@ -281,6 +281,7 @@ with hold_checkpoint_folder(Path(sys.argv[1]), "the-first-run"):
 """
 
 
+@pytest.mark.slow  # a second process holds the folder
 def test_a_held_folder_is_refused_at_once_naming_its_holder_and_freed_by_death(
     tmp_path: Path,
 ) -> None:

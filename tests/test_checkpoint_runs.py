@@ -261,6 +261,7 @@ def test_a_pointer_that_cannot_move_after_the_commit_is_reported_with_what_was_p
 # --- the message after a failure, from what is on disk --------------------------------------
 
 
+@pytest.mark.slow  # its fixture is a real run
 def test_the_message_after_a_failure_says_what_is_published_and_how_to_go_on(
     saved: Path, tmp_path: Path
 ) -> None:
