@@ -586,12 +586,15 @@ def _put_out_of_sight(path: Path) -> Path:
     return hidden
 
 
-def _remove(path: Path, failures: list[str]) -> None:
+def _remove(path: Path, failures: list[str], on_hidden: Callable[[], None] | None = None) -> None:
     """Remove the folder ``path``: out of sight first, then deleted; a failure is appended to
-    ``failures`` as the refusal's sentence."""
+    ``failures`` as the refusal's sentence. ``on_hidden`` is called between the two steps
+    (failpoints use it)."""
     try:
         with _writing("remove", path):
             hidden = path if path.name.startswith(REMOVING_PREFIX) else _put_out_of_sight(path)
+            if on_hidden is not None:
+                on_hidden()
             shutil.rmtree(hidden)
     except CheckpointWriteFailed as error:
         failures.append(str(error))
@@ -616,13 +619,20 @@ def _plan_sha256(path: Path) -> str | None:
         return None
 
 
-def prune(folder: Path, keep: int, plan_sha256: str | None = None) -> list[str]:
+def prune(
+    folder: Path,
+    keep: int,
+    plan_sha256: str | None = None,
+    *,
+    on_hidden: Callable[[], None] | None = None,
+) -> list[str]:
     """Remove the published generations of the plan whose identity digest is ``plan_sha256``
     that are older than its ``keep`` newest (never the one the pointer names), and what an
     earlier removal left out of sight; return one line per removal that failed (reported,
     not raised). A generation of another plan, one that does not read, and every staged
     generation (another writer's work) are never touched. Each removal renames the
-    generation out of sight first (:data:`REMOVING_PREFIX`), then deletes it."""
+    generation out of sight first (:data:`REMOVING_PREFIX`), then deletes it; ``on_hidden``
+    is called between the two (failpoints use it)."""
     failures: list[str] = []
     try:
         pointed_name = pointed(folder)
@@ -635,9 +645,11 @@ def prune(folder: Path, keep: int, plan_sha256: str | None = None) -> list[str]:
         return [f"cannot list {folder}: {error.strerror or error}: nothing removed"]
     mine = [path for path in done if _plan_sha256(path) == plan_sha256]
     old = mine[: max(0, len(mine) - keep)]
-    for path in [*old, *leftovers]:
+    for path in old:
         if path.name != pointed_name:
-            _remove(path, failures)
+            _remove(path, failures, on_hidden)
+    for path in leftovers:
+        _remove(path, failures)
     return failures
 
 

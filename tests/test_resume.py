@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.checkpoint import LOCK, POINTER, generation_name, open_generation
+from alpha.checkpoint import (
+    LOCK,
+    POINTER,
+    REMOVING_PREFIX,
+    generation_name,
+    open_generation,
+    prune,
+    published,
+)
 from alpha.compile import compile_plan
 from alpha.errors import CheckpointCorrupt
 from alpha.failpoints import FAILPOINTS_ENV
@@ -155,8 +164,11 @@ def test_a_damaged_generation_is_refused_before_anything_runs(saved: Path, tmp_p
 
 
 def _next_segment(folder: Path, work: Path) -> Path:
-    """The segment 4 -> 6 after ``folder``'s latest generation, compiled into ``work``."""
+    """The segment 4 -> 6 after ``folder``'s latest generation, compiled into ``work``; its
+    generation records the plan as the latest's does (so its prune counts those as its own)."""
     latest = open_generation(folder)
+    about = latest.about
+    record = json.dumps({key: about[key] for key in ("run", "plan", "plan_sha256", "changed")})
     plan = dataclasses.replace(
         plan_of(folder, rounds=6),
         segment=Segment(
@@ -165,6 +177,7 @@ def _next_segment(folder: Path, work: Path) -> Path:
             resume_sha256=latest.manifest_sha256,
             save=str(folder),
             nonce="deadbeef",
+            record=record,
         ),
     )
     compile_plan(plan, work, range(N))
@@ -255,6 +268,33 @@ def test_a_kill_at_each_step_of_publication_leaves_the_previous_generation(
     published = any(path.name.startswith(f"{base}-") for path in folder.iterdir())
     assert published == (point == "checkpoint.published")
     _assert_restore_and_resume_work(folder, before, tmp_path, uninterrupted)
+
+
+def test_a_kill_while_a_generation_is_removed_leaves_it_out_of_sight_then_finished(
+    saved: Path, tmp_path: Path
+) -> None:
+    folder, _ = _copy_of(saved, tmp_path)
+    oldest = published(folder)[0]  # round 2's: the 4 -> 6 segment (keep = 2) removes it
+    compiled = _next_segment(folder, tmp_path / "segment")
+    trio.run(_launch_stopping_at, compiled, "checkpoint.removing", 0)
+    # Killed between the rename and the deletion: round 2's files are all there, out of sight.
+    hidden = folder / f"{REMOVING_PREFIX}{oldest.name}"
+    assert not oldest.exists() and hidden.is_dir() and (hidden / "manifest.json").is_file()
+    assert [open_generation(p).round for p in published(folder)] == [4, 6]
+    latest = open_generation(folder)
+    assert latest.round == 6
+    latest.verify()
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "checkpoint", "verify", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # The next prune finishes the removal.
+    assert prune(folder, 2, latest.about["plan_sha256"]) == []  # type: ignore[arg-type]
+    assert not hidden.exists()
+    assert [open_generation(p).round for p in published(folder)] == [4, 6]
 
 
 def test_a_participant_killed_mid_round_publishes_nothing(

@@ -294,5 +294,11 @@ class Saver:
         reach("checkpoint.published", self.role)
         move_pointer(self.folder, self.published, self.manifest_sha256)
         plan = self.record.get("plan_sha256")
-        for failure in prune(self.folder, self.keep, plan if isinstance(plan, str) else None):
+        failures = prune(
+            self.folder,
+            self.keep,
+            plan if isinstance(plan, str) else None,
+            on_hidden=lambda: reach("checkpoint.removing", self.role),
+        )
+        for failure in failures:
             log(f"checkpoint: {failure}")
