@@ -157,6 +157,22 @@ def test_an_edited_root_manifest_is_refused_by_folder_and_by_pointer(tmp_path: P
         open_generation(tmp_path)  # by the pointer: its digest
 
 
+@settings(max_examples=60, deadline=None)
+@given(at=st.integers(0, 10**6), bit=st.integers(0, 7))
+def test_any_flipped_bit_of_a_root_manifest_is_refused_however_it_is_opened(
+    at: int, bit: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.mktemp("flip")
+    generation = save(folder, 6)
+    data = bytearray((generation / MANIFEST).read_bytes())
+    data[at % len(data)] ^= 1 << bit
+    (generation / MANIFEST).write_bytes(bytes(data))
+    for path in (generation, folder):
+        with pytest.raises(CheckpointCorrupt) as caught:
+            open_generation(path)
+        assert type(caught.value) is CheckpointCorrupt
+
+
 def test_a_pointer_without_its_digest_is_refused(tmp_path: Path) -> None:
     generation = save(tmp_path, 6)
     (tmp_path / POINTER).write_text(
