@@ -873,12 +873,14 @@ def hold_checkpoint_folder(folder: Path, run: str) -> Iterator[Path]:
     to write there is refused at once, naming this one. The lock is the kernel's (``flock`` on
     :data:`LOCK`), so it goes with the holding process however that ends; the descriptor is
     close-on-exec, so no participant keeps it. The lock file stays, its content naming the
-    last holder.
+    last holder, unless this call made the folder and nothing else was written into it: then
+    both go again.
 
     Raises:
         CheckpointFolderHeld: another process holds the folder; it names that run.
         CheckpointWriteFailed: the folder or its lock file cannot be made.
     """
+    created = not folder.exists()
     with _writing("make the checkpoint folder", folder):
         folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK
@@ -896,7 +898,20 @@ def hold_checkpoint_folder(folder: Path, run: str) -> Iterator[Path]:
             os.pwrite(handle, (json.dumps(holder, sort_keys=True) + "\n").encode(), 0)
         yield folder
     finally:
+        if created and _holds_only(folder, LOCK):
+            # A folder this call made that nothing was written into (the run was refused or
+            # stopped first) goes again: no empty checkpoint folder is left behind.
+            with contextlib.suppress(OSError):
+                lock.unlink()
+                folder.rmdir()
         os.close(handle)  # releases the lock
+
+
+def _holds_only(folder: Path, name: str) -> bool:
+    try:
+        return [entry.name for entry in folder.iterdir()] == [name]
+    except OSError:
+        return False
 
 
 def generation_size(

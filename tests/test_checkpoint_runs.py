@@ -212,6 +212,7 @@ def test_a_generation_of_another_plan_is_refused_naming_each_field(
     assert caught.value.fields["rate"] == (0.01, 0.02)
     assert "rate" in str(caught.value) and "seed" in str(caught.value)
     assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "ckpt").exists()  # made for the run, and nothing went into it
 
 
 @pytest.mark.slow
