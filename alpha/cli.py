@@ -494,6 +494,9 @@ def _checkpoint(args: argparse.Namespace) -> int:
         print(f"manifest sha256  {generation.manifest_sha256}")
         print(f"round            {generation.round}")
         print(f"owners           {generation.owners} ({shards} shard(s))")
+        if "plan_sha256" in generation.about:
+            print(f"run              {generation.about.get('run')}")
+            print(f"plan sha256      {generation.about['plan_sha256']}")
         for name, (shape, dtype) in sorted(generation.arrays.items()):
             count = len(generation.shards.get(name, []))
             print(f"array {name:<10} {dtype} {list(shape)} in {count} shard(s)")

@@ -34,6 +34,9 @@ __all__ = [
     "BudgetExhausted",
     "CheckFailed",
     "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointFolderHeld",
+    "CheckpointWriteFailed",
     "ChoiceAuthorityInvalid",
     "ChoiceUninformed",
     "CommitInvalid",
@@ -51,6 +54,7 @@ __all__ = [
     "FrameRefused",
     "FrameSpecInvalid",
     "GenerationExists",
+    "GenerationForeign",
     "GpuUnavailable",
     "GroupFieldInvalid",
     "GroupSyntaxError",
@@ -721,6 +725,59 @@ class CheckpointCorrupt(InputInvalid, ValueError):
 class GenerationExists(RunFailed):
     """A run tried to publish a checkpoint generation that is already published: a
     generation is immutable and published once."""
+
+
+class CheckpointError(RunFailed):
+    """A checkpoint could not be written while a run ran; the subclass names why. The round
+    aborts everywhere with this cause and nothing of it is published (``docs/checkpoints.md``)."""
+
+
+class CheckpointWriteFailed(CheckpointError):
+    """The system refused a write of a checkpoint: ``path`` could not be staged, published,
+    pointed to or pruned (``action``) for the reason ``errno`` gives (``reason``, its
+    ``os.strerror`` words: "No space left on device", "Read-only file system", ...). Free the
+    space or fix the folder's permissions, then resume from the latest generation."""
+
+    def __init__(
+        self, *, path: str, action: str, errno: int, reason: str, detail: str = ""
+    ) -> None:
+        self.path = path
+        self.action = action
+        self.errno = errno
+        self.reason = reason
+        more = f" ({detail})" if detail else ""
+        super().__init__(f"cannot {action} {path}: {self.reason}{more}")
+
+
+class CheckpointFolderHeld(InputInvalid):
+    """Another run holds the checkpoint folder (``docs/checkpoints.md``): two runs writing one
+    folder would prune and point over each other. ``holder`` names it (pid, host, run, since
+    when); wait for it to end, or give this run another ``checkpoint.folder``."""
+
+    def __init__(self, folder: str, holder: str) -> None:
+        self.folder = folder
+        self.holder = holder
+        super().__init__(
+            f"checkpoint folder {folder} is held by {holder}: wait for that run to end, or "
+            "give this plan another checkpoint.folder"
+        )
+
+
+class GenerationForeign(InputInvalid, ValueError):
+    """A resume was given a generation written under another plan: ``fields`` maps each
+    differing field of the plan's identity to ``(recorded, now)``. Resume with the plan that
+    wrote it, or list the fields meant to change in ``checkpoint.may_change``."""
+
+    def __init__(self, generation: str, fields: dict[str, tuple[object, object]]) -> None:
+        self.generation = generation
+        self.fields = fields
+        listed = "; ".join(
+            f"{name}: {was!r} there, {now!r} here" for name, (was, now) in fields.items()
+        )
+        super().__init__(
+            f"checkpoint {generation} was written under another plan: {listed}; resume with the "
+            f"plan that wrote it, or add {sorted(fields)} to checkpoint.may_change"
+        )
 
 
 class GpuUnavailable(RunFailed):

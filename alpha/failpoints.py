@@ -24,6 +24,7 @@ POINTS: Final = {
     "checkpoint.publishing": "role 0 is about to publish the generation (all shards written)",
     "checkpoint.published": "role 0 published the generation and committed, before the "
     "pointer moves",
+    "checkpoint.removing": "role 0 renamed an old generation out of sight, before deleting it",
 }
 """Every failpoint, with where it is."""
 

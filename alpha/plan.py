@@ -92,6 +92,7 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_SEED",
     "MAX_WORK_SIZE",
+    "MAY_CHANGE",
     "PARTITIONS",
     "SHAPES",
     "TARGETS",
@@ -222,7 +223,22 @@ _LEARNER_KEYS: Final = (
 # The optimizers' constants, in documentation order; each is a key of [learner].
 _OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
 _GPU_KEYS: Final = ("roles",)
-_CHECKPOINT_KEYS: Final = ("every", "folder", "keep")
+_CHECKPOINT_KEYS: Final = ("every", "folder", "keep", "may_change")
+#: The fields of a plan's identity a generation records (``docs/checkpoints.md``) that a
+#: resume may change on purpose when ``checkpoint.may_change`` lists them. The learner's
+#: model, the contract and the state's layout are not among them: the state would not fit.
+MAY_CHANGE: Final = (
+    "run",
+    "membership",
+    "topology",
+    "optimizer",
+    "rate",
+    "seed",
+    "batch",
+    "holdout",
+    "contributors",
+    "data",
+)
 _DEFAULT_KEEP: Final = 2
 #: Generations kept in a checkpoint folder: more than this many is a plan that means "all",
 #: which a run that publishes every round would turn into a full disk.
@@ -279,11 +295,14 @@ class CheckpointSpec:
         every: rounds between generations, 1..``run.rounds``.
         folder: the checkpoint folder; ``""`` for ``runs/NAME/checkpoints``.
         keep: published generations kept, 1..MAX_KEEP.
+        may_change: fields of the plan's identity (``MAY_CHANGE``) a resume may change from
+            the generation's; sorted, each once.
     """
 
     every: int
     folder: str
     keep: int
+    may_change: tuple[str, ...] = ()
 
 
 @final
@@ -302,6 +321,9 @@ class Segment:
         save: the checkpoint folder it publishes into (an absolute path), or None.
         nonce: 8 hex digits naming this attempt's generation, with ``save``.
         keep: generations kept after publishing, with ``save``.
+        record: what the generation it publishes records of the plan (canonical JSON: the
+            plan's identity fields and digest, the run's name, what changed on resume);
+            ``""`` for nothing. It is no part of the run identity's math.
     """
 
     first: int = 0
@@ -310,6 +332,7 @@ class Segment:
     save: str | None = None
     nonce: str | None = None
     keep: int = _DEFAULT_KEEP
+    record: str = ""
 
 
 @final
@@ -761,7 +784,20 @@ def _read_checkpoint(root: Table, work_kind: str, rounds: int) -> CheckpointSpec
             f"must be a path of at most {MAX_FOLDER_CHARS} characters", field="checkpoint.folder"
         )
     keep = int_at(table, "checkpoint.keep", low=1, high=MAX_KEEP, default=_DEFAULT_KEEP)
-    return CheckpointSpec(every=every, folder=folder, keep=keep)
+    listed = table.get("may_change", [])
+    if not isinstance(listed, list) or not all(isinstance(v, str) for v in listed):
+        raise PlanInvalid(
+            f"must be a list of field names among {list(MAY_CHANGE)}, got {shown(listed)}",
+            field="checkpoint.may_change",
+        )
+    unknown = [name for name in listed if name not in MAY_CHANGE]
+    if unknown or len(set(listed)) != len(listed):
+        raise PlanInvalid(
+            f"{shown(unknown[0]) if unknown else 'a field listed twice'} is not a field a "
+            f"resume may change: list each of {list(MAY_CHANGE)} at most once",
+            field="checkpoint.may_change",
+        )
+    return CheckpointSpec(every=every, folder=folder, keep=keep, may_change=tuple(sorted(listed)))
 
 
 # --- the public readers -------------------------------------------------------------------

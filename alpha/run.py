@@ -11,10 +11,12 @@ still gets its summary, history and plots (exit 1).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import secrets
+import shlex
 import signal
 import sys
 import time
@@ -29,16 +31,33 @@ import trio
 from alpha._files import hold_folder, output_folder, package_data
 from alpha._progress_records import RoundRecord, progress_path
 from alpha.artifact import REPORTS_DIR
-from alpha.checkpoint import Generation, open_generation
+from alpha.checkpoint import (
+    POINTER,
+    Generation,
+    check_room,
+    generation_name,
+    hold_checkpoint_folder,
+    open_generation,
+    parse_generation,
+    published,
+    remove_staged,
+)
 from alpha.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.compile import compile_plan, parse_roles
-from alpha.errors import CommitInvalid, LearnerStateInvalid
+from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.launch import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.program import LearnerState
 from alpha.learner.replicate import Replica, Start, replicate, require_learner
-from alpha.learner.saving import PARAMETERS, check_fits
+from alpha.learner.saving import (
+    PARAMETERS,
+    check_fits,
+    identity_changes,
+    plan_identity,
+    segment_record,
+    state_specs,
+)
 from alpha.plan import Plan, Segment, load_plan
 from alpha.plot import RunPlots, diverged_round, write_run_plots
 from alpha.progress import RoundProgress, follow, summary_table
@@ -60,7 +79,9 @@ class RunSummary:
     accuracy)``; ``diverged_at`` is the round (from 1) whose loss was not finite, where the run
     stopped, and ``replica_diverged_at`` where the replicated learner did (None: it did not);
     ``curve`` and ``csv`` are the plots and the history written beside the run, ``signal`` the
-    signal that stopped the launch, if one did."""
+    signal that stopped the launch, if one did; ``changed`` the fields of the plan's identity
+    a resume changed from the generation's, as ``checkpoint.may_change`` allowed
+    (``(recorded, now)`` each)."""
 
     ok: bool
     distributed: str
@@ -74,6 +95,7 @@ class RunSummary:
     diverged_at: int | None = None
     replica_diverged_at: int | None = None
     signal: int | None = None
+    changed: dict[str, tuple[object, object]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,15 +115,27 @@ def _segments(first: int, rounds: int, every: int | None) -> list[_Segment]:
     return [_Segment(a, b) for a, b in zip(starts, ends, strict=True)]
 
 
-def _resume_point(plan: Plan, digits: Digits, path: Path) -> tuple[Generation, Start]:
-    """The generation at ``path``, every shard checked, as the replicated learner's start.
+def _resume_point(
+    plan: Plan, digits: Digits, path: Path, identity: dict[str, object]
+) -> tuple[Generation, Start, dict[str, tuple[object, object]]]:
+    """The generation at ``path``, every shard checked, as the replicated learner's start,
+    and the fields of the plan's ``identity`` that differ from the generation's, as
+    ``checkpoint.may_change`` allows.
 
     Raises:
         CheckpointCorrupt: the pointer, a manifest or a shard is missing or damaged.
+        GenerationForeign: the generation was written under another plan (each field named).
         LearnerStateInvalid: it is not this plan's learner's state, or nothing is left to run.
     """
     generation = open_generation(path)
     generation.verify()
+    recorded = generation.about.get("plan")
+    allowed = () if plan.checkpoint is None else plan.checkpoint.may_change
+    refused, changed = identity_changes(
+        recorded if isinstance(recorded, dict) else {}, identity, allowed
+    )
+    if refused:
+        raise GenerationForeign(generation.path.name, refused)
     check_fits(generation, LearnerState.for_role(plan, digits, 0))
     if generation.round >= plan.rounds:
         raise LearnerStateInvalid(
@@ -110,7 +144,7 @@ def _resume_point(plan: Plan, digits: Digits, path: Path) -> tuple[Generation, S
         )
     arrays = generation.load()
     parameters = arrays.pop(PARAMETERS)
-    return generation, Start(generation.round, parameters, arrays)
+    return generation, Start(generation.round, parameters, arrays), changed
 
 
 @dataclass
@@ -182,20 +216,48 @@ def run_plan(
 
     Raises:
         CheckpointCorrupt, LearnerStateInvalid: ``resume`` cannot be resumed from.
+        GenerationForeign: ``resume`` was written under another plan; each field is named.
+        CheckpointFolderHeld: another run holds the checkpoint folder.
+        CheckpointWriteFailed: the checkpoint folder cannot be made, written, or has no room
+            for a generation; nothing ran.
     """
     started = time.monotonic()
     require_learner(plan)
-    digits = load_digits()
-    first, previous, start = 0, None, None
-    if resume is not None:
-        previous, start = _resume_point(plan, digits, resume)
-        first = previous.round
-    output_folder(directory)  # a folder that cannot be made is refused before anything runs
     spec = plan.checkpoint
-    folder = None
-    if spec is not None:
-        folder = Path(spec.folder or directory / "checkpoints").resolve()
-        folder.mkdir(parents=True, exist_ok=True)
+    folder = None if spec is None else Path(spec.folder or directory / "checkpoints").resolve()
+    with contextlib.ExitStack() as holding:
+        if folder is not None:
+            # One run writes a checkpoint folder at a time, for all its segments; a second is
+            # refused here, at once, naming this one (docs/checkpoints.md).
+            holding.enter_context(hold_checkpoint_folder(folder, plan.name))
+        return _run_plan(plan, directory, out, interpreters, resume, folder, warm, started)
+
+
+def _run_plan(
+    plan: Plan,
+    directory: Path,
+    out: TextIO,
+    interpreters: Mapping[str, Sequence[str]] | None,
+    resume: Path | None,
+    folder: Path | None,
+    warm: bool,
+    started: float,
+) -> RunSummary:
+    """:func:`run_plan`, its checkpoint folder (if any) held."""
+    digits = load_digits()
+    spec = plan.checkpoint
+    state = LearnerState.for_role(plan, digits, 0)
+    identity = plan_identity(plan, digits, state)
+    first, previous, start = 0, None, None
+    changed: dict[str, tuple[object, object]] = {}
+    if resume is not None:
+        previous, start, changed = _resume_point(plan, digits, resume, identity)
+        first = previous.round
+    if folder is not None:
+        # A read-only or full folder is found before the first round, not after a segment.
+        check_room(folder, state_specs(state), plan.participants)
+    output_folder(directory)  # a folder that cannot be made is refused before anything runs
+    record = segment_record(identity, changed)
     segments = _segments(first, plan.rounds, None if spec is None else spec.every)
     resumed = "" if previous is None else f", resumed at round {first} from {previous.path}"
     print(
@@ -203,13 +265,19 @@ def run_plan(
         f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}{resumed}",
         file=out,
     )
+    for name, (was, now) in sorted(changed.items()):
+        print(
+            f"run: resumed with {name} changed: {was!r} in the generation, {now!r} now "
+            "(checkpoint.may_change)",
+            file=out,
+        )
     progress = RoundProgress(out, plan.rounds, start=first)
     history: list[tuple[int, float, float, float]] = []
     found: dict[int, dict[str, Any]] = {}
     for segment in segments:
         each = plan
+        nonce = secrets.token_hex(4)
         if folder is not None or previous is not None:
-            nonce = secrets.token_hex(4)
             each = dataclasses.replace(
                 plan,
                 rounds=segment.end,
@@ -220,6 +288,7 @@ def run_plan(
                     save=None if folder is None else str(folder),
                     nonce=None if folder is None else nonce,
                     keep=2 if spec is None else spec.keep,
+                    record=record if folder is not None else "",
                 ),
             )
         launched = _launch_segment(each, directory, interpreters, progress, warm)
@@ -228,14 +297,13 @@ def run_plan(
             progress.close()
             history += [_row(record) for record in launched.records]
             diverged = diverged_round(history)
+            if folder is not None:
+                base = generation_name(segment.end, nonce)
+                for failure in remove_staged(folder, segment.end, nonce):
+                    print(f"run: checkpoint: {failure}", file=out)
+                cause += "; " + _after_failure(plan, folder, base, previous, resume)
             if diverged is not None:
                 return _diverged(plan, directory, digits, start, history, diverged, started, out)
-            if folder is not None:
-                latest = "none yet" if previous is None else str(previous.path)
-                cause += (
-                    f"; nothing of this segment was published; the latest generation is "
-                    f"{latest}: go on with alpha run PLAN --resume {folder}"
-                )
             plots = _plots(plan, directory, history, None)
             return RunSummary(
                 False,
@@ -248,14 +316,22 @@ def run_plan(
                 history=history,
                 csv=plots.csv,
                 signal=launched.signal,
+                changed=changed,
             )
         history += [tuple(entry) for entry in found[0]["history"]]
         if folder is not None:
-            previous = open_generation(folder)
-            if previous.round != segment.end:
+            base = generation_name(segment.end, nonce)
+            try:
+                previous = open_generation(folder)
+            except CheckpointCorrupt as error:
+                progress.close()
+                cause = f"the segment committed, but its checkpoint does not read: {error}"
+                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+            if previous.name.base != base:
                 progress.close()
                 cause = (
-                    f"the checkpoint pointer names {previous.path.name}, not round {segment.end}"
+                    f"the checkpoint pointer names {previous.path.name}, not this segment's "
+                    f"generation {base} of round {segment.end}"
                 )
                 return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
             if segment.end < plan.rounds or progress.live:
@@ -265,7 +341,7 @@ def run_plan(
             # reported on role 0's log, and here.
             log = (directory / "logs" / "role-000000.log").read_text(errors="replace")
             for line in log.splitlines():
-                if ": checkpoint: cannot " in line:
+                if ": checkpoint: " in line:
                     print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
     digests = {data["digests"]["w"] for data in found.values()}
@@ -282,7 +358,65 @@ def run_plan(
         history=history,
         csv=plots.csv,
         replica_diverged_at=replica.diverged_at,
+        changed=changed,
     )
+
+
+def _after_failure(
+    plan: Plan, folder: Path, base: str, previous: Generation | None, resume: Path | None
+) -> str:
+    """What a failed segment left published, read again from ``folder`` (never assumed), and
+    the ``--resume`` command that goes on from it, given only when it will work: the
+    generation it names opens and every shard of it checks."""
+    latest: Generation | None
+    try:
+        latest = open_generation(folder)
+        latest.verify()
+    except CheckpointCorrupt:
+        latest = None
+    mine = [path for path in published(folder) if _base_of(path) == base]
+    go_on: Path | None = folder
+    if latest is not None and latest.name.base == base:
+        said = (
+            f"this segment's generation {latest.path.name} (round {latest.round}) was "
+            f"published and {POINTER} names it"
+        )
+    elif mine:
+        named = "nothing" if latest is None else latest.path.name
+        said = (
+            f"this segment's generation {mine[0].name} was published, but {folder / POINTER} "
+            f"still names {named}"
+        )
+        go_on = mine[0]
+        try:
+            open_generation(go_on).verify()
+        except CheckpointCorrupt:
+            go_on = None
+    elif latest is not None:
+        said = (
+            f"nothing of this segment was published; the latest generation is "
+            f"{latest.path.name} (round {latest.round})"
+        )
+    else:
+        said = f"nothing of this segment was published, and {folder} has nothing to go on from"
+        go_on = None
+        if previous is not None and resume is not None:
+            with contextlib.suppress(CheckpointCorrupt):
+                open_generation(resume).verify()
+                said += f"; the run started from {previous.path.name}"
+                go_on = resume
+    if go_on is None:
+        return f"{said}: run it again from the start"
+    source = Path(plan.source)
+    if not source.is_file():  # a plan given as text: there is no path to name
+        return f"{said}: go on with this plan and --resume {shlex.quote(str(go_on))}"
+    command = f"alpha run {shlex.quote(str(source))} --resume {shlex.quote(str(go_on))}"
+    return f"{said}: go on with {command}"
+
+
+def _base_of(path: Path) -> str | None:
+    parsed = parse_generation(path.name)
+    return None if parsed is None else parsed.base
 
 
 def _replicated(plan: Plan, digits: Digits, start: Start | None, out: TextIO) -> Replica:
@@ -458,6 +592,9 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
         "holdout_accuracy": _finite_or_none(summary.holdout_accuracy),
         "wall_s": summary.wall_s,
         "cause": summary.cause or None,
+        "changed": {
+            name: {"was": was, "now": now} for name, (was, now) in sorted(summary.changed.items())
+        },
         "signal": None if summary.signal is None else signal.Signals(summary.signal).name,
         "loss_png": None if summary.curve is None else str(summary.curve),
         "history_csv": None if summary.csv is None else str(summary.csv),

@@ -41,8 +41,8 @@ def _save(folder: Path, arrays: dict[str, np.ndarray], round: int) -> None:
         ranges = {n: owner_ranges(a.size, _OWNERS)[owner] for n, a in arrays.items()}
         write_shards(staged, owner, parts_of(arrays, ranges))
     specs = {n: (tuple(a.shape), str(a.dtype)) for n, a in arrays.items()}
-    digest = publish(folder, round, nonce, owners=_OWNERS, arrays=specs, about={})
-    move_pointer(folder, staged.name.removesuffix(".staged"), digest)
+    name, digest = publish(folder, round, nonce, owners=_OWNERS, arrays=specs, about={})
+    move_pointer(folder, name, digest)
 
 
 def _bare_write(path: Path, data: bytes) -> None:

@@ -652,6 +652,13 @@ def _checks() -> tuple[Gate, ...]:
     )
 
 
+def _checkpoints() -> tuple[Gate, ...]:
+    # Defined in gates/checkpoints.py, which builds on Gate and Scenario above.
+    from gates.checkpoints import gates
+
+    return gates()
+
+
 GATES: Final[tuple[Gate, ...]] = (
     *_frames(),
     *_identity(),
@@ -659,5 +666,6 @@ GATES: Final[tuple[Gate, ...]] = (
     *_choice(),
     *_failure(),
     *_checks(),
+    *_checkpoints(),
 )
 """Every gate, in the order they run and are listed."""

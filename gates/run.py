@@ -436,6 +436,12 @@ class _Scenarios:
         return compare_native(scenario, digests(control), digests(native))
 
     async def run(self, gate: Gate) -> Verdict:
+        if gate.scenario.name == "checkpoint":  # checkpointed runs: gates/checkpoints.py
+            from gates.checkpoints import run_checkpoint_gate
+
+            return await run_checkpoint_gate(
+                gate, self.work, self.folder(gate.name), self.on_verdict
+            )
         scenario = gate.scenario
         control = await self.ready(scenario)
         if not control.passed:

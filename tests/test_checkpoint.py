@@ -24,6 +24,7 @@ from alpha.checkpoint import (
     parts_of,
     prune,
     publish,
+    published,
     staged_folder,
     write_shards,
 )
@@ -44,8 +45,14 @@ def state(size: int, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
 NONCE = "0123abcd"
 
 
-def gen(round: int, nonce: str = NONCE) -> str:
-    return generation_name(round, nonce)
+def gen(folder: Path, round: int, nonce: str = NONCE) -> str:
+    """The sealed name of the generation of ``round`` and ``nonce`` published in ``folder``."""
+    (found,) = [
+        path.name
+        for path in published(folder)
+        if path.name.startswith(generation_name(round, nonce) + "-")
+    ]
+    return found
 
 
 def save(
@@ -57,8 +64,8 @@ def save(
         ranges = {name: owner_ranges(array.size, owners)[owner] for name, array in arrays.items()}
         write_shards(staged, owner, parts_of(arrays, ranges))
     specs = {name: (tuple(array.shape), str(array.dtype)) for name, array in arrays.items()}
-    digest = publish(folder, round, nonce, owners=owners, arrays=specs, about={"run": "test"})
-    move_pointer(folder, gen(round, nonce), digest)
+    name, digest = publish(folder, round, nonce, owners=owners, arrays=specs, about={"run": "test"})
+    move_pointer(folder, name, digest)
     return digest
 
 
@@ -108,14 +115,14 @@ def test_any_owner_count_restores_what_any_other_saved(
 def test_a_generation_is_published_once_and_never_changes(tmp_path: Path) -> None:
     arrays = state(100, "float32")
     save(tmp_path, 10, arrays, 3)
-    before = files_of(tmp_path / gen(10))
+    before = files_of(tmp_path / gen(tmp_path, 10))
     with pytest.raises(GenerationExists, match="published once"):
         save(tmp_path, 10, state(100, "float32", seed=1), 3)
-    assert files_of(tmp_path / gen(10)) == before
+    assert files_of(tmp_path / gen(tmp_path, 10)) == before
     # The same round from another attempt (another nonce) is another generation.
     save(tmp_path, 10, arrays, 2, nonce="feedbeef")
-    assert open_generation(tmp_path).path.name == gen(10, "feedbeef")
-    assert files_of(tmp_path / gen(10)) == before
+    assert open_generation(tmp_path).path.name == gen(tmp_path, 10, "feedbeef")
+    assert files_of(tmp_path / gen(tmp_path, 10)) == before
 
 
 def test_publication_needs_every_owner(tmp_path: Path) -> None:
@@ -127,7 +134,7 @@ def test_publication_needs_every_owner(tmp_path: Path) -> None:
     specs = {n: (a.shape, str(a.dtype)) for n, a in arrays.items()}
     with pytest.raises(CheckpointCorrupt, match="owner 1's manifest"):
         publish(tmp_path, 3, NONCE, owners=2, arrays=specs, about={})
-    assert not (tmp_path / gen(3)).exists()
+    assert published(tmp_path) == []
     # One owner that covers only half of each array is refused too.
     with pytest.raises(CheckpointCorrupt, match="cover"):
         publish(tmp_path, 3, NONCE, owners=1, arrays=specs, about={})
@@ -162,7 +169,7 @@ def test_a_damaged_shard_is_refused_by_name_and_nothing_is_loaded(
 
 def test_damaged_manifests_and_pointer_are_refused(tmp_path: Path) -> None:
     save(tmp_path, 2, state(20, "float32"), 2)
-    folder = tmp_path / gen(2)
+    folder = tmp_path / gen(tmp_path, 2)
     owner = folder / owner_manifest_name(1)
     owner.write_bytes(owner.read_bytes().replace(b'"owner": 1', b'"owner": 1 '))
     with pytest.raises(CheckpointCorrupt, match=r"owner 1.s manifest .* is corrupt"):
@@ -185,25 +192,25 @@ def test_the_pointer_moves_atomically_and_old_generations_go_only_after_a_newer_
     for round in (10, 20, 30):
         save(tmp_path, round, state(30, "float32", seed=round), 2)
     assert open_generation(tmp_path).round == 30
-    # A staged generation older than the newest published one is abandoned.
-    write_shards(
-        staged_folder(tmp_path, 25, NONCE), 0, parts_of(state(30, "float32"), {"w": (0, 30)})
-    )
+    # A staged generation is another writer's work: prune never touches it.
+    staged = staged_folder(tmp_path, 25, NONCE)
+    write_shards(staged, 0, parts_of(state(30, "float32"), {"w": (0, 30)}))
+    kept = [gen(tmp_path, 20), gen(tmp_path, 30)]
     assert prune(tmp_path, keep=2) == []
     names = sorted(path.name for path in tmp_path.iterdir())
-    assert names == [POINTER, gen(20), gen(30)]
+    assert names == sorted([POINTER, *kept, staged.name])
     # The generation the pointer names is never removed, whatever `keep` says.
     (tmp_path / POINTER).write_text(
         json.dumps(
             {
                 "format": "alpha-checkpoint-pointer/1",
-                "generation": gen(20),
-                "manifest_sha256": open_generation(tmp_path / gen(20)).manifest_sha256,
+                "generation": kept[0],
+                "manifest_sha256": open_generation(tmp_path / kept[0]).manifest_sha256,
             }
         )
     )
     assert prune(tmp_path, keep=0) == []
-    assert (tmp_path / gen(20)).is_dir()
+    assert (tmp_path / kept[0]).is_dir()
 
 
 def test_a_removal_that_fails_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,8 +221,9 @@ def test_a_removal_that_fails_is_reported(tmp_path: Path, monkeypatch: pytest.Mo
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(shutil, "rmtree", refuse)
+    first = gen(tmp_path, 1)
     failures = prune(tmp_path, keep=1)
-    assert len(failures) == 1 and gen(1) in failures[0]
+    assert len(failures) == 1 and first in failures[0]
     assert "Permission denied" in failures[0]
 
 
@@ -228,7 +236,7 @@ def test_the_checkpoint_commands_need_only_the_path(
     facts = json.loads(capsys.readouterr().out)
     assert facts["round"] == 4 and facts["owners"] == 3 and facts["manifest_sha256"] == digest
     assert facts["arrays"]["w"] == {"shape": [40], "dtype": "float64", "shards": 3}
-    assert main(["checkpoint", "verify", str(tmp_path / gen(4))]) == EXIT_OK
+    assert main(["checkpoint", "verify", str(tmp_path / gen(tmp_path, 4))]) == EXIT_OK
     out = tmp_path / "state.npz"
     assert main(["checkpoint", "restore", str(tmp_path), "-o", str(out)]) == EXIT_OK
     with np.load(out) as restored:
@@ -237,7 +245,7 @@ def test_the_checkpoint_commands_need_only_the_path(
         }
     capsys.readouterr()
     shard = open_generation(tmp_path).shards["w"][1]
-    (tmp_path / gen(4) / shard.file).write_bytes(b"")
+    (tmp_path / gen(tmp_path, 4) / shard.file).write_bytes(b"")
     assert main(["checkpoint", "verify", str(tmp_path)]) == EXIT_USAGE
     err = capsys.readouterr().err.strip()
     assert err.startswith("alpha: error: ") and shard.file in err and "\n" not in err
@@ -267,6 +275,11 @@ rate = 0.1
         ("[checkpoint]\nevery = 2\nkeep = 0\n", "checkpoint.keep"),
         ("[checkpoint]\nevery = 2\nfolder = 3\n", "checkpoint.folder"),
         ("[checkpoint]\nevery = 2\nsometimes = true\n", "checkpoint.sometimes"),
+        ('[checkpoint]\nevery = 2\nmay_change = "rate"\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["rate", "rate"]\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["hidden"]\n', "checkpoint.may_change"),
+        ('[checkpoint]\nevery = 2\nmay_change = ["state_layout"]\n', "checkpoint.may_change"),
+        ("[checkpoint]\nevery = 2\nmay_change = [1]\n", "checkpoint.may_change"),
     ],
 )
 def test_a_wrong_checkpoint_table_is_refused_at_its_field(table: str, field: str) -> None:
@@ -284,6 +297,9 @@ def test_the_checkpoint_table_is_read_and_only_a_learner_has_one() -> None:
 
     plan = parse_plan(PLAN + '[checkpoint]\nevery = 2\nfolder = "ck"\n')
     assert plan.checkpoint == CheckpointSpec(every=2, folder="ck", keep=2)
+    changing = parse_plan(PLAN + '[checkpoint]\nevery = 2\nmay_change = ["seed", "rate"]\n')
+    assert changing.checkpoint is not None
+    assert changing.checkpoint.may_change == ("rate", "seed")
     assert parse_plan(PLAN).checkpoint is None
     sum_check = PLAN.replace('kind = "learn"', 'kind = "sum-check"').replace(
         "[learner]\nrate = 0.1\n", ""

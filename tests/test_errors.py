@@ -79,6 +79,8 @@ INPUT = {
     "LearnerStateInvalid",
     "DeployInvalid",
     "FolderInUse",
+    "CheckpointFolderHeld",
+    "GenerationForeign",
 }
 RUN = {
     "RunFailed",
@@ -113,6 +115,8 @@ RUN = {
     "NoncanonicalWord",
     "CheckFailed",
     "LossNotFinite",
+    "CheckpointError",
+    "CheckpointWriteFailed",
 }
 ROUND = {
     "RoundFailed",
@@ -144,6 +148,7 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "CheckpointCorrupt": {ValueError},
     "DeployInvalid": {ValueError},
     "LearnerStateInvalid": {ValueError},
+    "GenerationForeign": {ValueError},
 }
 
 

@@ -162,7 +162,14 @@ def test_a_partitioned_checkpoint_is_written_by_each_ranges_owner_and_restores_o
         ("tree-7", "none", 3),
         ("tree-7", "parameters", 4),
     ):
-        later = parse_plan(plan_text(topology, partition=partition, rounds=4, roles=roles))
+        # Another name, membership and tree on purpose: the plan says so (docs/checkpoints.md).
+        allowed = (
+            f'[checkpoint]\nevery = 2\nfolder = "{tmp_path / topology}-{roles}-ckpt"\n'
+            'may_change = ["run", "membership", "topology"]\n'
+        )
+        later = parse_plan(
+            plan_text(topology, partition=partition, rounds=4, roles=roles, checkpoint=allowed)
+        )
         resumed = run_plan(later, tmp_path / f"{topology}", out=io.StringIO(), resume=folder)
         assert resumed.ok, resumed.cause
         assert resumed.replicated == replicate(later, load_digits(), start=start).digest

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.checkpoint import POINTER, generation_name, open_generation
+from alpha.checkpoint import (
+    LOCK,
+    POINTER,
+    REMOVING_PREFIX,
+    generation_name,
+    open_generation,
+    prune,
+    published,
+)
 from alpha.compile import compile_plan
 from alpha.errors import CheckpointCorrupt
 from alpha.failpoints import FAILPOINTS_ENV
@@ -35,11 +44,15 @@ pytestmark = pytest.mark.slow
 N = 4
 
 
-def plan_text(folder: Path, *, rounds: int, roles: int = N, every: int | None = 2) -> str:
+def plan_text(
+    folder: Path, *, rounds: int, roles: int = N, every: int | None = 2, may_change: str = ""
+) -> str:
     checkpoint = "" if every is None else f'[checkpoint]\nevery = {every}\nfolder = "{folder}"\n'
+    if may_change:
+        checkpoint += f"may_change = {may_change}\n"
     return f"""
 [run]
-name = "resume-{roles}"
+name = "resume"
 rounds = {rounds}
 [membership]
 group = "(group (stride 0 1 {roles}))"
@@ -62,7 +75,7 @@ optimizer = "adam"
 {checkpoint}"""
 
 
-def plan_of(folder: Path, **options: int | None) -> Plan:
+def plan_of(folder: Path, **options: int | str | None) -> Plan:
     return parse_plan(plan_text(folder, **options), source="test")  # type: ignore[arg-type]
 
 
@@ -93,7 +106,7 @@ def test_a_checkpointed_run_publishes_each_segment_and_equals_the_uninterrupted_
     assert summary.distributed == uninterrupted
     assert out.getvalue().count("published (round") == 3
     # keep = 2: the generations of rounds 4 and 6 remain, and the pointer names round 6's.
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.name for p in folder.iterdir() if p.name != LOCK)
     assert names[0] == POINTER and [n[:13] for n in names[1:]] == ["gen-000000004", "gen-000000006"]
     latest = open_generation(folder)
     assert latest.round == 6 and latest.owners == N
@@ -119,9 +132,12 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_resume_on_any_owner_count_equals_the_replicated_learner_bit_for_bit(
     owners: int, saved: Path, tmp_path: Path, uninterrupted: str
 ) -> None:
-    plan = plan_of(tmp_path / "ckpt", rounds=6, roles=owners)
+    # Without logical contributors another role count is another plan: it says so.
+    changes = "" if owners == N else '["membership"]'
+    plan = plan_of(tmp_path / "ckpt", rounds=6, roles=owners, may_change=changes)
     summary = run_plan(plan, tmp_path / "run", out=io.StringIO(), resume=saved)
     assert summary.ok, summary.cause
+    assert sorted(summary.changed) == ([] if owners == N else ["membership"])
     # The reference: the replicated learner from the same state, with the plan now in force.
     arrays = open_generation(saved).load()
     start = Start(4, arrays.pop("w"), arrays)
@@ -148,8 +164,11 @@ def test_a_damaged_generation_is_refused_before_anything_runs(saved: Path, tmp_p
 
 
 def _next_segment(folder: Path, work: Path) -> Path:
-    """The segment 4 -> 6 after ``folder``'s latest generation, compiled into ``work``."""
+    """The segment 4 -> 6 after ``folder``'s latest generation, compiled into ``work``; its
+    generation records the plan as the latest's does (so its prune counts those as its own)."""
     latest = open_generation(folder)
+    about = latest.about
+    record = json.dumps({key: about[key] for key in ("run", "plan", "plan_sha256", "changed")})
     plan = dataclasses.replace(
         plan_of(folder, rounds=6),
         segment=Segment(
@@ -158,6 +177,7 @@ def _next_segment(folder: Path, work: Path) -> Path:
             resume_sha256=latest.manifest_sha256,
             save=str(folder),
             nonce="deadbeef",
+            record=record,
         ),
     )
     compile_plan(plan, work, range(N))
@@ -244,9 +264,37 @@ def test_a_kill_at_each_step_of_publication_leaves_the_previous_generation(
     folder, before = _copy_of(saved, tmp_path)
     compiled = _next_segment(folder, tmp_path / "segment")
     trio.run(_launch_stopping_at, compiled, point, role)
-    published = (folder / generation_name(6, "deadbeef")).exists()
+    base = generation_name(6, "deadbeef")
+    published = any(path.name.startswith(f"{base}-") for path in folder.iterdir())
     assert published == (point == "checkpoint.published")
     _assert_restore_and_resume_work(folder, before, tmp_path, uninterrupted)
+
+
+def test_a_kill_while_a_generation_is_removed_leaves_it_out_of_sight_then_finished(
+    saved: Path, tmp_path: Path
+) -> None:
+    folder, _ = _copy_of(saved, tmp_path)
+    oldest = published(folder)[0]  # round 2's: the 4 -> 6 segment (keep = 2) removes it
+    compiled = _next_segment(folder, tmp_path / "segment")
+    trio.run(_launch_stopping_at, compiled, "checkpoint.removing", 0)
+    # Killed between the rename and the deletion: round 2's files are all there, out of sight.
+    hidden = folder / f"{REMOVING_PREFIX}{oldest.name}"
+    assert not oldest.exists() and hidden.is_dir() and (hidden / "manifest.json").is_file()
+    assert [open_generation(p).round for p in published(folder)] == [4, 6]
+    latest = open_generation(folder)
+    assert latest.round == 6
+    latest.verify()
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "checkpoint", "verify", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # The next prune finishes the removal.
+    assert prune(folder, 2, latest.about["plan_sha256"]) == []  # type: ignore[arg-type]
+    assert not hidden.exists()
+    assert [open_generation(p).round for p in published(folder)] == [4, 6]
 
 
 def test_a_participant_killed_mid_round_publishes_nothing(
@@ -310,3 +358,5 @@ def test_with_logical_contributors_resume_on_any_owner_count_equals_the_uninterr
     summary = run_plan(plan, tmp_path / "run", out=io.StringIO(), resume=logical_saved)
     assert summary.ok, summary.cause
     assert summary.distributed == logical_uninterrupted
+    # The role count changed on purpose-free ground: the report says so all the same.
+    assert sorted(summary.changed) == ["membership"]

@@ -69,8 +69,17 @@ def segment_from_payload(data: object) -> SegmentIO | None:
         raw["nonce"] is None
     ):
         raise ArtifactInvalid("learner: a segment's resume and save come with their digest/nonce")
+    if not isinstance(raw["record"], str):
+        raise ArtifactInvalid("learner: a segment's record is a string")
     return SegmentIO(
-        first, end, raw["resume"], raw["resume_sha256"], raw["save"], raw["nonce"], keep
+        first,
+        end,
+        raw["resume"],
+        raw["resume_sha256"],
+        raw["save"],
+        raw["nonce"],
+        keep,
+        raw["record"],
     )
 
 

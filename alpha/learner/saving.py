@@ -11,9 +11,12 @@ the generation at the commit point and moves the pointer after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +38,22 @@ from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
 from alpha.learner.program import LearnerState
 
-__all__ = ["PARAMETERS", "Saver", "SegmentIO", "load_start", "state_arrays", "state_specs"]
+if TYPE_CHECKING:
+    from alpha.learner.data import Digits
+    from alpha.plan import Plan
+
+__all__ = [
+    "FREE_WITH_CONTRIBUTORS",
+    "PARAMETERS",
+    "Saver",
+    "SegmentIO",
+    "identity_changes",
+    "load_start",
+    "plan_identity",
+    "segment_record",
+    "state_arrays",
+    "state_specs",
+]
 
 PARAMETERS = "w"
 """The parameters' array name in a checkpoint; the optimizer's arrays keep their own names."""
@@ -52,6 +70,7 @@ class SegmentIO:
     save: str | None = None
     nonce: str | None = None
     keep: int = 2
+    record: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -62,6 +81,7 @@ class SegmentIO:
             "save": self.save,
             "nonce": self.nonce,
             "keep": self.keep,
+            "record": self.record,
         }
 
 
@@ -87,6 +107,78 @@ def about(state: LearnerState) -> dict[str, object]:
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "participants": state.participants,
     }
+
+
+def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
+    """What a generation records of the plan that wrote it, field by field
+    (``docs/checkpoints.md``): everything that decides what the state after a round is, and
+    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
+    among them: every partition computes the same bits (``docs/learner.md``)."""
+    learner = plan.learner
+    assert learner is not None
+    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
+    return {
+        "run": plan.name,
+        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
+        "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
+        "membership": {"group": str(plan.group), "epoch": plan.epoch},
+        "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
+        "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
+        "state_layout": {
+            name: {"shape": list(shape), "dtype": dtype}
+            for name, (shape, dtype) in sorted(state_specs(state).items())
+        },
+        "rate": learner.rate,
+        "seed": learner.seed,
+        "batch": learner.batch,
+        "holdout": learner.holdout,
+        "contributors": learner.contributors,
+        "data": data,
+    }
+
+
+FREE_WITH_CONTRIBUTORS = frozenset(("membership", "topology"))
+"""Fields a resume may change unlisted when both plans have the same logical
+``contributors``: every round then sums the same contributions in the same order on any number
+of roles, so the run goes on bit for bit (``docs/learner.md``)."""
+
+
+def identity_changes(
+    recorded: Mapping[str, object], now: Mapping[str, object], may_change: Collection[str]
+) -> tuple[dict[str, tuple[object, object]], dict[str, tuple[object, object]]]:
+    """The fields of ``now`` that differ from ``recorded`` (``(recorded, now)`` each), cut in
+    two: those refused, and those allowed (``may_change``, and with equal ``contributors``
+    :data:`FREE_WITH_CONTRIBUTORS`). A field ``recorded`` lacks differs too."""
+    allowed = set(may_change)
+    contributors = now.get("contributors")
+    if contributors is not None and recorded.get("contributors") == contributors:
+        allowed |= FREE_WITH_CONTRIBUTORS
+    refused: dict[str, tuple[object, object]] = {}
+    changed: dict[str, tuple[object, object]] = {}
+    for name, value in now.items():
+        was = recorded.get(name, "(not recorded)")
+        if was != value:
+            (changed if name in allowed else refused)[name] = (was, value)
+    return refused, changed
+
+
+def segment_record(
+    identity: Mapping[str, object],
+    changed: Mapping[str, tuple[object, object]] | None = None,
+) -> str:
+    """What a segment's generation records of its plan (:attr:`SegmentIO.record`): the
+    identity, its digest, the run's name, and what a resume changed on purpose."""
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    record = {
+        "run": identity.get("run"),
+        "plan": dict(identity),
+        "plan_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        "changed": [
+            {"field": name, "was": was, "now": value}
+            for name, (was, value) in sorted((changed or {}).items())
+        ],
+    }
+    return json.dumps(record, sort_keys=True, allow_nan=False)
 
 
 def check_fits(generation: Generation, state: LearnerState) -> None:
@@ -153,8 +245,10 @@ class Saver:
         self.folder = Path(io.save)
         self.nonce = io.nonce
         self.keep = io.keep
-        self.generation = generation_name(end, io.nonce)
+        self.generation = generation_name(end, io.nonce)  # its base name; sealed once published
+        self.published = ""
         self.manifest_sha256 = ""
+        self.record: dict[str, object] = json.loads(io.record) if io.record else {}
 
     def write_owner(self, w: npt.NDArray[np.floating]) -> str:
         """Write this role's ranges of the state into the staged generation; return its owner
@@ -181,19 +275,30 @@ class Saver:
     def publish(self) -> None:
         """Role 0, at the commit point: publish the generation (every owner's shards are in)."""
         reach("checkpoint.publishing", self.role)
-        self.manifest_sha256 = publish(
+        self.published, self.manifest_sha256 = publish(
             self.folder,
             self.end,
             self.nonce,
             owners=self.state.participants,
             arrays=state_specs(self.state),
-            about=about(self.state),
+            about={**about(self.state), **self.record},
         )
 
     def point(self, log: Callable[[str], None]) -> None:
-        """Role 0, after the commit: move the pointer, then remove old generations; a removal
-        that fails is logged, not raised."""
+        """Role 0, after the commit: move the pointer, then remove this plan's old generations
+        (never another plan's, never a staged one); a removal that fails is logged, not raised.
+
+        Raises:
+            CheckpointWriteFailed: the pointer cannot be written; the old one stays.
+        """
         reach("checkpoint.published", self.role)
-        move_pointer(self.folder, self.generation, self.manifest_sha256)
-        for failure in prune(self.folder, self.keep):
+        move_pointer(self.folder, self.published, self.manifest_sha256)
+        plan = self.record.get("plan_sha256")
+        failures = prune(
+            self.folder,
+            self.keep,
+            plan if isinstance(plan, str) else None,
+            on_hidden=lambda: reach("checkpoint.removing", self.role),
+        )
+        for failure in failures:
             log(f"checkpoint: {failure}")

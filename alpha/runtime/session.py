@@ -29,6 +29,7 @@ from alpha.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
 from alpha.errors import (
     AlphaError,
     BudgetExhausted,
+    CheckpointWriteFailed,
     CommitUnknown,
     FrameRefused,
     RoundAborted,
@@ -221,6 +222,10 @@ async def run_role(
         PeerLost: a connection broke.
         PortMissing: stdin ended before a lower peer's port.
         LauncherLost: the launcher that started this participant died.
+        CheckpointWriteFailed: the system refused this role's part of the checkpoint (its
+            shards, or role 0's publication before the commit point: the run aborts), or
+            role 0's pointer after the commit point (the run committed; ``LATEST`` still names
+            the generation before).
     """
     started = time.monotonic()
     report = RoleReport(role=description.role, pid=os.getpid())
@@ -392,6 +397,7 @@ async def _complete(
     role = description.role
     parent = description.lower[0].peer if description.lower else None
     children = [edge.peer for edge in description.higher]
+    unpointed: CheckpointWriteFailed | None = None
 
     def spec(kind: FrameKind, sender: int, receiver: int) -> FrameSpec:
         extent = 0 if kind == FrameKind.END else DIGEST_SIZE
@@ -432,7 +438,13 @@ async def _complete(
             def log(text: str) -> None:
                 print(f"role {role}: {text}", file=sys.stderr, flush=True)
 
-            saver.point(log)
+            try:
+                saver.point(log)
+            except CheckpointWriteFailed as error:
+                # After the commit point nothing can be undone: the children learn of the
+                # commit, and this role fails with the cause once they have (its generation
+                # is published; the pointer still names the one before).
+                unpointed = error
     else:
         upward = channels[parent]
         step = where.at(f"reporting its subtree's completion to role {parent}", parent)
@@ -464,6 +476,8 @@ async def _complete(
             failures.append(error)
     if failures:
         raise failures[0]
+    if unpointed is not None:
+        raise unpointed
     if parent is not None:
         step = where.at(f"checking that role {parent} ended its side", parent)
         await channels[parent].expect_eof(slot, step=step)
