@@ -246,6 +246,12 @@ class FrameChannel:
         return int(self.stream.socket.getpeername()[1])
 
     @property
+    def ahead(self) -> int:
+        """Bytes the watch read past (frames the schedule has not read yet) that no receive
+        has taken yet."""
+        return len(self._ahead) - self._ahead_at
+
+    @property
     def can_abort(self) -> bool:
         """Whether an ABORT frame can still be sent: the sending side is open and at a frame
         boundary (a frame cut off in the middle leaves the peer nothing to parse)."""
