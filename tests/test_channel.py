@@ -515,9 +515,10 @@ async def _first_error(*tasks: Callable[[], Awaitable[object]]) -> AlphaError:
     raise AssertionError("every task ended well")
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await trio.sleep(0.005)
+async def _settled() -> None:
+    """Until every task has been blocked for a while: longer than the watch's grace (20 ms),
+    so a watch that looks at the edge has looked and read what it can."""
+    await trio.testing.wait_all_tasks_blocked(cushion=0.1)
 
 
 def _frame(slot_spec: FrameSpec, payload: bytes, version: int = 0) -> bytes:
@@ -618,16 +619,23 @@ async def test_the_watch_reads_past_at_most_its_bound(spare: int, seen: bool) ->
 async def test_an_end_of_stream_after_a_frame_read_past_ends_the_watch_only_after_the_last(
     last: bool,
 ) -> None:
-    async with connected(0, 2) as (b, peer):
+    async with connected(0, 1) as (a, _silent), connected(0, 2) as (b, peer):
         slot = b.expect(ReceiveSlot(spec(2, 0, 16)), last=last)
         await peer.send(SendSlot(spec(2, 0, 16)), b"f" * 16)
         await peer.send_eof()
-        if last:
-            await b.watch()  # returns by itself: nothing more was due
+        returned = []
+
+        async def watch() -> None:
+            await b.watch()
+            returned.append(True)
+
+        # Beside a wait on a silent role 1, which its receive budget ends.
+        error = await _first_error(watch, lambda: a.receive(ReceiveSlot(spec(1, 0, 8))))
+        if last:  # the watch returned by itself: nothing more was due
+            assert returned and isinstance(error, BudgetExhausted) and error.peer == 1, error
         else:
-            with pytest.raises(PeerLost) as caught:
-                await b.watch()
-            assert "still due" in str(caught.value)
+            assert isinstance(error, PeerLost) and error.peer == 2, error
+            assert "still due" in str(error)
         assert b.ahead == spec(2, 0, 16).frame_size
         assert bytes(await b.receive(slot, last=last)) == b"f" * 16
         if last:
@@ -651,19 +659,22 @@ async def test_a_frame_partly_read_past_is_completed_by_its_receive() -> None:
     size = 3 * (1 << 20) + 7  # more than the watch takes at once, and deferred hashing
     payload = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8).tobytes()
     frame = _frame(spec(2, 0, size), payload)
-    async with connected(0, 2, PATIENT) as (b, peer), trio.open_nursery() as nursery:
+    # A short start budget: a first receive of a frame read past must not wait for the socket.
+    budgets = Budgets(receive=5.0, start=0.5)
+    async with connected(0, 2, budgets) as (b, peer), trio.open_nursery() as nursery:
         slot = b.expect(ReceiveSlot(spec(2, 0, size)))
         nursery.start_soon(b.watch)
         half = len(frame) // 2
         await peer.stream.send_all(frame[:half])
-        await _until(lambda: b.ahead == half)  # the watch read past what came
-        assert slot.next_version == 0
+        await _settled()
+        assert b.ahead == half and slot.next_version == 0  # the watch read past what came
         async with trio.open_nursery() as inner:
             inner.start_soon(peer.stream.send_all, frame[half:])
             got = await b.receive(slot)
         assert bytes(got) == payload and slot.next_version == 1 and b.ahead == 0
         # The watch looks at the edge again, at the frame boundary the receive left.
         await peer.send(SendSlot(spec(2, 0, size), next_version=1), payload)
-        await _until(lambda: b.ahead == len(frame))
-        assert bytes(await b.receive(slot)) == payload
+        await _settled()
+        assert b.ahead == len(frame)
+        assert bytes(await b.receive(slot, first=True)) == payload
         nursery.cancel_scope.cancel()
