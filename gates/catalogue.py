@@ -652,6 +652,80 @@ def _checks() -> tuple[Gate, ...]:
     )
 
 
+# --- an ABORT seen wherever it waits (issue 22) -----------------------------------------------
+
+FAN: Final = Scenario(
+    "fan",
+    """
+[run]
+name = "gate-fan"
+rounds = 3
+[membership]
+group = "(group (stride 0 1 3))"
+[topology]
+shape = "tree"
+fanout = 2
+[budgets]
+accept = 12.0
+receive = 4.0
+start = 12.0
+[work]
+kind = "sum-check"
+size = 16
+choice = "parity"
+""",
+    roles=3,
+    start=12.0,
+    receive=4.0,
+    edge=(0, 1),
+)
+"""Role 0 and its children 1 and 2, the sum check with an agreed choice. Each round role 0
+sends the word to 1 and 2, then reads role 1's contribution before role 2's: while it waits
+on a silent role 1 (its start budget, 12 s), role 2's contribution lies unread at role 0, and
+role 2, which heard the word, waits for the total on its receive budget (4 s): its ABORT
+arrives behind that contribution."""
+SCENARIOS[FAN.name] = FAN
+
+
+def _abort_watch() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "failure.abort-behind-data",
+            "BudgetExhausted",
+            (2,),
+            "role 0's word to role 1 is lost: role 1 waits for it and role 0 for role 1's "
+            "contribution, on their start budgets; role 2's receive budget runs out first, "
+            "and its ABORT, queued at role 0 behind role 2's unread contribution, must stop "
+            "role 0 at once, and role 0's ABORT role 1",
+            scenario=FAN,
+            fault=Fault("drop", "down", 1),
+            budget="receive",
+        ),
+        Gate(
+            "connection.greets-then-silent",
+            "BudgetExhausted",
+            (1, 2),
+            "role 1 greets, then nothing of it reaches role 0, which waits on its start "
+            "budget; the receive budgets of roles 1 and 2 run out, and role 2's ABORT, behind "
+            "its unread contribution, must stop role 0 at once",
+            scenario=FAN,
+            fault=Fault("stall", "up", 1),
+            budget="receive",
+        ),
+        Gate(
+            "connection.impostor-hello",
+            "BudgetExhausted",
+            (1, 2),
+            "a stranger sends role 0 role 1's exact hello, then nothing; role 1 gets no hello "
+            "(its receive budget runs out), role 0 waits on its start budget, and role 2's "
+            "ABORT, behind its unread contribution, must stop role 0 at once",
+            scenario=FAN,
+            fault=Fault("impersonate", "up", 0),
+            budget="receive",
+        ),
+    )
+
+
 def _checkpoints() -> tuple[Gate, ...]:
     # Defined in gates/checkpoints.py, which builds on Gate and Scenario above.
     from gates.checkpoints import gates
@@ -667,5 +741,6 @@ GATES: Final[tuple[Gate, ...]] = (
     *_failure(),
     *_checks(),
     *_checkpoints(),
+    *_abort_watch(),
 )
 """Every gate, in the order they run and are listed."""

@@ -41,6 +41,10 @@ FaultKind = Literal[
     "swap",  # hold the frame back and send it after the next one
     "call",  # call `action` (e.g. stop or kill a participant), then send the frame
     "overwrite",  # write `data` over the frame's bytes from `offset` (e.g. a header field)
+    # Send the frame (a hello), then nothing more in either direction, both connections kept
+    # open: to the listener, a stranger that sent the connecting role's exact hello and went
+    # silent; the connecting role itself never gets the listener's hello.
+    "impersonate",
 ]
 
 
@@ -77,6 +81,7 @@ class Relay:
     frames: dict[str, list[int]] = field(default_factory=lambda: {"down": [], "up": []})
     applied: bool = False
     applied_at: float | None = None  # time.monotonic() when the fault was applied
+    silenced: bool = False  # an impersonation began: neither direction forwards any more
     _listener: trio.SocketListener | None = None
 
     async def open(self) -> int:
@@ -119,6 +124,8 @@ class Relay:
                 rest = await _read(source, extent + TRAILER_SIZE)
                 frame = header + rest
                 self.frames[direction].append(header[_KIND_AT])
+                if self.silenced:
+                    await trio.sleep(math.inf)
                 fault = self.fault
                 if (
                     fault is not None
@@ -174,6 +181,10 @@ class Relay:
             await sink.send_eof()
             return True
         elif kind == "stall":
+            await trio.sleep(math.inf)
+        elif kind == "impersonate":
+            self.silenced = True
+            await sink.send_all(frame)
             await trio.sleep(math.inf)
         elif kind == "reset":
             for stream in (source, sink):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import pytest
@@ -15,15 +16,19 @@ from alpha.abort import AbortCause
 from alpha.budgets import Budgets
 from alpha.compile import describe_role
 from alpha.errors import (
+    AlphaError,
     BudgetExhausted,
     CheckFailed,
     Corrupted,
+    FrameRefused,
     PeerLost,
     PortMissing,
     RoleDescriptionInvalid,
     RoundAborted,
+    SkippedVersion,
     TrailingBytes,
     Truncated,
+    WrongEdge,
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
 from alpha.identity import RunIdentity
@@ -488,3 +493,188 @@ def test_the_session_deadline_is_off_by_default() -> None:
     assert Budgets(deadline=7200.0).deadline == 7200.0
     with pytest.raises(RoleDescriptionInvalid):
         Budgets(deadline=0.0)
+
+
+# --- an ABORT behind frames the schedule has not read yet (docs/failure.md) -------------------
+
+# Generous, since a refusal spends it: the receive budget of role 0's wait on a silent role 1,
+# which the watch must beat on the edge to role 2.
+PATIENT = Budgets(receive=5.0, accept=0.5, connect_attempts=3, connect_interval=0.05)
+
+
+async def _first_error(*tasks: Callable[[], Awaitable[object]]) -> AlphaError:
+    """Run ``tasks`` together, as a role's schedule and its watches; the cause they end with."""
+    try:
+        async with trio.open_nursery() as nursery:
+            for task in tasks:
+                nursery.start_soon(task)
+    except BaseExceptionGroup as group:
+        error = first_alpha_error(group)
+        assert error is not None, group
+        return error
+    raise AssertionError("every task ended well")
+
+
+async def _settled() -> None:
+    """Until every task has been blocked for a while: longer than the watch's grace (20 ms),
+    so a watch that looks at the edge has looked and read what it can."""
+    await trio.testing.wait_all_tasks_blocked(cushion=0.1)
+
+
+def _frame(slot_spec: FrameSpec, payload: bytes, version: int = 0) -> bytes:
+    return SendSlot(slot_spec, next_version=version).prepare(payload).join()
+
+
+async def test_an_abort_behind_unread_frames_stops_the_role_at_once() -> None:
+    data, word = spec(2, 0, 16), FrameSpec(IDENTITY, FrameKind.CHOICE, 2, 0, 2, 8)
+    into = np.zeros(4, dtype=np.float32)
+    async with connected(0, 1, PATIENT) as (a, _silent), connected(0, 2, PATIENT) as (b, peer):
+        slots = b.expect(ReceiveSlot(data, buffer=into.data)), b.expect(ReceiveSlot(word))
+        sent = [(data, b"a" * 16, 0), (word, b"w" * 8, 0), (data, b"b" * 16, 1)]
+        for frame_spec, payload, version in sent:
+            await peer.send(SendSlot(frame_spec, next_version=version), payload)
+        assert await peer.send_abort(CAUSE)
+        # Role 0's schedule waits on role 1, which says nothing; role 2's ABORT lies behind
+        # three frames the schedule has not read.
+        error = await _first_error(
+            lambda: a.receive(ReceiveSlot(spec(1, 0, 8)), step="waiting for role 1"), b.watch
+        )
+        assert isinstance(error, RoundAborted), error
+        assert (error.peer, error.origin, error.cause) == (2, 4, "TrailingBytes")
+        # Read past, not received: no counter moved, no byte reached the lent buffer.
+        assert [slot.next_version for slot in slots] == [0, 0]
+        assert not into.any()
+        assert b.ahead == 2 * data.frame_size + word.frame_size
+        # The receives find the frames there, checked as ever, in the order they came.
+        assert bytes(await b.receive(slots[0])) == b"a" * 16
+        assert bytes(await b.receive(slots[1])) == b"w" * 8
+        assert bytes(await b.receive(slots[0])) == b"b" * 16
+        assert [slot.next_version for slot in slots] == [2, 1]
+        assert into.tobytes() == b"b" * 16 and b.ahead == 0
+
+
+async def test_a_damaged_frame_read_past_is_refused_by_its_receive_with_its_counter_unchanged() -> (
+    None
+):
+    async with connected(0, 1, PATIENT) as (a, _silent), connected(0, 2, PATIENT) as (b, peer):
+        slot = b.expect(ReceiveSlot(spec(2, 0, 16)))
+        damaged = bytearray(_frame(spec(2, 0, 16), b"c" * 16))
+        damaged[140] ^= 0x01  # a payload byte: the header is the one expected
+        await peer.stream.send_all(bytes(damaged))
+        assert await peer.send_abort(CAUSE)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        assert isinstance(error, RoundAborted)
+        assert b.ahead == len(damaged)
+        with pytest.raises(Corrupted):
+            await b.receive(slot)
+        assert slot.next_version == 0 and isinstance(slot.refusal, Corrupted)
+
+
+@pytest.mark.parametrize(
+    ("version", "refusal"), [(1, SkippedVersion), (0, WrongEdge)], ids=["version", "slot"]
+)
+async def test_a_frame_no_registered_slot_expects_next_is_left_for_its_receive(
+    version: int, refusal: type[FrameRefused]
+) -> None:
+    async with connected(0, 1) as (a, _silent), connected(0, 2) as (b, peer):
+        slot = b.expect(ReceiveSlot(spec(2, 0, 16)))
+        # The header differs from the expected one in one field: the version, or the slot.
+        other = spec(2, 0, 16, slot=1 if version else 7)
+        await peer.stream.send_all(_frame(other, b"d" * 16, version))
+        assert await peer.send_abort(CAUSE)
+        # The watch cannot delimit the frame, so it leaves it (and the ABORT behind it) in the
+        # socket: role 0 waits on role 1 until its receive budget runs out.
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        assert isinstance(error, BudgetExhausted) and error.peer == 1, error
+        assert b.ahead == 0
+        with pytest.raises(refusal):  # as without the watch
+            await b.receive(slot)
+        assert slot.next_version == 0
+
+
+@pytest.mark.parametrize(("spare", "seen"), [(0, True), (-1, False)], ids=["max", "max+1"])
+async def test_the_watch_reads_past_at_most_its_bound(spare: int, seen: bool) -> None:
+    data = spec(2, 0, 1000)
+    # Role 0's wait on role 1: long where the watch must cut it short, short where it cannot.
+    waiting = PATIENT if seen else BUDGETS
+    async with connected(0, 1, waiting) as (a, _silent), connected(0, 2) as (low, peer):
+        b = FrameChannel(  # the same connection, bound to exactly one frame, or a byte less
+            low.stream,
+            role=0,
+            peer=2,
+            budgets=PATIENT,
+            identity=IDENTITY,
+            read_ahead=data.frame_size + spare,
+        )
+        slot = b.expect(ReceiveSlot(data))
+        await peer.send(SendSlot(data), b"e" * 1000)
+        assert await peer.send_abort(CAUSE)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        assert isinstance(error, RoundAborted if seen else BudgetExhausted), error
+        assert b.ahead == (data.frame_size if seen else 0)
+        assert bytes(await b.receive(slot)) == b"e" * 1000
+
+
+@pytest.mark.parametrize("last", [True, False], ids=["last", "not-last"])
+async def test_an_end_of_stream_after_a_frame_read_past_ends_the_watch_only_after_the_last(
+    last: bool,
+) -> None:
+    async with connected(0, 1) as (a, _silent), connected(0, 2) as (b, peer):
+        slot = b.expect(ReceiveSlot(spec(2, 0, 16)), last=last)
+        await peer.send(SendSlot(spec(2, 0, 16)), b"f" * 16)
+        await peer.send_eof()
+        returned = []
+
+        async def watch() -> None:
+            await b.watch()
+            returned.append(True)
+
+        # Beside a wait on a silent role 1, which its receive budget ends.
+        error = await _first_error(watch, lambda: a.receive(ReceiveSlot(spec(1, 0, 8))))
+        if last:  # the watch returned by itself: nothing more was due
+            assert returned and isinstance(error, BudgetExhausted) and error.peer == 1, error
+        else:
+            assert isinstance(error, PeerLost) and error.peer == 2, error
+            assert "still due" in str(error)
+        assert b.ahead == spec(2, 0, 16).frame_size
+        assert bytes(await b.receive(slot, last=last)) == b"f" * 16
+        if last:
+            await b.expect_eof(slot)
+
+
+async def test_a_frame_after_the_last_read_past_is_trailing_at_the_end_check() -> None:
+    async with connected(0, 1, PATIENT) as (a, _silent), connected(0, 2, PATIENT) as (b, peer):
+        slot = b.expect(ReceiveSlot(spec(2, 0, 16)), last=True)
+        for version in range(2):  # a well-formed frame after the last one
+            await peer.send(SendSlot(spec(2, 0, 16), next_version=version), b"g" * 16)
+        assert await peer.send_abort(CAUSE)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        assert isinstance(error, RoundAborted)
+        await b.receive(slot, last=True)
+        with pytest.raises(TrailingBytes):
+            await b.expect_eof(slot)
+
+
+async def test_a_frame_partly_read_past_is_completed_by_its_receive() -> None:
+    size = 3 * (1 << 20) + 7  # more than the watch takes at once, and deferred hashing
+    payload = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8).tobytes()
+    frame = _frame(spec(2, 0, size), payload)
+    # A short start budget: a first receive of a frame read past must not wait for the socket.
+    budgets = Budgets(receive=5.0, start=0.5)
+    async with connected(0, 2, budgets) as (b, peer), trio.open_nursery() as nursery:
+        slot = b.expect(ReceiveSlot(spec(2, 0, size)))
+        nursery.start_soon(b.watch)
+        half = len(frame) // 2
+        await peer.stream.send_all(frame[:half])
+        await _settled()
+        assert b.ahead == half and slot.next_version == 0  # the watch read past what came
+        async with trio.open_nursery() as inner:
+            inner.start_soon(peer.stream.send_all, frame[half:])
+            got = await b.receive(slot)
+        assert bytes(got) == payload and slot.next_version == 1 and b.ahead == 0
+        # The watch looks at the edge again, at the frame boundary the receive left.
+        await peer.send(SendSlot(spec(2, 0, size), next_version=1), payload)
+        await _settled()
+        assert b.ahead == len(frame)
+        assert bytes(await b.receive(slot, first=True)) == payload
+        nursery.cancel_scope.cancel()

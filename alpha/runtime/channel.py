@@ -8,10 +8,14 @@ the next frame. Every wait is bounded by a named budget.
 
 Aborts (``docs/failure.md``): a receive accepts an ABORT frame in place of the frame it expects
 and raises :class:`~alpha.errors.RoundAborted` with the cause it carries. While no receive is in
-progress, :meth:`FrameChannel.watch` looks at the next bytes of the stream without taking them,
-so an ABORT from a peer the schedule is not reading from stops the role at once too; a frame
-the schedule will read is left where it is. A channel remembers whether its sending side is at
-a frame boundary, since an ABORT can only follow a whole frame.
+progress, :meth:`FrameChannel.watch` looks at the next bytes of the stream, so an ABORT from a
+peer the schedule is not reading from stops the role at once too, wherever it waits in the
+stream: a frame the schedule will read (its header equal, byte for byte, to the header one of
+the edge's registered receive slots expects next, :meth:`FrameChannel.expect`) is read past,
+into a buffer of this channel, and the receive that the schedule has for it takes its bytes
+from there as it would from the socket, checking them exactly as it checks bytes from the
+socket. A channel remembers whether its sending side is at a frame boundary, since an ABORT
+can only follow a whole frame.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import fcntl
 import socket
 import struct
 import termios
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, final
@@ -31,8 +36,11 @@ from alpha.budgets import Budgets
 from alpha.errors import BudgetExhausted, FrameRefused, PeerLost, RoundAborted
 from alpha.frame import (
     FORMAT_VERSION,
+    HEADER_SIZE,
     MAGIC,
+    MAX_VERSION,
     FrameKind,
+    FrameSpec,
     ReceiveSlot,
     Reception,
     SendSlot,
@@ -50,6 +58,7 @@ __all__ = [
     "HASH_PIECE",
     "HASH_PIECE_MAX",
     "OVERLAP_MIN",
+    "READ_AHEAD_MAX",
     "FrameChannel",
     "SharedDigest",
     "first_failure",
@@ -71,6 +80,15 @@ _WATCH_GRACE: Final = 0.02
 # watch looks again after this pause instead of spinning on a readable socket.
 _PEEK_PAUSE: Final = 0.005
 
+# The most bytes the watch takes from the socket at once while it reads past a frame.
+_AHEAD_PIECE: Final = 1 << 20
+
+# What one look of the watch ends with: look again (a receive came, or the head is not whole
+# yet), wait until a receive takes the frame at the head, or stop (the peer's last frame is in).
+_AGAIN: Final = 0
+_PARK: Final = 1
+_DONE: Final = 2
+
 # How often a failing role looks whether its ABORT reached the peer's kernel: a loopback or
 # LAN round trip is well below this, so the role leaves within a poll or two.
 _FLUSH_POLL: Final = 0.005
@@ -91,6 +109,13 @@ to :data:`HASH_PIECE_MAX`), so that a thread hand-off (tens of microseconds) is 
 the hash (about a millisecond)."""
 
 HASH_PIECE_MAX: Final = 8 << 20
+
+READ_AHEAD_MAX: Final = 256 << 20
+"""The most bytes of frames the watch holds read past on one edge, not yet taken by their
+receives. An honest peer runs at most about a round ahead of this role on an edge (its next
+frame waits for this role's reply), so this is a few frames of the largest region; a peer
+that sends further ahead is held back by TCP again, as it is without the watch, and a frame
+larger than this is left in the socket (an ABORT behind it waits for its receive)."""
 
 ABORT_SEND_WAIT: Final = 5.0
 """The longest a failing role waits to hand one ABORT frame to the kernel (also bounded by the
@@ -177,6 +202,7 @@ class FrameChannel:
         budgets: Budgets,
         identity: RunIdentity | None = None,
         where: Whereabouts | None = None,
+        read_ahead: int = READ_AHEAD_MAX,
     ) -> None:
         # trio sets a 16 KiB TCP_NOTSENT_LOWAT on its streams, which suits interactive traffic;
         # for frames of megabytes it makes the sender wake for every 16 KiB and costs about a
@@ -200,6 +226,16 @@ class FrameChannel:
         self._eof_expected = False  # the last frame from the peer has arrived
         self._watch_scope: trio.CancelScope | None = None
         self._lot = trio.lowlevel.ParkingLot()
+        # Reading ahead (docs/failure.md): the slots whose frames the watch may read past,
+        # each with whether it is the peer's last frame on this edge; the bytes it read past
+        # and how many of them receives took; the frames those bytes are, in stream order,
+        # none received yet (the last one may still be coming in: ``_ahead_left`` bytes).
+        self._expected: list[tuple[ReceiveSlot, bool]] = []
+        self._ahead = bytearray()
+        self._ahead_at = 0
+        self._ahead_frames: deque[tuple[ReceiveSlot, bool]] = deque()
+        self._ahead_left = 0
+        self._read_ahead = read_ahead
 
     @property
     def local_port(self) -> int:
@@ -208,6 +244,12 @@ class FrameChannel:
     @property
     def remote_port(self) -> int:
         return int(self.stream.socket.getpeername()[1])
+
+    @property
+    def ahead(self) -> int:
+        """Bytes the watch read past (frames the schedule has not read yet) that no receive
+        has taken yet."""
+        return len(self._ahead) - self._ahead_at
 
     @property
     def can_abort(self) -> bool:
@@ -314,8 +356,10 @@ class FrameChannel:
     async def _raise_pending_abort(self) -> None:
         """After a send found the connection broken: if the peer's ABORT arrived before the
         break, raise it, so the role names the original cause rather than the broken pipe."""
-        if self._reading or not self._read_whole or self.identity is None:
-            return  # mid-frame (no ABORT can follow), or a receive will find it
+        if self._reading or not self._read_whole or self.identity is None or self._ahead:
+            # Mid-frame (no ABORT can follow), a receive will find it, or frames read ahead
+            # come first (the watch takes an ABORT behind them).
+            return
         sock = self.stream.socket
         with trio.move_on_after(_SALVAGE_WAIT):
             # Waits while the watch takes an ABORT: it raises it, and that ends this task.
@@ -398,7 +442,8 @@ class FrameChannel:
             sock = self.stream.socket
             if first:
                 with self._bounded(step, budget="start", seconds=self.budgets.start):
-                    await trio.lowlevel.wait_readable(sock)
+                    if not self._ahead:  # else its first bytes are here already
+                        await trio.lowlevel.wait_readable(sock)
             with self._bounded(step):
                 if deferred:
                     await self._read_hashing(reception, step)
@@ -407,6 +452,8 @@ class FrameChannel:
                         await self._read(reception, step)
             payload = reception.finish()
             self._read_whole = True
+            if self._ahead_frames:
+                self._received_ahead()
             if reception.aborted:
                 raise self._aborted(payload)
             if last:
@@ -421,6 +468,9 @@ class FrameChannel:
         the header is incomplete, else what is left of payload and trailer in one scatter
         read."""
         views = reception.into_rest()
+        if self._ahead:  # bytes the watch read past come first, checked as any others
+            reception.advance(self._take_ahead(views))
+            return
         sock = self.stream.socket
         if len(views) == 1:
             count = await sock.recv_into(views[0])
@@ -469,8 +519,11 @@ class FrameChannel:
         """
         await self._claim()
         try:
-            with self._bounded(step):
-                extra = await self.stream.receive_some(_END_PROBE)
+            if self._ahead:  # the watch read past a frame after the last one
+                extra = bytes(self._ahead[self._ahead_at : self._ahead_at + _END_PROBE])
+            else:
+                with self._bounded(step):
+                    extra = await self.stream.receive_some(_END_PROBE)
         finally:
             self._release()
         if extra:
@@ -482,11 +535,35 @@ class FrameChannel:
 
     # --- the abort watch --------------------------------------------------------------------
 
+    def expect(self, slot: ReceiveSlot, *, last: bool = False) -> ReceiveSlot:
+        """Register ``slot``, a receive slot of this edge (the peer sends, this role
+        receives), so that the watch may read a frame of it past while the schedule waits
+        elsewhere; ``last``: it is the peer's last frame on this edge, and its end-of-stream
+        may follow. Registering the same slot again changes nothing. Returns ``slot``.
+
+        The watch reads a frame past only when its header is, byte for byte, the header
+        ``slot`` expects at its next version (counting frames of it read past already); it
+        checks nothing else, and moves no counter: the receive does all of that.
+        """
+        if all(slot is not known for known, _ in self._expected):
+            self._expected.append((slot, last))
+        return slot
+
+    def slot_for(self, spec: FrameSpec) -> ReceiveSlot:
+        """The registered slot receiving ``spec``'s frames, or a new one (not registered)."""
+        for known, _ in self._expected:
+            if known.spec == spec:
+                return known
+        return ReceiveSlot(spec)
+
     async def watch(self) -> None:
         """Run beside the role's work: while no receive is in progress, wait for bytes and
-        look at them without taking them. An ABORT frame is received (bounded by the receive
-        budget) and raised as :class:`RoundAborted`; any other frame is left for the receive
-        the schedule has for it. Returns once the peer has ended its side after its last frame.
+        look at them. An ABORT frame is received (bounded by the receive budget) and raised as
+        :class:`RoundAborted`. A frame whose header one of the registered slots
+        (:meth:`expect`) expects next is read past, into this channel's buffer (at most
+        :data:`READ_AHEAD_MAX` bytes waiting), and the watch looks at what follows it; any
+        other frame is left in the socket for the receive the schedule has for it. Returns
+        once the peer has ended its side after its last frame.
 
         Raises:
             RoundAborted: the peer aborted the run.
@@ -496,11 +573,11 @@ class FrameChannel:
         """
         assert self.identity is not None, "a watched channel knows its run identity"
         sock = self.stream.socket
-        raw = socket.socket(fileno=sock.dup().detach())  # to peek without a checkpoint
+        raw = socket.socket(fileno=sock.dup().detach())  # to read without a checkpoint
         try:
             while True:
-                if self._reading:
-                    await self._lot.park()
+                if self._reading or not self._read_whole:
+                    await self._lot.park()  # a receive is on the edge (or failed inside it)
                     continue
                 # While receives follow each other on this edge, they find any ABORT
                 # themselves: look only once the edge has been idle for a moment.
@@ -511,32 +588,115 @@ class FrameChannel:
                 with trio.CancelScope() as scope:
                     self._watch_scope = scope
                     try:
-                        await trio.lowlevel.wait_readable(sock)
+                        verdict = await self._look(raw, seen)
                     finally:
                         self._watch_scope = None
-                if scope.cancelled_caught or self._reading:
+                if scope.cancelled_caught or verdict == _AGAIN:
                     continue
+                if verdict == _DONE:
+                    return
+                await self._lot.park()  # until the schedule's receive takes that frame
+        finally:
+            raw.close()
+
+    def _moved(self, seen: int) -> bool:
+        """Whether a receive took the edge (or took and gave it back) since the look began."""
+        return self._reading or self._receipts != seen
+
+    async def _look(self, raw: socket.socket, seen: int) -> int:
+        """Look at the stream after what was read past: finish reading past a frame begun,
+        take an ABORT, read past a frame a registered slot expects, until something else
+        comes. Reads only between two of its own checkpoints (``raw`` never yields), so a
+        receive that takes the edge finds every byte read so far in the buffer."""
+        sock = self.stream.socket
+        where = "waiting for its next frame"
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            if self._moved(seen):
+                return _AGAIN
+            if self._ahead_left:  # the rest of a frame being read past
                 try:
-                    head = raw.recv(len(_ABORT_HEAD), socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                    piece = raw.recv(min(self._ahead_left, _AHEAD_PIECE), socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     continue
                 except OSError as error:
-                    raise self._lost("waiting for its next frame", str(error)) from None
-                if not head:
-                    if self._eof_expected:
-                        return
-                    raise self._lost(
-                        "waiting for its next frame",
-                        "the peer closed its connection while frames were still due",
-                    )
-                if len(head) < len(_ABORT_HEAD):
-                    await trio.sleep(_PEEK_PAUSE)
-                elif head == _ABORT_HEAD:
-                    await self._take_abort()
-                else:
-                    await self._lot.park()  # until the schedule's receive takes that frame
-        finally:
-            raw.close()
+                    raise self._lost(where, str(error)) from None
+                if not piece:
+                    return _PARK  # it ended inside the frame: its receive refuses it
+                self._ahead += piece
+                self._ahead_left -= len(piece)
+                continue
+            try:
+                head = raw.recv(HEADER_SIZE, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError as error:
+                raise self._lost(where, str(error)) from None
+            if not head:
+                if self._eof_expected or (self._ahead_frames and self._ahead_frames[-1][1]):
+                    return _DONE
+                raise self._lost(
+                    where, "the peer closed its connection while frames were still due"
+                )
+            if head[: len(_ABORT_HEAD)] == _ABORT_HEAD:
+                await self._take_abort()
+            found = self._expecting(head)
+            if found is None:
+                return _PARK
+            if isinstance(found, bool):  # the header is not all in yet, and may match
+                await trio.sleep(_PEEK_PAUSE)
+                if self._moved(seen):
+                    return _AGAIN
+                continue
+            size = found[0].spec.frame_size
+            if len(self._ahead) - self._ahead_at + size > self._read_ahead:
+                return _PARK
+            self._ahead_frames.append(found)
+            self._ahead_left = size
+
+    def _expecting(self, head: bytes) -> tuple[ReceiveSlot, bool] | bool | None:
+        """The registered slot whose next frame has exactly the header ``head``; True when
+        ``head`` is shorter than a header and may still become an ABORT's or such a one;
+        None when no registered slot expects it (it stays for the receive to judge)."""
+        whole = len(head) == HEADER_SIZE
+        maybe = not whole and len(head) < len(_ABORT_HEAD)
+        for entry in self._expected:
+            slot = entry[0]
+            if slot.refusal is not None:
+                continue
+            version = slot.next_version + sum(1 for each, _ in self._ahead_frames if each is slot)
+            if version >= MAX_VERSION:
+                continue  # the slot is spent: its receive refuses whatever comes
+            want = slot.spec.header(version)
+            if whole and want == head:
+                return entry
+            maybe = maybe or (not whole and want.startswith(head))
+        return True if maybe else None
+
+    def _take_ahead(self, views: list[memoryview]) -> int:
+        """Copy bytes read past into ``views``, in order; return how many."""
+        taken = 0
+        with memoryview(self._ahead) as ahead:
+            for view in views:
+                count = min(len(view), len(ahead) - self._ahead_at)
+                view[:count] = ahead[self._ahead_at : self._ahead_at + count]
+                self._ahead_at += count
+                taken += count
+                if self._ahead_at == len(ahead):
+                    break
+        if self._ahead_at == len(self._ahead):
+            self._ahead.clear()
+            self._ahead_at = 0
+        return taken
+
+    def _received_ahead(self) -> None:
+        """A receive finished a frame: the first frame read past (when none remain, every
+        frame read past, the one still coming in included, since the receive read its rest)."""
+        if self._ahead:
+            self._ahead_frames.popleft()
+        else:
+            self._ahead_frames.clear()
+            self._ahead_left = 0
 
     async def _take_abort(self) -> None:
         assert self.identity is not None

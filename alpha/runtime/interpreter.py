@@ -12,6 +12,11 @@ sends to distinct peers run at once, hashing each region once (``docs/frames.md`
 edge, frames keep the schedule's order. An agreed choice's word is 8 bytes, big-endian, 0 or 1;
 the authority refuses any other selector value (``SelectorOutOfRange``) and every receiver
 refuses a word that is not canonical (``NoncanonicalWord``).
+
+Every receive slot of the schedule is made when the interpreter is, and registered with its
+edge's channel (:meth:`~alpha.runtime.channel.FrameChannel.expect`), so that the channel's
+watch can read a frame of it past while the schedule waits on another edge, and see an ABORT
+queued behind it (``docs/failure.md``).
 """
 
 from __future__ import annotations
@@ -152,6 +157,7 @@ class Interpreter:
         self.arms = [0, 0]  # how often each arm of a choice ran here
         self.on_round = on_round
         self.where = where or Whereabouts(self.role, phase=RUNNING)
+        self._expect(schedule.body)
 
     # --- slots ------------------------------------------------------------------------------
 
@@ -171,6 +177,30 @@ class Interpreter:
             lent = None if buffer is None else buffer.data
             self.receiving[key] = ReceiveSlot(spec, buffer=lent)
         return self.receiving[key]
+
+    def _expect(self, body: Sequence[Instruction]) -> None:
+        """Make the receive slot of every receive in ``body`` (both arms of a choice) and
+        register it with its peer's channel, for the watch to read its frames past."""
+        for ins in body:
+            if isinstance(ins, Recv):
+                buffer = self.buffers[ins.region]
+                slot = self._receive_slot(ins.peer, ins.slot, FrameKind.DATA, buffer.nbytes, buffer)
+                peer = ins.peer
+            elif isinstance(ins, Loop):
+                self._expect(ins.body)
+                continue
+            elif isinstance(ins, Choose):
+                self._expect(ins.arm0)
+                self._expect(ins.arm1)
+                if ins.source is None:
+                    continue
+                slot = self._receive_slot(ins.source, ins.slot, FrameKind.CHOICE, WORD_BYTES, None)
+                peer = ins.source
+            else:
+                continue
+            channel = self.channels.get(peer)
+            if channel is not None:
+                channel.expect(slot)
 
     async def _receive(self, peer: int, slot: ReceiveSlot, step: str) -> memoryview:
         # The first frame after the hello may wait for the whole run to start (docs/budgets.md).

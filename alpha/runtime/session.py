@@ -334,6 +334,7 @@ async def _session(
         for peer, channel in sorted(channels.items())
     ]
     report.edges = edges
+    _expect_completion(description, channels)
     async with trio.open_nursery() as watches:
         for channel in channels.values():
             watches.start_soon(channel.watch)
@@ -365,6 +366,25 @@ async def _session(
             report.checkpoint = {"generation": saver.generation, "owner_manifest_sha256": owner}
         await _complete(description, channels, where, report, reports, saver)
         watches.cancel_scope.cancel()
+
+
+def _expect_completion(description: RoleDescription, channels: dict[int, FrameChannel]) -> None:
+    """Register the completion's receive slots with their channels (END and COMMIT from the
+    parent, DONE from each child; COMMIT and DONE end their edge), so that each watch can read
+    them past too, and see an ABORT behind them (``docs/failure.md``)."""
+    role = description.role
+
+    def expect(kind: FrameKind, peer: int, *, last: bool) -> None:
+        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
+        spec = FrameSpec(description.identity, kind, peer, role, COMPLETION_SLOT, extent)
+        channels[peer].expect(ReceiveSlot(spec), last=last)
+
+    if description.lower:
+        parent = description.lower[0].peer
+        expect(FrameKind.END, parent, last=False)
+        expect(FrameKind.COMMIT, parent, last=True)
+    for edge in description.higher:
+        expect(FrameKind.DONE, edge.peer, last=True)
 
 
 async def _receive_completion(
@@ -408,12 +428,12 @@ async def _complete(
         await channels[child].send(SendSlot(spec(FrameKind.END, role, child)), b"", step=step)
     if parent is not None:
         step = where.at(f"waiting for the end of role {parent}'s schedule", parent)
-        end = ReceiveSlot(spec(FrameKind.END, parent, role))
+        end = channels[parent].slot_for(spec(FrameKind.END, parent, role))
         await _receive_completion(channels[parent], end, step, last=False)
     subtrees: list[bytes] = []
     for child in children:
         step = where.at(f"waiting for the completion of role {child}'s subtree", child)
-        done = ReceiveSlot(spec(FrameKind.DONE, child, role))
+        done = channels[child].slot_for(spec(FrameKind.DONE, child, role))
         subtrees.append(await _receive_completion(channels[child], done, step, last=True))
         await channels[child].expect_eof(done, step=f"checking that role {child} ended its side")
     data = report.to_json().encode()
@@ -451,7 +471,7 @@ async def _complete(
         await upward.send(SendSlot(spec(FrameKind.DONE, role, parent)), mine, step=step)
         await upward.send_eof(step=step)
         step = where.at(f"waiting for role {parent} to say whether the run committed", parent)
-        slot = ReceiveSlot(spec(FrameKind.COMMIT, parent, role))
+        slot = upward.slot_for(spec(FrameKind.COMMIT, parent, role))
         try:
             commit = await _receive_completion(upward, slot, step, last=True)
         except RoundAborted:
