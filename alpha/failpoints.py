@@ -24,6 +24,12 @@ POINTS: Final = {
     "checkpoint.publishing": "role 0 is about to publish the generation (all shards written)",
     "checkpoint.published": "role 0 published the generation and committed, before the "
     "pointer moves",
+    # Reached by the warm starter (alpha/_warm_server.py), not by a participant; ROLE is the
+    # role it is asked to start, and 0 for the two points it reaches once per launch.
+    "warm.ready": "the warm starter has imported trio and numpy, before it says it is ready",
+    "warm.forking": "the warm starter was asked to start role ROLE, before it forks",
+    "warm.closing": "the warm starter read the end of the launcher's socket, before it exits",
+    "participant.announcing": "a participant's listeners are up, before it announces its ports",
 }
 """Every failpoint, with where it is."""
 

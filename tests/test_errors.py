@@ -105,6 +105,8 @@ RUN = {
     "NodeUnreachable",
     "PortMissing",
     "LauncherLost",
+    "WarmStarterLost",
+    "WarmStarterStalled",
     "GpuUnavailable",
     "GenerationExists",
     "RoundFailed",

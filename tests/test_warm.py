@@ -15,6 +15,7 @@ import trio
 
 from alpha._warm import _SERVER
 from alpha.commit import COMMIT_NAME
+from alpha.errors import WarmStarterLost, WarmStarterStalled
 from alpha.learner.data import load_digits
 from alpha.learner.replicate import replicate
 from alpha.plan import parse_plan
@@ -108,7 +109,10 @@ async def test_the_warm_starter_killed_mid_run_stops_every_role_and_commits_noth
         nursery.cancel_scope.cancel()
     failure = result.first_failure
     assert failure is not None
-    assert f"the warm starter (pid {starter[0]}) ended during the run" in failure.cause
+    assert type(failure.error) is WarmStarterLost
+    assert failure.cause.startswith(
+        f"WarmStarterLost: the warm starter (pid {starter[0]}) was killed by SIGKILL while "
+    )
     # Every role it had started ended, killed by the launcher through its pidfd.
     assert sorted(result.outcomes) == list(range(run.plan.participants))
     assert all(outcome.returncode is not None for outcome in result.outcomes.values())
