@@ -365,8 +365,11 @@ class WarmStarter:
                     if child is not None:
                         child.ended(int(message["code"]))
                 else:
-                    channel = self._pending.pop(int(message["id"]))
-                    await channel.send(message)
+                    channel = self._pending.pop(int(message["id"]), None)
+                    if channel is not None:
+                        await channel.send(message)
+                    elif message["op"] == "started":
+                        await self._discard(int(message["pid"]))
         finally:
             with trio.CancelScope(shield=True):
                 _, _, harmful = self._moment()
@@ -381,6 +384,20 @@ class WarmStarter:
                 if self.lost is not None:
                     self.on_lost(self.lost, harmful)
                 await self._orphans()
+
+    async def _discard(self, pid: int) -> None:
+        """Kill a child whose start the launch no longer waits for (it stopped meanwhile):
+        through a pidfd of this side's, before the server may reap it, then let it reap."""
+        with contextlib.suppress(ProcessLookupError):
+            pidfd = os.pidfd_open(pid)
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            finally:
+                os.close(pidfd)
+        assert self._control is not None
+        with contextlib.suppress(OSError, trio.ClosedResourceError):
+            async with self._sending:
+                await self._control.send(json.dumps({"op": "watch", "pid": pid}).encode())
 
     async def _orphans(self) -> None:
         """Children the server can no longer report: killed through their pidfds, and waited
@@ -457,10 +474,15 @@ class WarmStarter:
             os.close(stdout_write)
         try:
             reply = await receive.receive()
-        except trio.EndOfChannel:
+        except BaseException as error:
+            # No answer now: the server is gone, or the launch stopped this start (its child,
+            # should it come, is killed on arrival: _relay).
+            self._pending.pop(ident, None)
             os.close(stdin_write)
             os.close(stdout_read)
-            raise await self._lost_now() from None
+            if isinstance(error, trio.EndOfChannel):
+                raise await self._lost_now() from None
+            raise
         if reply["op"] != "started":
             os.close(stdin_write)
             os.close(stdout_read)
