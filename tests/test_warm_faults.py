@@ -7,6 +7,7 @@ the moment; a test then kills it, or leaves it stopped for the launcher's watchd
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -18,12 +19,13 @@ import pytest
 import trio
 
 import alpha._warm
+from alpha._warm import WarmStarter
 from alpha.budgets import Budgets
 from alpha.commit import COMMIT_NAME
-from alpha.errors import WarmStarterLost, WarmStarterStalled
+from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
 from alpha.exitcodes import EXIT_FAILURE
 from alpha.failpoints import FAILPOINTS_ENV
-from alpha.launch import LaunchResult
+from alpha.launch import ANNOUNCE_WAIT, LaunchResult, LaunchSpec, _Launch
 from alpha.plan import parse_plan
 from alpha.run import DEFAULT_PLAN
 from alpha.topology import ParticipantTree
@@ -342,3 +344,67 @@ def test_alpha_launch_names_a_starter_killed_while_forking_in_one_line(tmp_path:
     )
     assert [pid for pid in below if state_of(pid) not in ("", "Z")] == []
     assert running(run.folder) == []
+
+
+# --- a start that finds the starter gone --------------------------------------------------
+
+
+async def test_a_start_after_the_starter_was_lost_raises_its_fault(tmp_path: Path) -> None:
+    # Killed while it owed nothing (no child, no start): a note, not a failure; the next
+    # start raises that very fault, which the launcher then names as the run's.
+    lost: list[tuple[AlphaError, bool]] = []
+    starter = WarmStarter(
+        dict(os.environ), on_lost=lambda error, harmful: lost.append((error, harmful))
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(starter.serve)
+        os.kill(starter.pid, signal.SIGKILL)
+        while not lost:
+            await trio.sleep(EXEC_POLL)
+        ((error, harmful),) = lost
+        assert type(error) is WarmStarterLost and not harmful
+        run = _exchange(tmp_path)
+        log = tmp_path / "role.log"
+        with log.open("wb") as out, pytest.raises(WarmStarterLost) as raised:
+            await starter.spawn(run.specs[0].argv, out.fileno(), 0)
+        assert raised.value is error
+        starter.close()
+    assert alive_children() == []
+
+
+class _StarterGoneAtStart(_Launch):
+    """A launch whose warm starter is found gone by a role's start itself."""
+
+    async def open(self, spec: LaunchSpec, log: int) -> trio.Process:
+        raise WarmStarterLost(pid=1234, how="was killed by SIGKILL", when="w", outcome="o")
+
+
+class _CannotStart(_Launch):
+    """A launch in which creating a role's process fails (no memory, no descriptors)."""
+
+    async def open(self, spec: LaunchSpec, log: int) -> trio.Process:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+
+@pytest.mark.parametrize("kind", [_StarterGoneAtStart, _CannotStart])
+async def test_a_start_that_fails_is_the_runs_named_failure_not_a_traceback(
+    tmp_path: Path, kind: type[_Launch]
+) -> None:
+    run = _exchange(tmp_path)
+    state = kind(run.specs, fail_fast=True)
+    async with trio.open_nursery() as nursery:
+        await state.start(run.specs[1], nursery, ANNOUNCE_WAIT, None)
+    await state.reap()
+    failure = state.result.first_failure
+    assert failure is not None
+    if kind is _CannotStart:
+        assert failure.role == 1
+        assert failure.cause == (
+            "role 1 could not be started: [Errno 11] Resource temporarily unavailable; "
+            f"its log: {run.log_path(1)}"
+        )
+    else:
+        assert type(failure.error) is WarmStarterLost
+        assert failure.cause.startswith("WarmStarterLost: the warm starter (pid 1234) was ")
+        assert state.result.outcomes[1].cause == "never started: WarmStarterLost"
+    assert state.processes == {}
