@@ -2,11 +2,11 @@
 
 Edge establishment: real participant processes started by the launcher (``alpha.launch``) on
 127.0.0.1 for trees of 16, 64, 128, 256, 512 and 1,024 roles (warm only), fan-out 4, from the
-artifacts ``alpha exchange N 4 --payload 64`` compiles (with larger budgets): each edge carries a 64-byte
-contribution up and the checked 64-byte total down, and the run commits. The launcher starts
-every role at once. The reference, timed in the same run, is the start-up of one bare ``python
--c "import trio, numpy"`` process: what starting one participant costs at the least. The
-participants' memory is sampled while they run (the sum of their PSS).
+artifacts ``alpha exchange N 4 --payload 64`` compiles (with larger budgets): each edge carries
+a 64-byte contribution up and the checked 64-byte total down, and the run commits. The launcher
+starts every role at once. The reference, timed in the same run, is the start-up of one bare
+``python -c "import trio, numpy"`` process: what starting one participant costs at the least.
+The participants' memory is sampled while they run (the sum of their PSS).
 
 Frame throughput: one TCP connection on 127.0.0.1 between two processes, a sender in a child
 process and the receiver in this one. Alpha's ``FrameChannel`` (sending from a ``SendSlot``,
