@@ -408,3 +408,69 @@ async def test_a_start_that_fails_is_the_runs_named_failure_not_a_traceback(
         assert failure.cause.startswith("WarmStarterLost: the warm starter (pid 1234) was ")
         assert state.result.outcomes[1].cause == "never started: WarmStarterLost"
     assert state.processes == {}
+
+
+async def test_a_starter_stopped_before_it_is_ready_and_continued_serves_the_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patient: None
+) -> None:
+    # Continued within its grace, it says it is ready and forks every role as ever.
+    monkeypatch.setenv(FAILPOINTS_ENV, "warm.ready@0")
+    run = _exchange(tmp_path)
+    parents: dict[int, int | None] = {}
+
+    async def look(role: int, ports: tuple[int, ...]) -> None:
+        parents[role] = parent_of(await pid_running(run.specs[role].argv[-1]))
+
+    continued: list[int] = []
+
+    async def resume() -> None:
+        pid = await _stopped_starter()
+        continued.append(pid)
+        os.kill(pid, signal.SIGCONT)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(resume)
+        result = await run.launch(warm=True, on_announce=look)
+        nursery.cancel_scope.cancel()
+    (starter,) = continued
+    assert result.ok, result.first_failure
+    assert result.notes == []
+    assert set(parents.values()) == {starter}, "every role forked by the starter"
+    _nothing_left(run, starter)
+
+
+async def test_a_child_forked_for_a_start_the_launch_gave_up_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patient: None
+) -> None:
+    # The launch stops while the starter, stopped before forking role 0, owes that start;
+    # continued, it forks role 0 and says so: that child has no one waiting for it, and the
+    # launcher kills it at once (through a pidfd of its own, before the starter may reap it).
+    monkeypatch.setenv(FAILPOINTS_ENV, "warm.forking@0")
+    run = _exchange(tmp_path)
+    state = _Launch(run.specs, fail_fast=True)
+    starter = WarmStarter(state.environment, on_lost=state.starter_lost)
+    artifact = run.specs[0].argv[-1]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(starter.serve)
+        state.starter = starter
+
+        async def start_role_0() -> None:
+            with state.starting:
+                await state.start(run.specs[0], nursery, ANNOUNCE_WAIT, None)
+
+        nursery.start_soon(start_role_0)
+        pid = await _stopped_starter()
+        state.stop_all()  # another role's failure, say: the start is given up
+        await trio.sleep(0)
+        os.kill(pid, signal.SIGCONT)
+        # Forked, then killed on arrival: its command line shows its artifact in between.
+        while not running(artifact, whole=True):
+            await trio.sleep(EXEC_POLL)
+        while running(artifact, whole=True):
+            await trio.sleep(EXEC_POLL)
+        assert state.processes == {}  # never one of the launch's roles
+        starter.close()
+    # Killed, it said nothing: left alone it would have failed on its own accept budget.
+    assert "failed:" not in run.log(0), run.log(0)
+    assert alive_children() == []
+    assert starter.lost is None  # it ended as asked
