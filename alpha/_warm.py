@@ -177,6 +177,7 @@ class WarmStarter:
         self.pid = 0
         self.children: dict[int, WarmProcess] = {}
         self.lost: AlphaError | None = None  # why the server is gone, once it is
+        self.discarded: list[int] = []  # children killed on arrival (their start given up)
         self._pending: dict[int, trio.MemorySendChannel[dict[str, object]]] = {}
         self._next = 0
         self._process: trio.Process | None = None
@@ -388,6 +389,7 @@ class WarmStarter:
     async def _discard(self, pid: int) -> None:
         """Kill a child whose start the launch no longer waits for (it stopped meanwhile):
         through a pidfd of this side's, before the server may reap it, then let it reap."""
+        self.discarded.append(pid)
         with contextlib.suppress(ProcessLookupError):
             pidfd = os.pidfd_open(pid)
             try:
