@@ -248,6 +248,13 @@ class WarmStarter:
         assert self._control is not None
         try:
             data = await self._control.recv(_MAX_MESSAGE)
+        except ConnectionResetError:
+            # Linux reports the reset before the messages still queued (a "started" among
+            # them: a child this side must know of), and only once: read on to the end.
+            try:
+                data = await self._control.recv(_MAX_MESSAGE)
+            except OSError:
+                return b""
         except OSError:
             return b""
         self._heard = trio.current_time()

@@ -26,9 +26,10 @@ children then find their parent gone (``LauncherLost``). It imports nothing of `
 text is run on its own.
 
 Its failpoints (``ALPHA_FAILPOINTS``, ``docs/launch.md``) stop it with SIGSTOP before it says
-it is ready (``warm.ready@0``), before it forks role R (``warm.forking@R``), and once the
-launcher's end of its socket closed (``warm.closing@0``), so that a test can kill or stall it
-at exactly that moment.
+it is ready (``warm.ready@0``), before it forks role R (``warm.forking@R``), after it forked
+role R and before it tells the launcher (``warm.forked@R``), and once the launcher's end of its
+socket closed (``warm.closing@0``), so that a test can kill or stall it at exactly that
+moment.
 """
 
 from __future__ import annotations
@@ -67,11 +68,19 @@ def _retitle(argv: list[str]) -> None:
     ctypes.memmove(start, title.ljust(end - start, b"\0"), end - start)
 
 
-def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: list[int]) -> None:
-    """In the forked child: become ``python ARTIFACT`` with the given fds and environment."""
+def _child(
+    argv: list[str], env: dict[str, str], fds: list[int], keep_closed: list[int], gate: int
+) -> None:
+    """In the forked child: become ``python ARTIFACT`` with the given fds and environment, once
+    the server has told the launcher this child's pid (a byte on ``gate``). A server that dies
+    or stalls before (its end of ``gate`` closes unwritten) leaves a child no one knows of: it
+    exits at once instead of running a role the launcher cannot see or stop."""
     try:
         for fd in keep_closed:
             os.close(fd)
+        if os.read(gate, 1) != b"+":
+            os._exit(1)
+        os.close(gate)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -116,8 +125,8 @@ def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: li
 
 def _failpoints(environ: Mapping[str, str]) -> set[str]:
     """The warm starter's own failpoints that ``ALPHA_FAILPOINTS`` asks for (``warm.ready@0``,
-    ``warm.forking@ROLE``, ``warm.closing@0``: ``alpha/failpoints.py``, which this program
-    does not import)."""
+    ``warm.forking@ROLE``, ``warm.forked@ROLE``, ``warm.closing@0``: ``alpha/failpoints.py``,
+    which this program does not import)."""
     entries = (entry.strip() for entry in environ.get(FAILPOINTS_ENV, "").split(","))
     return {entry for entry in entries if entry.startswith("warm.")}
 
@@ -167,19 +176,25 @@ def serve(control: socket.socket, requested: set[str]) -> None:
                 poller.register(pidfd, select.POLLIN)
             continue
         _reach(f"warm.forking@{message.get('role')}", requested)
+        gate, opened = os.pipe()  # the child runs once the launcher was told its pid
         try:
             pid = os.fork()
         except OSError as error:
-            for fd in fds:
+            for fd in (*fds, gate, opened):
                 os.close(fd)
             _send(control, {"op": "refused", "id": message["id"], "error": str(error)})
             continue
         if pid == 0:
-            _child(message["argv"], message["env"], fds, [control.fileno(), *pidfds])
-        for fd in fds:
+            _child(message["argv"], message["env"], fds, [control.fileno(), opened, *pidfds], gate)
+        for fd in (*fds, gate):
             os.close(fd)
         unwatched.add(pid)
-        _send(control, {"op": "started", "id": message["id"], "pid": pid})
+        try:
+            _reach(f"warm.forked@{message.get('role')}", requested)
+            _send(control, {"op": "started", "id": message["id"], "pid": pid})
+            os.write(opened, b"+")
+        finally:
+            os.close(opened)
 
 
 class _LauncherGone(Exception):

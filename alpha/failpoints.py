@@ -28,6 +28,7 @@ POINTS: Final = {
     # role it is asked to start, and 0 for the two points it reaches once per launch.
     "warm.ready": "the warm starter has imported trio and numpy, before it says it is ready",
     "warm.forking": "the warm starter was asked to start role ROLE, before it forks",
+    "warm.forked": "the warm starter forked role ROLE, before it tells the launcher",
     "warm.closing": "the warm starter read the end of the launcher's socket, before it exits",
     "participant.announcing": "a participant's listeners are up, before it announces its ports",
 }

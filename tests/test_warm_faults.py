@@ -471,3 +471,36 @@ async def test_a_child_forked_for_a_start_the_launch_gave_up_is_killed(
     assert "failed:" not in run.log(0), run.log(0)
     assert alive_children() == []
     assert starter.lost is None  # it ended as asked
+
+
+def _marked(mark: str) -> list[int]:
+    """Processes whose environment holds ``ALPHA_TEST_MARK=mark``: this test's starter and
+    everything it forked, whoever their parent is now."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"ALPHA_TEST_MARK={mark}".encode() in environ:
+                found.append(int(entry))
+    return found
+
+
+async def test_a_child_forked_just_before_the_starter_dies_never_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patient: None
+) -> None:
+    # Forked, its pid not yet told to the launcher, when the starter is killed: no one knows
+    # of it, so it must not run its role. It waits for the starter's word and exits at once.
+    monkeypatch.setenv(FAILPOINTS_ENV, "warm.forked@1")
+    monkeypatch.setenv("ALPHA_TEST_MARK", str(tmp_path))
+    run = _exchange(tmp_path)
+    result, starter = await _launch_killing_the_starter(run)
+    failure = result.first_failure
+    assert failure is not None and type(failure.error) is WarmStarterLost
+    while [pid for pid in _marked(str(tmp_path)) if state_of(pid) not in ("", "Z")]:
+        await trio.sleep(EXEC_POLL)  # left alone, role 1 would stop on LauncherLost
+    log = run.log_path(1)
+    assert not log.exists() or "failed:" not in log.read_text(), log.read_text()
+    _nothing_left(run, starter)
