@@ -10,7 +10,8 @@ and imports the ``alpha`` it carries (this program imports no ``alpha``, so none
 The launcher runs this file's text as ``python -c TEXT FD``, FD one end of a ``SOCK_SEQPACKET``
 socket pair. Each message is one JSON object:
 
-- launcher → here: ``{"op": "start", "id": N, "argv": [PYTHON, ARTIFACT], "env": {...}}`` with
+- launcher → here: ``{"op": "start", "id": N, "role": R, "argv": [PYTHON, ARTIFACT],
+  "env": {...}}`` with
   three file descriptors (the child's stdin, stdout and stderr) passed along
   (``SCM_RIGHTS``); here → launcher: ``{"op": "started", "id": N, "pid": P}``, or
   ``{"op": "refused", "id": N, "error": TEXT}``.
@@ -23,6 +24,12 @@ It ignores SIGINT, SIGTERM and SIGHUP (the launcher, which gets them too, stops 
 exits when the launcher's end of the socket closes, whatever became of the launcher; its
 children then find their parent gone (``LauncherLost``). It imports nothing of ``alpha``: its
 text is run on its own.
+
+Its failpoints (``ALPHA_FAILPOINTS``, ``docs/launch.md``) stop it with SIGSTOP before it says
+it is ready (``warm.ready@0``), before it forks role R (``warm.forking@R``), after it forked
+role R and before it tells the launcher (``warm.forked@R``), and once the launcher's end of its
+socket closed (``warm.closing@0``), so that a test can kill or stall it at exactly that
+moment.
 """
 
 from __future__ import annotations
@@ -34,9 +41,11 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 MAX_MESSAGE = 1 << 20  # bytes: a start carries the environment, a few kilobytes
+FAILPOINTS_ENV = "ALPHA_FAILPOINTS"  # as alpha.failpoints.FAILPOINTS_ENV
 
 
 def _retitle(argv: list[str]) -> None:
@@ -59,11 +68,19 @@ def _retitle(argv: list[str]) -> None:
     ctypes.memmove(start, title.ljust(end - start, b"\0"), end - start)
 
 
-def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: list[int]) -> None:
-    """In the forked child: become ``python ARTIFACT`` with the given fds and environment."""
+def _child(
+    argv: list[str], env: dict[str, str], fds: list[int], keep_closed: list[int], gate: int
+) -> None:
+    """In the forked child: become ``python ARTIFACT`` with the given fds and environment, once
+    the server has told the launcher this child's pid (a byte on ``gate``). A server that dies
+    or stalls before (its end of ``gate`` closes unwritten) leaves a child no one knows of: it
+    exits at once instead of running a role the launcher cannot see or stop."""
     try:
         for fd in keep_closed:
             os.close(fd)
+        if os.read(gate, 1) != b"+":
+            os._exit(1)
+        os.close(gate)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -93,8 +110,11 @@ def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: li
         elif not isinstance(code, int):
             print(code, file=sys.stderr)
             code = 1
-    except BaseException:  # an uncaught error, as the interpreter would show it
-        traceback.print_exc()
+    except BaseException as error:  # outside the participant's own handling: one line
+        if os.environ.get("ALPHA_TRACEBACK") == "1":  # as alpha.participant.TRACEBACK_ENV
+            traceback.print_exc()
+        text = " ".join(str(error).split())
+        print(f"role ?: failed: {type(error).__name__}: {text}", file=sys.stderr)
         code = 1
     try:
         sys.stdout.flush()
@@ -103,17 +123,37 @@ def _child(argv: list[str], env: dict[str, str], fds: list[int], keep_closed: li
         os._exit(code)
 
 
-def serve(control: socket.socket) -> None:
-    """Start children on request and report their exits until ``control`` closes."""
+def _failpoints(environ: Mapping[str, str]) -> set[str]:
+    """The warm starter's own failpoints that ``ALPHA_FAILPOINTS`` asks for (``warm.ready@0``,
+    ``warm.forking@ROLE``, ``warm.forked@ROLE``, ``warm.closing@0``: ``alpha/failpoints.py``,
+    which this program does not import)."""
+    entries = (entry.strip() for entry in environ.get(FAILPOINTS_ENV, "").split(","))
+    return {entry for entry in entries if entry.startswith("warm.")}
+
+
+def _reach(point: str, requested: set[str]) -> None:
+    """Stop here (SIGSTOP) if ``point`` is requested: whoever asked kills or continues it."""
+    if point in requested:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def serve(control: socket.socket, requested: set[str]) -> None:
+    """Start children on request and report their exits until ``control`` closes.
+
+    It waits with ``poll``, not ``select``: a launch of many roles has the launcher pass
+    descriptors numbered past ``FD_SETSIZE`` (1024), and this process holds a pidfd per child."""
     pidfds: dict[int, int] = {}  # pidfd -> pid, for children the launcher watches
     unwatched: set[int] = set()  # children started, not yet acknowledged
     listening = control.fileno()
+    poller = select.poll()
+    poller.register(listening, select.POLLIN)
     while True:
-        ready, _, _ = select.select([listening, *pidfds], [], [])
+        ready = {fd for fd, _ in poller.poll()}
         for fd in ready:
             if fd == listening:
                 continue
             pid = pidfds.pop(fd)
+            poller.unregister(fd)
             os.close(fd)
             _, status = os.waitpid(pid, 0)
             _send(control, {"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
@@ -124,27 +164,37 @@ def serve(control: socket.socket) -> None:
         except ConnectionResetError:
             data, fds = b"", []
         if not data:
+            _reach("warm.closing@0", requested)
             return  # the launcher is gone; the children find their parent gone
         message = json.loads(data)
         if message["op"] == "watch":
             pid = message["pid"]
             if pid in unwatched:
                 unwatched.discard(pid)
-                pidfds[os.pidfd_open(pid)] = pid
+                pidfd = os.pidfd_open(pid)
+                pidfds[pidfd] = pid
+                poller.register(pidfd, select.POLLIN)
             continue
+        _reach(f"warm.forking@{message.get('role')}", requested)
+        gate, opened = os.pipe()  # the child runs once the launcher was told its pid
         try:
             pid = os.fork()
         except OSError as error:
-            for fd in fds:
+            for fd in (*fds, gate, opened):
                 os.close(fd)
             _send(control, {"op": "refused", "id": message["id"], "error": str(error)})
             continue
         if pid == 0:
-            _child(message["argv"], message["env"], fds, [control.fileno(), *pidfds])
-        for fd in fds:
+            _child(message["argv"], message["env"], fds, [control.fileno(), opened, *pidfds], gate)
+        for fd in (*fds, gate):
             os.close(fd)
         unwatched.add(pid)
-        _send(control, {"op": "started", "id": message["id"], "pid": pid})
+        try:
+            _reach(f"warm.forked@{message.get('role')}", requested)
+            _send(control, {"op": "started", "id": message["id"], "pid": pid})
+            os.write(opened, b"+")
+        finally:
+            os.close(opened)
 
 
 class _LauncherGone(Exception):
@@ -172,9 +222,11 @@ def main(argv: list[str]) -> int:
     if tasks != 1:
         _send(control, {"op": "unfit", "error": f"{tasks} threads run here; forking is unsafe"})
         return 1
+    requested = _failpoints(os.environ)
     try:
+        _reach("warm.ready@0", requested)
         _send(control, {"op": "ready", "pid": os.getpid()})
-        serve(control)
+        serve(control, requested)
     except _LauncherGone:
         pass  # the children find their parent gone
     return 0

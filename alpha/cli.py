@@ -318,6 +318,8 @@ def _launch_dir(
 
     result = trio.run(main)
     failure = result.first_failure
+    for note in result.notes:  # a warm starter's fault that did not fail the run
+        print(f"launch: note: {note}", file=sys.stderr)
     if as_json:
         _print_json(
             {
@@ -330,6 +332,7 @@ def _launch_dir(
                 else {"role": failure.role, "cause": failure.cause},
                 "signal": None if result.signal is None else signal.Signals(result.signal).name,
                 "logs": str(directory / "logs"),
+                "notes": result.notes,
             }
         )
     if failure is not None:

@@ -101,6 +101,8 @@ __all__ = [
     "Truncated",
     "UsageError",
     "VersionOverflow",
+    "WarmStarterLost",
+    "WarmStarterStalled",
     "WrongEdge",
     "WrongFrame",
 ]
@@ -547,16 +549,18 @@ class LauncherLost(RunFailed):
     participant stops at once instead of finishing a run no one watches.
 
     Carries ``launcher`` (the launcher's pid) and ``parent`` (the
-    participant's parent pid when it noticed).
+    participant's parent pid when it noticed); ``how`` says how it noticed, when not by its
+    parent (its stdout's reader was gone while it announced its ports).
     """
 
-    def __init__(self, *, launcher: int, parent: int) -> None:
+    def __init__(self, *, launcher: int, parent: int, how: str = "") -> None:
         self.launcher = launcher
         self.parent = parent
+        how = how or f"its parent is now pid {parent}"
         super().__init__(
-            f"the launcher (pid {launcher}) that started this participant is gone (its parent "
-            f"is now pid {parent}), so the participant stopped; see the launcher's own output "
-            "for why it ended, then start the run again with `alpha launch`"
+            f"the launcher (pid {launcher}) that started this participant is gone ({how}), "
+            "so the participant stopped; see the launcher's own output for why it ended, then "
+            "start the run again with `alpha launch`"
         )
 
 
@@ -783,3 +787,45 @@ class GenerationForeign(InputInvalid, ValueError):
 class GpuUnavailable(RunFailed):
     """A role bound to a GPU cannot use it: PyCUDA is not installed, there is no CUDA driver,
     or no device has the bound UUID. The role fails; it never falls back to the host."""
+
+
+# --- the warm starter ---------------------------------------------------------
+
+_COLD_ADVICE = (
+    "if it happens again, run with `alpha launch --cold`, which starts every role in an "
+    "interpreter of its own"
+)
+
+
+class WarmStarterLost(RunFailed):
+    """The warm starter (the interpreter ``alpha launch`` forks its roles from,
+    ``docs/launch.md``) ended while the launch still needed it: it was killed or crashed.
+    Before it said it was ready, every role starts in an interpreter of its own instead; later,
+    the launcher stops every role it had started and the run fails.
+
+    Carries ``pid`` (the starter's), ``how`` it ended, ``when`` (the launch's moment) and
+    ``outcome`` (what the launcher did about it)."""
+
+    def __init__(self, *, pid: int, how: str, when: str, outcome: str) -> None:
+        self.pid = pid
+        self.how = how
+        self.when = when
+        self.outcome = outcome
+        super().__init__(f"the warm starter (pid {pid}) {how} {when}; {outcome}; {_COLD_ADVICE}")
+
+
+class WarmStarterStalled(RunFailed):
+    """The warm starter stopped answering while the launch waited for it: it was stopped
+    (SIGSTOP, a debugger) or stuck past its bound. The launcher kills it; before it said it
+    was ready, every role starts in an interpreter of its own instead; later, the launcher
+    stops every role it had started and the run fails.
+
+    Carries ``pid``, ``how`` it stalled, ``when`` and ``outcome``, as
+    :class:`WarmStarterLost`."""
+
+    def __init__(self, *, pid: int, how: str, when: str, outcome: str) -> None:
+        self.pid = pid
+        self.how = how
+        self.when = when
+        self.outcome = outcome
+        super().__init__(f"the warm starter (pid {pid}) {how} {when}; {outcome}; {_COLD_ADVICE}")

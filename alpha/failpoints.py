@@ -25,6 +25,13 @@ POINTS: Final = {
     "checkpoint.published": "role 0 published the generation and committed, before the "
     "pointer moves",
     "checkpoint.removing": "role 0 renamed an old generation out of sight, before deleting it",
+    # Reached by the warm starter (alpha/_warm_server.py), not by a participant; ROLE is the
+    # role it is asked to start, and 0 for the two points it reaches once per launch.
+    "warm.ready": "the warm starter has imported trio and numpy, before it says it is ready",
+    "warm.forking": "the warm starter was asked to start role ROLE, before it forks",
+    "warm.forked": "the warm starter forked role ROLE, before it tells the launcher",
+    "warm.closing": "the warm starter read the end of the launcher's socket, before it exits",
+    "participant.announcing": "a participant's listeners are up, before it announces its ports",
 }
 """Every failpoint, with where it is."""
 

@@ -33,9 +33,9 @@ from typing import Final, Protocol
 import trio
 
 from alpha._files import role_file
-from alpha._warm import WarmProcess, WarmStarter
+from alpha._warm import STOPPED_HOW, StarterUnfit, WarmProcess, WarmStarter, process_state
 from alpha.artifact import TARGETS, verified_roles
-from alpha.errors import UsageError
+from alpha.errors import AlphaError, UsageError, WarmStarterLost, WarmStarterStalled
 from alpha.runtime.endpoint import PORT_BYTES
 from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
 
@@ -132,6 +132,7 @@ class RoleOutcome:
     exit_seen: bool = False  # failed_at is when the launcher saw it exit (see EXIT_NOTICE)
     stopped: bool = False  # found stopped (SIGSTOP, a debugger) when the run failed
     log: Path | None = None  # where the role's stderr went
+    error: AlphaError | None = None  # the launcher's own finding, as its exact class
 
     @property
     def ok(self) -> bool:
@@ -170,6 +171,10 @@ class LaunchResult:
     elapsed_s: float = 0.0
     signal: int | None = None
     """The signal (SIGINT, SIGTERM or SIGHUP) that made the launcher stop the run, if one did."""
+    notes: list[str] = field(default_factory=list)
+    """One line each for what went wrong without failing the run: a warm starter that failed
+    before it was ready (every role then started cold), or one that stalled or died once every
+    role had ended and been reported."""
 
     @property
     def ok(self) -> bool:
@@ -292,23 +297,12 @@ def _warmable(spec: LaunchSpec) -> bool:
     return len(spec.argv) == 2 and spec.argv[0] == sys.executable and spec.argv[1].endswith(".pyz")
 
 
-def _state(pid: int) -> str:
-    """A process's state letter from ``/proc/PID/stat`` (``T`` stopped by a signal, ``t``
-    stopped by a tracer), or ``""`` where it cannot be read (it was reaped, no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read(4096)
-    except OSError:
-        return ""
-    # The state follows the command name, which is in parentheses and may hold anything.
-    fields = stat.rpartition(b")")[2].split()
-    return fields[0].decode(errors="replace") if fields else ""
+_state = process_state
+_STOPPED_HOW: Final = STOPPED_HOW
 
 
-_STOPPED_HOW: Final = {
-    "T": "stopped (SIGSTOP or another stop signal)",
-    "t": "stopped by a tracer (a debugger)",
-}
+def _error_line(error: AlphaError) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
 def _with_log(cause: str, log: Path | None) -> str:
@@ -394,7 +388,12 @@ class _Launch:
         outcome = RoleOutcome(
             role, code, started_s=self.started_at.get(role, 0.0), ended_s=self.now(), log=spec.log
         )
-        if role in self.stopped and code != 0:
+        process = self.processes.get(role)
+        if isinstance(process, WarmProcess) and process.status_lost:
+            # It ended, and the warm starter, lost, never said how: that loss is the failure.
+            outcome.returncode = None
+            outcome.cause = "it ended, but its exit status was lost with the warm starter"
+        elif role in self.stopped and code != 0:
             state, found = self.stopped[role]
             outcome.cause = f"role {role} was {_STOPPED_HOW[state]} and stopped answering"
             outcome.failed_at = found
@@ -438,7 +437,7 @@ class _Launch:
         warm starter when there is one and the role runs on this Python, else its own
         interpreter."""
         if self.starter is not None and _warmable(spec):
-            return await self.starter.spawn(spec.argv, log)
+            return await self.starter.spawn(spec.argv, log, spec.role)
         return await trio.lowlevel.open_process(
             list(spec.argv),
             stdin=subprocess.PIPE,
@@ -487,7 +486,28 @@ class _Launch:
             return
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         with spec.log.open("wb") as log:
-            process = await self.open(spec, log.fileno())
+            try:
+                process = await self.open(spec, log.fileno())
+            except (WarmStarterLost, WarmStarterStalled) as error:
+                # The starter's loss already failed the run (WarmStarter.on_lost), unless this
+                # start is where it was found first.
+                self.result.outcomes[spec.role] = RoleOutcome(
+                    spec.role, None, f"never started: {type(error).__name__}", log=spec.log
+                )
+                if not self.stopping:
+                    self.fail(self.launcher_failure(error))
+                return
+            except OSError as error:  # no process (no memory, no descriptors, a refused fork)
+                outcome = RoleOutcome(
+                    spec.role,
+                    None,
+                    _with_log(f"role {spec.role} could not be started: {error}", spec.log),
+                    ended_s=self.now(),
+                    log=spec.log,
+                )
+                self.result.outcomes[spec.role] = outcome
+                self.fail(outcome)
+                return
         self.processes[spec.role] = process
         self.started_at[spec.role] = self.now()
         give_up = trio.current_time() + announce_wait
@@ -547,14 +567,26 @@ class _Launch:
     def running(self) -> list[int]:
         return sorted(r for r, p in self.processes.items() if p.returncode is None)
 
-    def launcher_failure(self, text: str) -> RoleOutcome:
+    def launcher_failure(self, found: str | AlphaError) -> RoleOutcome:
         """A failure the launcher found in the run as a whole, named after the lowest role
-        still running (-1: none)."""
+        still running (-1: none); an error of Alpha's is named by its class."""
         running = self.running()
         role = running[0] if running else -1
         spec = self.by_role.get(role)
         log = None if spec is None else spec.log
-        return RoleOutcome(role, None, _with_log(text, log), ended_s=self.now(), log=log)
+        error = found if isinstance(found, AlphaError) else None
+        text = found if isinstance(found, str) else _error_line(found)
+        return RoleOutcome(
+            role, None, _with_log(text, log), ended_s=self.now(), log=log, error=error
+        )
+
+    def starter_lost(self, error: AlphaError, harmful: bool) -> None:
+        """The warm starter ended or stalled after it was ready (``WarmStarter.on_lost``): a
+        failure of the run while it still owed a start or an outcome, else a note."""
+        if harmful:
+            self.fail(self.launcher_failure(error))
+        else:
+            self.result.notes.append(_error_line(error))
 
     async def reap(self) -> None:
         with trio.CancelScope(shield=True):
@@ -627,14 +659,14 @@ async def launch(
     if not warm:
         return await _launch(state, starting, deadline, absent, delays, on_announce, announce_wait)
     async with trio.open_nursery() as nursery:
-        starter = WarmStarter(
-            state.environment,
-            on_lost=lambda why: state.fail(state.launcher_failure(why)),
-        )
+        starter = WarmStarter(state.environment, on_lost=state.starter_lost)
         try:
             await nursery.start(starter.serve)
-        except OSError:
-            pass  # every role starts an interpreter of its own
+        except StarterUnfit:
+            pass  # every role starts an interpreter of its own, as documented
+        except (WarmStarterLost, WarmStarterStalled) as error:
+            # Never ready: every role starts an interpreter of its own, and the launch says so.
+            state.result.notes.append(_error_line(error))
         else:
             state.starter = starter
         try:

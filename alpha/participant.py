@@ -4,6 +4,11 @@ its role description, its compiled schedule and, for a learner, its learner stat
 stdout carries the port announcement and nothing else; stdin carries the lower peers' ports.
 Logs and errors go to stderr. The last line on stderr of a failed participant is its one-line
 cause, which the launcher reports. Exit codes are in ``docs/exit-codes.md``.
+
+An exception that is not one of Alpha's (a bug, an OS error no check turned into a refusal)
+is a failure like any other: its class and message on one line, after its failure-clock line,
+and exit 1, never a traceback, unless ``ALPHA_TRACEBACK=1`` asks for it (printed before that
+line, which stays the last).
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -25,7 +31,7 @@ from alpha.errors import (
     RoleDescriptionInvalid,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from alpha.failpoints import requested
+from alpha.failpoints import reach, requested
 from alpha.protocol.local import LocalSchedule, decode
 from alpha.role import RoleDescription
 from alpha.runtime.endpoint import announce_on_stdout
@@ -36,7 +42,11 @@ if TYPE_CHECKING:
     from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
 
-__all__ = ["FAILURE_CLOCK", "run_description", "run_payload"]
+__all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
+
+TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
+"""Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
+traceback on stderr before its one-line cause (for debugging; ``docs/launch.md``)."""
 
 
 def _log(role: int | str, text: str) -> None:
@@ -45,6 +55,38 @@ def _log(role: int | str, text: str) -> None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """What ``error`` holds, exception groups (trio's nurseries) opened, trio's cancellations
+    left out (they are how the other tasks stopped, not why)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [] if isinstance(error, trio.Cancelled) else [error]
+
+
+def unexpected(role: int | str, error: BaseException) -> int:
+    """Report an exception that is not one of Alpha's as this participant's failure: its
+    failure-clock line, then one line with its class and message (the traceback first only
+    with ``ALPHA_TRACEBACK=1``); return the exit code, ``EXIT_FAILURE``."""
+    clock = time.monotonic()
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        traceback.print_exception(error, file=sys.stderr)
+    leaves = _leaves(error) or [error]
+    first = leaves[0]
+    more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+    _log(role, f"{FAILURE_CLOCK} {clock:.6f}")
+    _log(
+        role,
+        f"failed: {type(first).__name__}: {_one_line(str(first)) or 'no message'}{more} "
+        f"(not one of Alpha's refusals: set {TRACEBACK_ENV}=1 for its traceback)",
+    )
+    return EXIT_FAILURE
+
+
+async def _announce(role: int, data: bytes) -> None:
+    reach("participant.announcing", role)
+    await announce_on_stdout(data)
 
 
 def run_description(
@@ -74,7 +116,7 @@ def run_description(
         async with ports_in:
             report = await run_role(
                 description,
-                announce=announce_on_stdout,
+                announce=lambda data: _announce(role, data),
                 ports_in=ports_in,
                 on_failure=report_failure,
                 schedule=schedule,
@@ -99,6 +141,8 @@ def run_description(
     except KeyboardInterrupt:
         _log(role, "failed: interrupted")
         return EXIT_FAILURE
+    except Exception as error:  # not one of Alpha's: a bug or an unchecked OS error
+        return unexpected(role, error)
     return EXIT_OK
 
 
@@ -108,12 +152,23 @@ def run_payload(
     progress_path: str | None = None,
 ) -> int:
     """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
+    An exception that is not one of Alpha's is reported in one line (:func:`unexpected`).
 
     ``payload["description"]`` is the role description (``docs/roles.md``) and
     ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``). A
     learner that records rounds (role 0) appends them to ``progress_path``
     (``docs/progress.md``).
     """
+    try:
+        return _run_payload(payload, report_path, progress_path)
+    except Exception as error:  # not one of Alpha's, outside the session
+        role = payload.get("role", "?")
+        return unexpected(role if isinstance(role, int) else "?", error)
+
+
+def _run_payload(
+    payload: Mapping[str, object], report_path: str | None, progress_path: str | None
+) -> int:
     try:
         description = RoleDescription.from_dict(payload.get("description"))
         raw = payload.get("schedule")

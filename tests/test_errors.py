@@ -107,6 +107,8 @@ RUN = {
     "NodeUnreachable",
     "PortMissing",
     "LauncherLost",
+    "WarmStarterLost",
+    "WarmStarterStalled",
     "GpuUnavailable",
     "GenerationExists",
     "RoundFailed",

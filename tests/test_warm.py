@@ -6,15 +6,20 @@ the run, names its cause, commits nothing and leaves nothing running."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
+import resource
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import trio
 
-from alpha._warm import _SERVER
+from alpha._warm import _SERVER, WarmProcess
 from alpha.commit import COMMIT_NAME
+from alpha.errors import WarmStarterLost
 from alpha.learner.data import load_digits
 from alpha.learner.replicate import replicate
 from alpha.plan import parse_plan
@@ -108,7 +113,10 @@ async def test_the_warm_starter_killed_mid_run_stops_every_role_and_commits_noth
         nursery.cancel_scope.cancel()
     failure = result.first_failure
     assert failure is not None
-    assert f"the warm starter (pid {starter[0]}) ended during the run" in failure.cause
+    assert type(failure.error) is WarmStarterLost
+    assert failure.cause.startswith(
+        f"WarmStarterLost: the warm starter (pid {starter[0]}) was killed by SIGKILL while "
+    )
     # Every role it had started ended, killed by the launcher through its pidfd.
     assert sorted(result.outcomes) == list(range(run.plan.participants))
     assert all(outcome.returncode is not None for outcome in result.outcomes.values())
@@ -150,3 +158,39 @@ def test_the_warm_starter_imports_no_alpha() -> None:
     }
     assert "alpha" not in imported
     assert {"trio", "numpy"} <= imported
+
+
+def test_no_select_select_anywhere() -> None:
+    # select() takes no descriptor numbered past FD_SETSIZE (1024), and a launch of a thousand
+    # roles holds thousands: poll, selectors or trio wait on any.
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("alpha", "harness", "gates")
+        for path in sorted((root / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "select.select(" in line
+    ]
+    assert found == []
+
+
+def test_a_warm_child_numbered_past_fd_setsize_is_seen_to_end() -> None:
+    # The launcher's pidfds of a large launch are numbered past 1024: has_ended must see one.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    high = 1500
+    if hard != resource.RLIM_INFINITY and hard <= high:
+        pytest.skip(f"the hard limit on open files ({hard}) is below {high}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, high + 1), hard))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        pidfd = os.pidfd_open(child.pid)
+        os.dup2(pidfd, high)
+        os.close(pidfd)
+        process = WarmProcess.__new__(WarmProcess)
+        process.pidfd, process.exited_at, process.returncode = high, None, None
+        child.wait()
+        assert process.has_ended()
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(high)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -28,11 +28,12 @@ from typing import Final
 import trio
 
 from alpha.budgets import Budgets
-from alpha.errors import AlphaError, BudgetExhausted, PeerLost, PortMissing
+from alpha.errors import AlphaError, BudgetExhausted, LauncherLost, PeerLost, PortMissing
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import RunIdentity
 from alpha.role import Edge, RoleDescription
 from alpha.runtime.channel import FrameChannel
+from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
@@ -350,8 +351,21 @@ async def establish(
 
 
 async def announce_on_stdout(data: bytes) -> None:
-    """Write the announcement to file descriptor 1, all of it, and nothing else ever."""
+    """Write the announcement to file descriptor 1, all of it, and nothing else ever.
+
+    Raises:
+        LauncherLost: stdout's reader is gone (``EPIPE``): the launcher died, or closed its
+            end, while this participant started; no one relays its ports any more.
+    """
     view = memoryview(data)
     while view:
-        written = os.write(1, view)
+        try:
+            written = os.write(1, view)
+        except BrokenPipeError:
+            launcher = launcher_pid(os.environ)
+            raise LauncherLost(
+                launcher=0 if launcher is None else launcher,
+                parent=os.getppid(),
+                how="no one reads this participant's stdout, where it announces its ports",
+            ) from None
         view = view[written:]
