@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -74,35 +75,36 @@ async def _stopped_starter() -> int:
         await trio.sleep(EXEC_POLL)
 
 
-async def _launch_killing_the_starter(run: CompiledRun) -> tuple[LaunchResult, int]:
-    """Launch ``run`` and SIGKILL its starter once it stopped at its failpoint."""
-    killed: list[int] = []
-
-    async def kill() -> None:
-        pid = await _stopped_starter()
-        killed.append(pid)
-        os.kill(pid, signal.SIGKILL)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(kill)
-        result = await run.launch(warm=True)
-        nursery.cancel_scope.cancel()
-    assert killed, "the starter never reached its failpoint"
-    return result, killed[0]
-
-
-async def _launch_leaving_it_stopped(run: CompiledRun) -> tuple[LaunchResult, int]:
+async def _launch_signalling_the_starter(
+    run: CompiledRun,
+    signum: signal.Signals | None,
+    on_announce: Callable[[int, tuple[int, ...]], Awaitable[None]] | None = None,
+) -> tuple[LaunchResult, int]:
+    """Launch ``run`` and, once its starter stopped itself at its failpoint, send it
+    ``signum`` (None: leave it stopped, for the launcher's watchdog); return the launch's
+    result and the starter's pid."""
     found: list[int] = []
 
-    async def note() -> None:
-        found.append(await _stopped_starter())
+    async def act() -> None:
+        pid = await _stopped_starter()
+        found.append(pid)
+        if signum is not None:
+            os.kill(pid, signum)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(note)
-        result = await run.launch(warm=True)
+        nursery.start_soon(act)
+        result = await run.launch(warm=True, on_announce=on_announce)
         nursery.cancel_scope.cancel()
     assert found, "the starter never reached its failpoint"
     return result, found[0]
+
+
+async def _launch_killing_the_starter(run: CompiledRun) -> tuple[LaunchResult, int]:
+    return await _launch_signalling_the_starter(run, signal.SIGKILL)
+
+
+async def _launch_leaving_it_stopped(run: CompiledRun) -> tuple[LaunchResult, int]:
+    return await _launch_signalling_the_starter(run, None)
 
 
 def _nothing_left(run: CompiledRun, starter: int) -> None:
@@ -136,18 +138,7 @@ async def test_a_starter_killed_before_it_is_ready_is_named_and_every_role_start
     async def look(role: int, ports: tuple[int, ...]) -> None:
         parents[role] = parent_of(await pid_running(run.specs[role].argv[-1]))
 
-    killed: list[int] = []
-
-    async def kill() -> None:
-        pid = await _stopped_starter()
-        killed.append(pid)
-        os.kill(pid, signal.SIGKILL)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(kill)
-        result = await run.launch(warm=True, on_announce=look)
-        nursery.cancel_scope.cancel()
-    (starter,) = killed
+    result, starter = await _launch_signalling_the_starter(run, signal.SIGKILL, look)
     assert result.ok, result.first_failure
     assert result.notes == [
         f"WarmStarterLost: the warm starter (pid {starter}) was killed by SIGKILL before it "
@@ -421,18 +412,7 @@ async def test_a_starter_stopped_before_it_is_ready_and_continued_serves_the_lau
     async def look(role: int, ports: tuple[int, ...]) -> None:
         parents[role] = parent_of(await pid_running(run.specs[role].argv[-1]))
 
-    continued: list[int] = []
-
-    async def resume() -> None:
-        pid = await _stopped_starter()
-        continued.append(pid)
-        os.kill(pid, signal.SIGCONT)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(resume)
-        result = await run.launch(warm=True, on_announce=look)
-        nursery.cancel_scope.cancel()
-    (starter,) = continued
+    result, starter = await _launch_signalling_the_starter(run, signal.SIGCONT, look)
     assert result.ok, result.first_failure
     assert result.notes == []
     assert set(parents.values()) == {starter}, "every role forked by the starter"
