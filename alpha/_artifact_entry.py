@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Final
 
@@ -26,6 +27,10 @@ REPORTS_DIR: Final = "reports"
 # The exit code of an artifact that cannot start: a wrong target, a damaged archive, an
 # interpreter without numpy or trio. Nothing ran, as for any other usage error.
 EXIT_CANNOT_START: Final = EXIT_USAGE
+
+TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
+"""As ``alpha.participant.TRACEBACK_ENV`` (not imported from there: it imports trio and numpy,
+which this module must not before it checked that they exist)."""
 
 BLAS_THREADS: Final = ("OPENBLAS_NUM_THREADS", "1")
 """The environment variable, and its value, that gives numpy's BLAS one thread in a
@@ -51,34 +56,45 @@ def run_embedded(archive: Path | None = None) -> int:
     participant's (``alpha.participant.run_payload``).
     """
     path = Path(sys.argv[0]) if archive is None else archive
+    role: object = "?"
     try:
         payload = read_artifact(path)
         check_target(payload)
+        role = payload["role"]
+        os.environ.setdefault(*BLAS_THREADS)
+        try:
+            from alpha.participant import run_payload
+        except ModuleNotFoundError as error:
+            missing = (error.name or "").partition(".")[0]
+            if missing in ("", "alpha"):
+                raise  # a module of Alpha itself is missing from the artifact: a bug in the build
+            _say(
+                role,
+                f"failed: {sys.executable} cannot import {missing}; an artifact needs an "
+                "interpreter with numpy and trio installed (they are not bundled)",
+            )
+            return EXIT_CANNOT_START
+        # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact,
+        # and a role that records rounds its progress in progress/ (docs/progress.md).
+        folder = path.resolve().parent
+        reports = folder / REPORTS_DIR
+        reports.mkdir(exist_ok=True)
     except TargetMismatch as error:
         print(error, file=sys.stderr, flush=True)
         return EXIT_CANNOT_START
     except AlphaError as error:
-        _say("?", f"failed: {type(error).__name__}: {error}")
+        _say(role, f"failed: {type(error).__name__}: {error}")
         return EXIT_CANNOT_START
-    os.environ.setdefault(*BLAS_THREADS)
-    try:
-        from alpha.participant import run_payload
-    except ModuleNotFoundError as error:
-        missing = (error.name or "").partition(".")[0]
-        if missing in ("", "alpha"):
-            raise  # a module of Alpha itself is missing from the artifact: a bug in the build
+    except Exception as error:  # not one of Alpha's, before anything ran: one line
+        if os.environ.get(TRACEBACK_ENV) == "1":
+            traceback.print_exception(error, file=sys.stderr)
+        text = " ".join(str(error).split()) or "no message"
         _say(
-            payload["role"],
-            f"failed: {sys.executable} cannot import {missing}; an artifact needs an "
-            "interpreter with numpy and trio installed (they are not bundled)",
+            role,
+            f"failed: {type(error).__name__}: {text} (not one of Alpha's refusals: set "
+            f"{TRACEBACK_ENV}=1 for its traceback)",
         )
         return EXIT_CANNOT_START
-    # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact, and
-    # a role that records rounds its progress in progress/ (docs/progress.md).
-    folder = path.resolve().parent
-    reports = folder / REPORTS_DIR
-    reports.mkdir(exist_ok=True)
-    role = payload["role"]
     assert isinstance(role, int), "read_artifact checked the payload's role"
     return run_payload(
         payload,

@@ -117,3 +117,43 @@ async def test_an_unexpected_exception_is_one_line_and_the_launcher_reports_it(
     assert lines[-2].startswith("role 1: failure-clock ")
     assert ("Traceback (most recent call last):" in lines) == traceback
     assert alive_children() == []
+
+
+def test_an_artifact_that_cannot_make_its_reports_folder_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # Before the participant runs, the artifact's entry makes reports/ beside it: a plain file
+    # of that name is an OSError no check turns into a refusal, told in one line, exit 2.
+    run = CompiledRun.exchange(tmp_path, TREE, budgets=BUDGETS)
+    reports = run.folder / "reports"
+    if reports.is_dir():
+        reports.rmdir()
+    reports.write_text("not a folder")
+    artifact = run.specs[1].argv[-1]
+    done = subprocess.run(
+        [sys.executable, artifact],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={key: value for key, value in os.environ.items() if key != TRACEBACK_ENV},
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("role 1: failed: FileExistsError: "), lines
+    assert lines[0].endswith(
+        "(not one of Alpha's refusals: set ALPHA_TRACEBACK=1 for its traceback)"
+    )
+    traced = subprocess.run(
+        [sys.executable, artifact],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, TRACEBACK_ENV: "1"},
+        timeout=60,
+    )
+    assert traced.returncode == 2
+    assert "Traceback (most recent call last)" in traced.stderr
+    assert traced.stderr.splitlines()[-1] == lines[0]
