@@ -14,8 +14,10 @@ Layers, top to bottom (docs/architecture.md):
 
 A module may import modules of its own layer or of a lower one; a module of a pure layer
 (program, values, shape and base, less the I/O helpers named in ``IO_ALLOWED``) imports no
-trio, socket, subprocess, os, asyncio or pycuda. Imports under ``if TYPE_CHECKING:`` are types
-only and do not count; imports inside functions do (they run).
+trio, socket, subprocess, os, asyncio or pycuda. The runtime and ``operations``, which every
+participant runs (a sum check's too), import no ``learner`` module: a role with learner work is
+handed its learner's state. Imports under ``if TYPE_CHECKING:`` are types only and do not count;
+imports inside functions do (they run).
 
 Known violations that are still to be fixed are listed in ``KNOWN`` with the reason; the check
 fails on any violation not listed there, and on a listed one that no longer occurs, so the list
@@ -151,6 +153,12 @@ IO_ALLOWED = frozenset(
 
 FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", "pycuda"})
 
+# Modules (and packages, with everything in them) that every participant runs, a sum check's
+# too, and that so import no learner module at run time: a role with learner work is handed its
+# LearnerState by the participant's entry, which imports the learner for such a role only.
+LEARNER_FREE = ("alpha.runtime", "alpha.operations")
+LEARNER = "alpha.learner"
+
 # (importer, imported): why it is still here. Issue 11 removes them.
 KNOWN: dict[tuple[str, str], str] = {}
 
@@ -212,6 +220,12 @@ def _arrow(importer: str, imported: str) -> bool:
     return a == b or (a, b) in SHELL_ARROWS or (a, "*") in SHELL_ARROWS
 
 
+def _within(module: str, packages: tuple[str, ...] | str) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one of them."""
+    names = (packages,) if isinstance(packages, str) else packages
+    return any(module == name or module.startswith(f"{name}.") for name in names)
+
+
 def _is_module(name: str, root: Path) -> bool:
     path = root.parent.joinpath(*name.split("."))
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
@@ -233,6 +247,15 @@ def violations(root: Path) -> list[tuple[str, str, str]]:
                 theirs = layer_of(imported)
                 if RANK[theirs] < RANK[mine]:
                     found.append((module, imported, f"{mine} imports {theirs}, a higher layer"))
+                elif _within(module, LEARNER_FREE) and _within(imported, LEARNER):
+                    found.append(
+                        (
+                            module,
+                            imported,
+                            "every participant runs it, a sum check's too: it imports the "
+                            "learner for types only, and is handed the learner's state",
+                        )
+                    )
                 elif mine == theirs == "shell" and not _arrow(module, imported):
                     found.append(
                         (

@@ -7,7 +7,8 @@ entry imports is paid for at every start (``python -m bench startup``), and a la
 every role at once on the host's cores (``python -m bench endpoints``). Reading a plan (and
 ``tomllib``, which only the plan reader needs), checking and projecting a protocol and building
 artifacts are the compiler's jobs; a participant runs the description, schedule and learner its
-payload already holds.
+payload already holds. A role without a learner imports no learner module at all, checked on
+every role of a real sum-check run, and a learner run's roles do import it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import pytest
 from alpha._artifact_entry import BLAS_THREADS
 from alpha.compile import compile_plan, parse_roles
 from alpha.exitcodes import EXIT_FAILURE
-from alpha.plan import load_plan
+from alpha.plan import Plan, load_plan, parse_plan
+from harness.compiled import CompiledRun
 
 COMPILE_ONLY = (
     "alpha.plan",
@@ -108,6 +110,83 @@ def test_a_role_without_a_learner_starts_without_the_learners_payload_code(
     assert "failed: PortMissing" in done.stderr
     assert {"alpha.participant", "alpha.protocol.local"} <= modules
     assert sorted(modules.intersection(COMPILE_ONLY + LEARNER_ONLY)) == []
+    assert _learner_modules(modules) == []
+
+
+LEARNER_PACKAGE = "alpha.learner"
+"""The learner's run-time half: model, optimizer, data, GPU binding, payload, checkpoint saving.
+A role without a learner has no learner work, so it imports none of it."""
+
+
+def _learner_modules(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m == LEARNER_PACKAGE or m.startswith(f"{LEARNER_PACKAGE}."))
+
+
+def _launched_imports(plan: Plan, folder: Path, *options: str) -> dict[int, set[str]]:
+    """Compile every role of ``plan`` into ``folder``, launch them all as ``alpha launch``
+    does (real processes on 127.0.0.1, warm-started unless ``--cold``) with the interpreter's
+    import profiling on (``PYTHONPROFILEIMPORTTIME``, which each participant inherits, forked
+    by the warm starter or not), and return every role's imported modules, read from its log.
+    The run must succeed."""
+    run = CompiledRun(plan, folder)
+    done = subprocess.run(
+        [sys.executable, "-m", "alpha", "launch", str(folder), *options],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(run.found_reports()) == list(range(plan.participants))
+    return {
+        role: {
+            line.rpartition("|")[2].strip()
+            for line in run.log(role).splitlines()
+            if line.startswith("import time:")
+        }
+        for role in range(plan.participants)
+    }
+
+
+@pytest.mark.slow
+def test_no_participant_of_a_sum_check_run_imports_a_learner_module(tmp_path: Path) -> None:
+    # The shipped 13-role tree, run to its commit: each role established its edges, ran its
+    # rounds and completed, so everything its session imports was imported by then. (A role
+    # started cold, as `python3 ARTIFACT`, is the test below that stops at its first wait.)
+    for role, modules in _launched_imports(load_plan(SUM_CHECK), tmp_path).items():
+        assert {"alpha.participant", "alpha.runtime.session"} <= modules, role  # seen
+        assert _learner_modules(modules) == [], role
+
+
+@pytest.mark.slow
+def test_every_participant_of_a_learner_run_imports_the_learner(tmp_path: Path) -> None:
+    # The other side of the test above: the same reading sees a learner role's learner.
+    plan = parse_plan(LEARN_PAIR)
+    for role, modules in _launched_imports(plan, tmp_path).items():
+        assert {"alpha.learner.program", "alpha.learner.payload"} <= modules, role
+
+
+LEARN_PAIR = """
+[run]
+name = "imports-learn-pair"
+rounds = 2
+[membership]
+group = "(group (stride 0 1 2))"
+[topology]
+shape = "pair"
+[budgets]
+accept = 60.0
+deadline = 120.0
+[work]
+kind = "learn"
+[learner]
+kind = "mlp"
+hidden = 8
+rate = 0.15
+seed = 3
+batch = 8
+"""
 
 
 # Runs an artifact in this interpreter as `python3 ARTIFACT` would, then says on stderr (stdout

@@ -8,8 +8,10 @@ Adam: ``alpha.learner.optimizer``) on its own copy of the parameters ``w`` and o
 optimizer's state; role 0 records the round's loss and accuracy. Before the first round every
 role initializes ``w`` from the plan's seed.
 
-A participant loads this module (the runtime steps a ``LearnerState``), so it reads a plan only
-through its fields: the plan reader is imported for types alone. The learner's global protocol
+A participant with a learner loads this module (its entry builds the ``LearnerState`` from its
+payload and hands it to the runtime, which steps it); a role without one (a sum check) loads no
+learner module at all. It reads a plan only through its fields: the plan reader is imported for
+types alone. The learner's global protocol
 and run identity, which only compiling needs, are in ``alpha.learner.protocol``.
 """
 

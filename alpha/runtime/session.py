@@ -37,7 +37,6 @@ from alpha.errors import (
     WrongFrame,
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.learner.program import LearnerState
 from alpha.protocol.local import LocalSchedule
 from alpha.role import RoleDescription
 from alpha.runtime.channel import FrameChannel
@@ -46,7 +45,8 @@ from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_launcher
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
+    from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
 
 __all__ = [
