@@ -36,6 +36,7 @@ from alpha.learner.protocol import LEARNER_PROGRAM, learner_digest_of
 from alpha.learner.replicate import Start, replicate
 from alpha.plan import Plan, parse_plan
 from harness.compiled import CompiledRun
+from tests.support import raises_exactly
 
 DIGITS = load_digits()
 DTYPES = ("float32", "float64")
@@ -45,13 +46,6 @@ UINT = {"float32": np.uint32, "float64": np.uint64}
 def bits(array: np.ndarray) -> list[int]:
     """An array's elements as their IEEE bit patterns (so -0.0 and 0.0 differ)."""
     return array.view(UINT[array.dtype.name]).tolist()  # type: ignore[no-any-return]
-
-
-def raises_exactly(cls: type[BaseException], call: Any, *args: Any, **kwargs: Any) -> Any:
-    with pytest.raises(cls) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is cls, f"{type(info.value).__name__} raised, {cls.__name__} wanted"
-    return info.value
 
 
 # --- strategies -----------------------------------------------------------------------------

@@ -1,0 +1,12 @@
+"""The one copy of each test helper; tests import them as ``from tests.support import ...``.
+
+``tests`` is found through pytest's ``pythonpath = ["."]`` (pyproject.toml), so these imports
+hold wherever a test file sits under ``tests/``. ``conftest.py`` holds fixtures and hooks only
+and is never imported as a module.
+"""
+
+from .channels import BUDGETS, connected
+from .errors import raises_exactly
+from .identity import IDENTITY
+
+__all__ = ["BUDGETS", "IDENTITY", "connected", "raises_exactly"]
