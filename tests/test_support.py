@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alpha.errors import AlphaError, FrameRefused, WrongEdge
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
-from tests.support import IDENTITY, connected, raises_exactly
+from alpha.plan import parse_plan
+from tests.support import IDENTITY, connected, plan_of, plan_text, raises_exactly, toml_value
 
 TESTS = Path(__file__).resolve().parent
 SUPPORT = TESTS / "support"
 # The names that tests/support/ owns: a module elsewhere under tests/ must import them.
-OWNED = ("raises_exactly", "IDENTITY", "connected")
+OWNED = ("raises_exactly", "IDENTITY", "connected", "toml_value")
 
 
 def _raise(error: BaseException) -> None:
@@ -99,3 +103,58 @@ def test_no_test_module_writes_its_own_copy_of_a_support_helper() -> None:
                 assert name not in OWNED, (
                     f"{path.name}:{node.lineno} defines {name}; import it from tests.support"
                 )
+
+
+# --- the plan builder -----------------------------------------------------------------------
+
+SCALARS = (
+    st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text()
+)
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_a_toml_value_reads_back_equal(value: object) -> None:
+    read = tomllib.loads(f"v = {toml_value(value)}")["v"]
+    assert type(read) is type(value) and read == value
+
+
+def test_a_toml_value_refuses_what_it_cannot_write() -> None:
+    raises_exactly(TypeError, toml_value, None)
+    raises_exactly(TypeError, toml_value, {"a": 1})
+    raises_exactly(TypeError, toml_value, [1, None])
+
+
+def test_the_plan_builder_writes_the_tables_given_and_leaves_out_none() -> None:
+    text = plan_text(
+        "built",
+        roles=3,
+        rounds=2,
+        topology={"shape": "tree", "fanout": 2},
+        contract=None,
+        work={"kind": "sum-check", "size": 8, "choice": None},
+        extra="[budgets]\nreceive = 4.0\n",
+    )
+    tables = tomllib.loads(text)
+    assert tables == {
+        "run": {"name": "built", "rounds": 2},
+        "membership": {"group": "(group (stride 0 1 3))"},
+        "topology": {"shape": "tree", "fanout": 2},
+        "work": {"kind": "sum-check", "size": 8},
+        "budgets": {"receive": 4.0},
+    }
+    plan = plan_of(
+        "built",
+        roles=3,
+        rounds=2,
+        source="test",
+        topology={"shape": "tree", "fanout": 2},
+        work={"kind": "sum-check", "size": 8},
+        extra="[budgets]\nreceive = 4.0\n",
+    )
+    assert plan == parse_plan(text, source="test")
+    assert (plan.participants, plan.rounds, plan.work_size, plan.source) == (3, 2, 8, "test")

@@ -8,5 +8,14 @@ and is never imported as a module.
 from .channels import BUDGETS, connected
 from .errors import raises_exactly
 from .identity import IDENTITY
+from .plans import plan_of, plan_text, toml_value
 
-__all__ = ["BUDGETS", "IDENTITY", "connected", "raises_exactly"]
+__all__ = [
+    "BUDGETS",
+    "IDENTITY",
+    "connected",
+    "plan_of",
+    "plan_text",
+    "raises_exactly",
+    "toml_value",
+]
