@@ -1,34 +1,5 @@
-"""Shared test helpers: a real loopback connection between two frame channels."""
+"""Fixtures and hooks shared by the tests, and nothing else.
 
-from __future__ import annotations
-
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
-import trio
-
-from alpha.budgets import Budgets
-from alpha.identity import RunIdentity
-from alpha.runtime.channel import FrameChannel
-
-BUDGETS = Budgets(receive=0.5, accept=0.5, connect_attempts=3, connect_interval=0.05)
-IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
-
-
-@asynccontextmanager
-async def connected(
-    low: int = 0, high: int = 1, budgets: Budgets = BUDGETS
-) -> AsyncIterator[tuple[FrameChannel, FrameChannel]]:
-    """Two channels, one per end of a real loopback connection."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
-    client = await trio.open_tcp_stream("127.0.0.1", port)
-    server = await listeners[0].accept()
-    await listeners[0].aclose()
-    a = FrameChannel(server, role=low, peer=high, budgets=budgets, identity=IDENTITY)
-    b = FrameChannel(client, role=high, peer=low, budgets=budgets, identity=IDENTITY)
-    try:
-        yield a, b
-    finally:
-        await a.aclose()
-        await b.aclose()
+Helpers live in ``tests/support/`` (``from tests.support import ...``); this file is never
+imported as a module.
+"""

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import trio
 import trio.testing
-from conftest import connected
 
 from alpha.abort import AbortCause
 from alpha.budgets import Budgets
@@ -31,7 +30,6 @@ from alpha.errors import (
     WrongEdge,
 )
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
-from alpha.identity import RunIdentity
 from alpha.program import exchange_plan, protocol_for
 from alpha.protocol import LocalSchedule, project
 from alpha.protocol.local import Loop, Recv, Send
@@ -39,9 +37,7 @@ from alpha.role import RoleDescription
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
 from alpha.runtime.endpoint import hello_spec
 from alpha.runtime.session import first_alpha_error, run_role
-
-IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
-BUDGETS = Budgets(receive=0.5, accept=0.5, connect_attempts=3, connect_interval=0.05)
+from tests.support import BUDGETS, IDENTITY, connected
 
 
 def spec(sender: int, receiver: int, extent: int, slot: int = 1) -> FrameSpec:

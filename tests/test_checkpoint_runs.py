@@ -21,6 +21,7 @@ from alpha.checkpoint import LOCK, POINTER, generation_name, open_generation, pu
 from alpha.errors import CheckpointFolderHeld, CheckpointWriteFailed, GenerationForeign
 from alpha.plan import Plan, parse_plan
 from alpha.run import _after_failure, run_plan
+from tests.support import plans
 
 N = 4
 
@@ -35,34 +36,24 @@ def plan_text(
     keep: int = 2,
     may_change: str = "",
 ) -> str:
-    extra = f"may_change = {may_change}\n" if may_change else ""
-    return f"""
-[run]
-name = "hostile"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {N}))"
-[topology]
-shape = "tree"
-fanout = 2
-[budgets]
-accept = 30.0
-receive = 10.0
-start = 30.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 8
-rate = {rate}
-seed = {seed}
-batch = 8
-optimizer = "adam"
-[checkpoint]
-every = {every}
-folder = "{folder}"
-keep = {keep}
-{extra}"""
+    return plans.plan_text(
+        "hostile",
+        roles=N,
+        rounds=rounds,
+        topology={"shape": "tree", "fanout": 2},
+        budgets={"accept": 30.0, "receive": 10.0, "start": 30.0},
+        work={"kind": "learn"},
+        learner={
+            "kind": "mlp",
+            "hidden": 8,
+            "rate": float(rate),
+            "seed": seed,
+            "batch": 8,
+            "optimizer": "adam",
+        },
+        checkpoint={"every": every, "folder": str(folder), "keep": keep},
+        extra=f"may_change = {may_change}\n" if may_change else "",
+    )
 
 
 def plan_of(folder: Path, **options: int | str) -> Plan:

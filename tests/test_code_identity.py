@@ -7,7 +7,6 @@ import hashlib
 import json
 import shutil
 import struct
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,20 +27,11 @@ from alpha.launch import launch, launch_specs
 from alpha.plan import load_plan
 from alpha.program import run_identity
 from alpha.role import RoleDescription
+from tests.support import raises_exactly
 
 PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
 SOURCES = [("alpha/b.py", b"B = 2\n"), ("alpha/a.py", b"A = 1\n"), ("alpha/sub/c.py", b"")]
-
-
-def raises_exactly(
-    cls: type[BaseException], call: Callable[..., object], *args: object, **kwargs: object
-) -> BaseException:
-    """Run ``call(*args, **kwargs)``; return its exception, which must be exactly ``cls``."""
-    with pytest.raises(cls) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is cls, f"{type(info.value).__name__} raised, {cls.__name__} wanted"
-    return info.value
 
 
 def u64(value: int) -> bytes:

@@ -20,6 +20,7 @@ from alpha.launch import launch, launch_specs
 from alpha.plan import Plan, load_plan, parse_plan
 from alpha.run import committed_reports
 from harness.compiled import CompiledRun
+from tests.support import plans
 
 PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
@@ -34,28 +35,16 @@ def plan_text(
     choice: str = "none",
     extra: str = "",
 ) -> str:
-    return f"""
-[run]
-name = "{name}"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {n}))"
-[topology]
-shape = "tree"
-fanout = {fanout}
-[contract]
-dtype = "float64"
-[budgets]
-connect_attempts = 50
-accept = 60.0
-receive = 30.0
-deadline = 120.0
-[work]
-kind = "sum-check"
-size = {size}
-choice = "{choice}"
-{extra}
-"""
+    return plans.plan_text(
+        name,
+        roles=n,
+        rounds=rounds,
+        topology={"shape": "tree", "fanout": fanout},
+        contract={"dtype": "float64"},
+        budgets={"connect_attempts": 50, "accept": 60.0, "receive": 30.0, "deadline": 120.0},
+        work={"kind": "sum-check", "size": size, "choice": choice},
+        extra=f"{extra}\n",
+    )
 
 
 def reports(directory: Path) -> dict[int, dict[str, object]]:

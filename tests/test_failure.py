@@ -22,6 +22,7 @@ from harness.compiled import CompiledRun
 from harness.processes import running
 from harness.relay import Fault, Relay
 from harness.runs import Outcome, relayed_run
+from tests.support import plan_text
 
 pytestmark = pytest.mark.slow
 
@@ -34,28 +35,15 @@ RECEIVE = 4.0
 START = 8.0
 
 
-PLAN_TEXT = f"""
-[run]
-name = "faults"
-rounds = {ROUNDS}
-[membership]
-group = "(group (stride 0 1 {N}))"
-[topology]
-shape = "tree"
-fanout = 2
-[budgets]
-accept = 30.0
-receive = {RECEIVE}
-start = {START}
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 4
-rate = 0.1
-seed = 1
-batch = 4
-"""
+PLAN_TEXT = plan_text(
+    "faults",
+    roles=N,
+    rounds=ROUNDS,
+    topology={"shape": "tree", "fanout": 2},
+    budgets={"accept": 30.0, "receive": RECEIVE, "start": START},
+    work={"kind": "learn"},
+    learner={"kind": "mlp", "hidden": 4, "rate": 0.1, "seed": 1, "batch": 4},
+)
 PLAN = parse_plan(PLAN_TEXT)
 
 

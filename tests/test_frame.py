@@ -40,8 +40,7 @@ from alpha.frame import (
     seal,
 )
 from alpha.identity import RunIdentity
-
-IDENTITY = RunIdentity(learner=b"L" * 32, contract=b"C" * 32, membership=b"M" * 32)
+from tests.support import IDENTITY
 
 u32 = st.integers(0, 2**32 - 1)
 versions = st.integers(0, MAX_VERSION - 1)

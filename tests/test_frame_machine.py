@@ -50,9 +50,9 @@ from alpha.frame import (
     abort_spec,
     field_at,
 )
-from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS, RunIdentity
+from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
+from tests.support import IDENTITY
 
-IDENTITY = RunIdentity(learner=b"L" * 32, contract=b"C" * 32, membership=b"M" * 32)
 CAUSE = AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged")
 
 # Counters where a slot starts: the ordinary start, anywhere, and the last few before the

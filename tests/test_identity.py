@@ -10,7 +10,6 @@ import re
 import struct
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,22 +46,13 @@ from alpha.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
 from alpha.plan import parse_plan
 from alpha.program import run_identity
 from alpha.topology import MAX_ROLES, ParticipantTree
+from tests.support import raises_exactly
 
 # Hypothesis examples are kept small so the file runs in seconds; no deadline,
 # since a wall-clock bound in a test fails on a loaded machine, not on a bug.
 FAST = settings(max_examples=150, deadline=None)
 
 PART = st.binary(min_size=IDENTITY_PART_SIZE, max_size=IDENTITY_PART_SIZE)
-
-
-def raises_exactly(
-    cls: type[BaseException], call: Callable[..., object], *args: object, **kwargs: object
-) -> BaseException:
-    """Run ``call(*args, **kwargs)``; return its exception, which must be exactly ``cls``."""
-    with pytest.raises(cls) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is cls, f"{type(info.value).__name__} raised, {cls.__name__} wanted"
-    return info.value
 
 
 # --- constants and purity -------------------------------------------------------------------

@@ -5,11 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import trio
-from conftest import connected
 
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange, WrongEdge
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import RunIdentity
 from alpha.program import OPERATIONS
 from alpha.protocol import Everyone, Local, Protocol, Region, project
 from alpha.protocol.forms import Choice, Combine, Dissemination, Seq
@@ -19,8 +17,8 @@ from alpha.runtime import interpreter as interpreter_module
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.interpreter import Interpreter, _Receives, _Sends, encode_word
 from alpha.topology import pair
+from tests.support import IDENTITY, connected
 
-IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
 REGIONS = (Region("x", "float64", 4),)
 
 

@@ -20,6 +20,7 @@ from alpha.plan import Plan, load_plan, parse_plan
 from alpha.topology import ParticipantTree, pair, star
 from harness.compiled import CompiledRun
 from harness.processes import running
+from tests.support import plan_of
 
 DIGITS = load_digits()
 
@@ -33,29 +34,16 @@ def learn_plan(
     rounds: int = 5,
     hidden: int = 16,
 ) -> Plan:
-    topology = f'shape = "{shape}"' + (f"\nfanout = {fanout}" if fanout is not None else "")
-    return parse_plan(f"""
-[run]
-name = "learn-{shape}-{n}-{fanout or 0}-{dtype}"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {n}))"
-[topology]
-{topology}
-[contract]
-dtype = "{dtype}"
-[budgets]
-accept = 60.0
-deadline = 120.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = {hidden}
-rate = 0.15
-seed = 3
-batch = 8
-""")
+    return plan_of(
+        f"learn-{shape}-{n}-{fanout or 0}-{dtype}",
+        roles=n,
+        rounds=rounds,
+        topology={"shape": shape, "fanout": fanout},
+        contract={"dtype": dtype},
+        budgets={"accept": 60.0, "deadline": 120.0},
+        work={"kind": "learn"},
+        learner={"kind": "mlp", "hidden": hidden, "rate": 0.15, "seed": 3, "batch": 8},
+    )
 
 
 # --- the ordered combine --------------------------------------------------------------------

@@ -47,6 +47,7 @@ from alpha.membership import (
     repeat,
     stride,
 )
+from tests.support import raises_exactly
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 # Same shape, 10,000 times as many outer copies: 2,000,000,000 roles.
@@ -58,16 +59,6 @@ ADMISSION_LEAVES = (EmptySelection, OverlappingParts, RoleOutsideUniverse, Index
 # Hypothesis examples are kept small so the file runs in seconds; no deadline,
 # since a wall-clock bound in a test fails on a loaded machine, not on a bug.
 FAST = settings(max_examples=150, deadline=None)
-
-
-def raises_exactly(
-    cls: type[BaseException], call: Callable[..., object], *args: object, **kwargs: object
-) -> BaseException:
-    """Run ``call(*args, **kwargs)``; return its exception, which must be exactly ``cls``."""
-    with pytest.raises(cls) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is cls, f"{type(info.value).__name__} raised, {cls.__name__} wanted"
-    return info.value
 
 
 # --- constants ----------------------------------------------------------------------------

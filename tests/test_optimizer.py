@@ -34,8 +34,9 @@ from alpha.learner.payload import learner_from_payload, learner_payload
 from alpha.learner.program import LearnerState, model_of
 from alpha.learner.protocol import LEARNER_PROGRAM, learner_digest_of
 from alpha.learner.replicate import Start, replicate
-from alpha.plan import Plan, parse_plan
+from alpha.plan import Plan
 from harness.compiled import CompiledRun
+from tests.support import plan_of, raises_exactly
 
 DIGITS = load_digits()
 DTYPES = ("float32", "float64")
@@ -45,13 +46,6 @@ UINT = {"float32": np.uint32, "float64": np.uint64}
 def bits(array: np.ndarray) -> list[int]:
     """An array's elements as their IEEE bit patterns (so -0.0 and 0.0 differ)."""
     return array.view(UINT[array.dtype.name]).tolist()  # type: ignore[no-any-return]
-
-
-def raises_exactly(cls: type[BaseException], call: Any, *args: Any, **kwargs: Any) -> Any:
-    with pytest.raises(cls) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is cls, f"{type(info.value).__name__} raised, {cls.__name__} wanted"
-    return info.value
 
 
 # --- strategies -----------------------------------------------------------------------------
@@ -363,31 +357,25 @@ def learn_plan(
     optimizer: str = "sgd",
     constants: str = "",
 ) -> Plan:
-    topology = f'shape = "{shape}"' + (f"\nfanout = {fanout}" if fanout is not None else "")
-    return parse_plan(f"""
-[run]
-name = "opt-{optimizer}-{shape}-{n}-{dtype}"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {n}))"
-[topology]
-{topology}
-[contract]
-dtype = "{dtype}"
-[budgets]
-accept = 60.0
-deadline = 120.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 12
-rate = {0.01 if optimizer == "adam" else 0.1}
-seed = 5
-batch = 8
-optimizer = "{optimizer}"
-{constants}
-""")
+    rate = 0.01 if optimizer == "adam" else 0.1
+    return plan_of(
+        f"opt-{optimizer}-{shape}-{n}-{dtype}",
+        roles=n,
+        rounds=rounds,
+        topology={"shape": shape, "fanout": fanout},
+        contract={"dtype": dtype},
+        budgets={"accept": 60.0, "deadline": 120.0},
+        work={"kind": "learn"},
+        learner={
+            "kind": "mlp",
+            "hidden": 12,
+            "rate": rate,
+            "seed": 5,
+            "batch": 8,
+            "optimizer": optimizer,
+        },
+        extra=f"{constants}\n",
+    )
 
 
 def test_the_identity_binds_the_optimizer_and_its_constants() -> None:

@@ -24,11 +24,12 @@ from alpha.protocol.forms import Region
 from alpha.protocol.local import decode, encode
 from alpha.protocol.projection import project
 from alpha.run import run_plan
+from tests.support import plans
 
-TOPOLOGIES = {
-    "pair": ('shape = "pair"', 2),
-    "star-5": ('shape = "star"', 5),
-    "tree-7": ('shape = "tree"\nfanout = 2', 7),
+TOPOLOGIES: dict[str, tuple[dict[str, object], int]] = {
+    "pair": ({"shape": "pair"}, 2),
+    "star-5": ({"shape": "star"}, 5),
+    "tree-7": ({"shape": "tree", "fanout": 2}, 7),
 }
 
 
@@ -43,29 +44,23 @@ def plan_text(
     checkpoint: str = "",
 ) -> str:
     shape, n = TOPOLOGIES[topology]
-    return f"""
-[run]
-name = "part-{topology}"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {roles or n}))"
-[topology]
-{shape}
-[contract]
-dtype = "{dtype}"
-[budgets]
-accept = 30.0
-receive = 10.0
-start = 30.0
-[work]
-kind = "learn"
-[learner]
-hidden = 8
-rate = 0.01
-batch = 8
-optimizer = "{optimizer}"
-partition = "{partition}"
-{checkpoint}"""
+    return plans.plan_text(
+        f"part-{topology}",
+        roles=roles or n,
+        rounds=rounds,
+        topology=shape,
+        contract={"dtype": dtype},
+        budgets={"accept": 30.0, "receive": 10.0, "start": 30.0},
+        work={"kind": "learn"},
+        learner={
+            "hidden": 8,
+            "rate": 0.01,
+            "batch": 8,
+            "optimizer": optimizer,
+            "partition": partition,
+        },
+        extra=checkpoint,
+    )
 
 
 @pytest.mark.parametrize("partition", ["optimizer", "gradients", "parameters"])

@@ -49,6 +49,7 @@ from alpha.plan import (
     parse_plan,
 )
 from alpha.topology import ParticipantTree, pair, star
+from tests.support import toml_value
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "alpha" / "data" / "plans"
@@ -60,21 +61,6 @@ Tables = dict[str, dict[str, Any]]
 
 #: Marks a key to remove from the base plan.
 MISSING = object()
-
-
-def toml_value(value: Any) -> str:
-    """A Python value as TOML (strings as basic strings, floats by repr)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)  # 'inf', 'nan', '1e-05' and '0.1' are all TOML floats
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    raise AssertionError(f"no TOML rendering for {value!r}")
 
 
 def render(tables: Tables) -> str:

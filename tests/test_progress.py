@@ -30,6 +30,7 @@ from alpha.learner.program import LearnerState
 from alpha.plan import parse_plan
 from alpha.progress import RoundProgress, follow, summary_table
 from harness.compiled import CompiledRun
+from tests.support import plan_text
 
 ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -332,26 +333,15 @@ def test_the_summary_on_a_terminal_is_a_table_that_fits_it(
 
 
 def learn_plan(rounds: int) -> str:
-    return f"""
-[run]
-name = "progress-pair"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 2))"
-[topology]
-shape = "pair"
-[budgets]
-accept = 60.0
-deadline = 120.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 8
-rate = 0.15
-seed = 3
-batch = 8
-"""
+    return plan_text(
+        "progress-pair",
+        roles=2,
+        rounds=rounds,
+        topology={"shape": "pair"},
+        budgets={"accept": 60.0, "deadline": 120.0},
+        work={"kind": "learn"},
+        learner={"kind": "mlp", "hidden": 8, "rate": 0.15, "seed": 3, "batch": 8},
+    )
 
 
 def test_a_progress_file_that_cannot_be_written_is_said_once_and_the_rounds_go_on(

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import trio
-from conftest import IDENTITY, connected
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ from alpha.budgets import Budgets
 from alpha.errors import AlphaError, FrameRefused, RoundAborted
 from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, abort_spec
 from alpha.runtime.session import first_alpha_error
+from tests.support import IDENTITY, connected
 
 CAUSE = AbortCause(origin=2, cause="Corrupted", edge=(0, 2), round=1, detail="a damaged byte")
 SPECS = (

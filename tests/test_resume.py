@@ -38,6 +38,7 @@ from alpha.run import run_plan
 from harness.processes import running, state_of
 from harness.relay import Fault
 from harness.runs import Interrupt, relayed_run
+from tests.support import plans
 
 pytestmark = pytest.mark.slow
 
@@ -47,32 +48,25 @@ N = 4
 def plan_text(
     folder: Path, *, rounds: int, roles: int = N, every: int | None = 2, may_change: str = ""
 ) -> str:
-    checkpoint = "" if every is None else f'[checkpoint]\nevery = {every}\nfolder = "{folder}"\n'
-    if may_change:
-        checkpoint += f"may_change = {may_change}\n"
-    return f"""
-[run]
-name = "resume"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 {roles}))"
-[topology]
-shape = "tree"
-fanout = 2
-[budgets]
-accept = 30.0
-receive = 10.0
-start = 30.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 8
-rate = 0.01
-seed = 5
-batch = 8
-optimizer = "adam"
-{checkpoint}"""
+    return plans.plan_text(
+        "resume",
+        roles=roles,
+        rounds=rounds,
+        topology={"shape": "tree", "fanout": 2},
+        budgets={"accept": 30.0, "receive": 10.0, "start": 30.0},
+        work={"kind": "learn"},
+        learner={
+            "kind": "mlp",
+            "hidden": 8,
+            "rate": 0.01,
+            "seed": 5,
+            "batch": 8,
+            "optimizer": "adam",
+        },
+        checkpoint=None if every is None else {"every": every, "folder": str(folder)},
+        # may_change belongs to [checkpoint], the last table (always with one in these tests)
+        extra=f"may_change = {may_change}\n" if may_change else "",
+    )
 
 
 def plan_of(folder: Path, **options: int | str | None) -> Plan:

@@ -1,0 +1,21 @@
+"""The one copy of each test helper; tests import them as ``from tests.support import ...``.
+
+``tests`` is found through pytest's ``pythonpath = ["."]`` (pyproject.toml), so these imports
+hold wherever a test file sits under ``tests/``. ``conftest.py`` holds fixtures and hooks only
+and is never imported as a module.
+"""
+
+from .channels import BUDGETS, connected
+from .errors import raises_exactly
+from .identity import IDENTITY
+from .plans import plan_of, plan_text, toml_value
+
+__all__ = [
+    "BUDGETS",
+    "IDENTITY",
+    "connected",
+    "plan_of",
+    "plan_text",
+    "raises_exactly",
+    "toml_value",
+]

@@ -1,0 +1,73 @@
+"""The one plan builder: a plan's TOML text from its tables, each test naming only its values.
+
+``[run]`` and ``[membership]`` (roles ``0 .. roles-1``) are always written; every other table
+is a keyword argument, written in the order given, with ``None`` for "no such table" and, inside
+a table, ``None`` for "leave the key out" (the plan's default then holds). ``extra`` is text
+written last, so it belongs to the last table written (an optimizer's constants in
+``[learner]``, ``may_change`` in ``[checkpoint]``) or opens tables of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from alpha.plan import Plan, parse_plan
+
+Table = Mapping[str, object]
+
+
+def toml_value(value: object) -> str:
+    """``value`` as a TOML value that reads back equal: a bool, an int, a float (``repr``:
+    'inf', '1e-05' and '0.1' are all TOML floats), a str (a basic string; quote, backslash and
+    control characters escaped as TOML wants) or a list of these."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_escaped(c) for c in value) + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML value written for {type(value).__name__}")
+
+
+def _escaped(c: str) -> str:
+    if c in '"\\':
+        return "\\" + c
+    if c < " " or c == "\x7f":
+        return f"\\u{ord(c):04x}"
+    return c
+
+
+def plan_text(
+    name: str, *, roles: int, rounds: int, extra: str = "", **tables: Table | None
+) -> str:
+    """A plan's text: ``[run]``, ``[membership]``, then ``tables``, then ``extra``."""
+    lines = [
+        "[run]",
+        f"name = {toml_value(name)}",
+        f"rounds = {toml_value(rounds)}",
+        "[membership]",
+        f'group = "(group (stride 0 1 {roles}))"',
+    ]
+    for table, fields in tables.items():
+        if fields is None:
+            continue
+        lines.append(f"[{table}]")
+        lines += [f"{key} = {toml_value(v)}" for key, v in fields.items() if v is not None]
+    return "\n".join(lines) + "\n" + extra
+
+
+def plan_of(
+    name: str,
+    *,
+    roles: int,
+    rounds: int,
+    source: str = "<plan>",
+    extra: str = "",
+    **tables: Table | None,
+) -> Plan:
+    """The plan :func:`plan_text` writes, read by ``parse_plan`` (its refusals raised)."""
+    return parse_plan(
+        plan_text(name, roles=roles, rounds=rounds, extra=extra, **tables), source=source
+    )
