@@ -310,10 +310,16 @@ def _with_log(cause: str, log: Path | None) -> str:
 
 
 class _Launch:
-    def __init__(self, specs: Sequence[LaunchSpec], fail_fast: bool) -> None:
+    def __init__(
+        self,
+        specs: Sequence[LaunchSpec],
+        fail_fast: bool,
+        committed: Callable[[], bool] | None = None,
+    ) -> None:
         self.specs = sorted(specs, key=lambda spec: spec.role)
         self.by_role = {spec.role: spec for spec in self.specs}
         self.fail_fast = fail_fast
+        self.committed = committed
         self.result = LaunchResult()
         self.failures: list[RoleOutcome] = []  # in the order the launcher found them
         self.processes: dict[int, _Child] = {}
@@ -350,7 +356,9 @@ class _Launch:
             self.result.first_failure = outcome
         # Before anything is killed: a stopped role is the one its peers waited for.
         self.note_stopped()
-        if self.fail_fast:
+        # After the commit point the run's outcome is decided: stopping the other roles could
+        # only lose the final reports they are publishing (they end by themselves, bounded).
+        if self.fail_fast and not (self.committed is not None and self.committed()):
             self.stop_all()
 
     def note_stopped(self) -> None:
@@ -617,6 +625,7 @@ async def launch(
     announce_wait: float = ANNOUNCE_WAIT,
     route: RouteHook | None = None,
     warm: bool = True,
+    committed: Callable[[], bool] | None = None,
 ) -> LaunchResult:
     """Start every role of ``specs`` at once, relay announced ports, wait for every role.
 
@@ -647,11 +656,14 @@ async def launch(
             another interpreter (QEMU, ssh) start as ever. A warm starter that cannot start
             (a thread in it: a BLAS thread count set above one) is not an error: every role
             then starts an interpreter of its own. False: every role starts its own.
+        committed: says whether the run has passed its commit point (role 0's commit record
+            exists, in a reports folder cleared before the launch); a failure after it stops
+            no other role, even with ``fail_fast``: each is publishing its final report.
 
     Returns:
         Every role's outcome and the first failure (see :func:`first_failure`), if any.
     """
-    state = _Launch(specs, fail_fast)
+    state = _Launch(specs, fail_fast, committed)
     state.route = route
     starting = [spec for spec in state.specs if spec.role not in absent]
     warm = warm and any(_warmable(spec) for spec in starting)

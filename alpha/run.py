@@ -177,7 +177,9 @@ def _launch_segment(
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(follow, records_path, progress, history=records))
-            result = await launch(specs, deadline=deadline, warm=warm)
+            # A role failing after the commit point (role 0's pointer) stops no other role.
+            committed = (reports / COMMIT_NAME).exists
+            result = await launch(specs, deadline=deadline, warm=warm, committed=committed)
             nursery.cancel_scope.cancel()
         return result
 

@@ -260,3 +260,44 @@ def test_the_announce_wait_grows_with_the_roles_that_share_the_cores() -> None:
     assert announce_bound(ANNOUNCE_WAIT, 512, 2) == ANNOUNCE_WAIT + 256 * START_SHARE
     assert announce_bound(ANNOUNCE_WAIT, 512, 512) == ANNOUNCE_WAIT + START_SHARE
     assert announce_bound(ANNOUNCE_WAIT, 0, 0) == ANNOUNCE_WAIT
+
+
+_FAILS = """
+import pathlib, sys
+pathlib.Path(sys.argv[1]).touch()
+sys.exit("role 0: failed: CheckpointWriteFailed: cannot point LATEST: Is a directory")
+"""
+
+_FINISHES = """
+import pathlib, sys, time
+go, done = map(pathlib.Path, sys.argv[1:3])
+while not go.exists():
+    time.sleep(0.01)
+time.sleep(0.5)  # still publishing when role 0 fails
+done.touch()
+"""
+
+
+@pytest.mark.parametrize("committed", [True, False])
+async def test_a_failure_after_the_commit_point_stops_no_other_role(
+    tmp_path: Path, committed: bool
+) -> None:
+    # Role 0 fails once the run committed (its pointer could not move): role 1, publishing
+    # its final report, is left to finish; before the commit point fail-fast stops it.
+    go, done = tmp_path / "go", tmp_path / "done"
+    (tmp_path / "logs").mkdir()
+    specs = [
+        LaunchSpec(0, (sys.executable, "-c", _FAILS, str(go)), (), (), tmp_path / "logs" / "0"),
+        LaunchSpec(
+            1,
+            (sys.executable, "-c", _FINISHES, str(go), str(done)),
+            (),
+            (),
+            tmp_path / "logs" / "1",
+        ),
+    ]
+    result = await launch(specs, deadline=FAST.deadline, committed=lambda: committed)
+    assert result.first_failure is not None and result.first_failure.role == 0
+    assert result.outcomes[1].killed is not committed
+    assert done.exists() is committed
+    assert result.outcomes[1].returncode == (0 if committed else -signal.SIGKILL)
