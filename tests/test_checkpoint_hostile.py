@@ -46,6 +46,7 @@ from alpha.checkpoint import (
 )
 from alpha.errors import CheckpointCorrupt, CheckpointFolderHeld, CheckpointWriteFailed
 from alpha.learner.saving import FREE_WITH_CONTRIBUTORS, identity_changes, segment_record
+from tests.support import mount_tmpfs
 
 NONCE = "0123abcd"
 
@@ -404,20 +405,7 @@ def test_a_folder_without_room_for_a_generation_is_found_before_the_first_round(
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> object:
     """A 64 KiB tmpfs (``mount`` needs root; skipped where it is not permitted)."""
-    where = tmp_path / "tmpfs"
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    yield from mount_tmpfs(tmp_path / "tmpfs", "size=64k")
 
 
 def test_a_full_file_system_refuses_staging_with_enospc(small_tmpfs: Path) -> None:

@@ -21,7 +21,7 @@ from alpha.checkpoint import LOCK, POINTER, generation_name, open_generation, pu
 from alpha.errors import CheckpointFolderHeld, CheckpointWriteFailed, GenerationForeign
 from alpha.plan import Plan, parse_plan
 from alpha.run import _after_failure, run_plan
-from tests.support import plans
+from tests.support import mount_tmpfs, plans
 
 N = 4
 
@@ -58,22 +58,6 @@ def plan_text(
 
 def plan_of(folder: Path, **options: int | str) -> Plan:
     return parse_plan(plan_text(folder, **options), source="test")  # type: ignore[arg-type]
-
-
-def mount_tmpfs(where: Path, options: str) -> Iterator[Path]:
-    where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 @pytest.fixture

@@ -8,12 +8,14 @@ and is never imported as a module.
 from .channels import BUDGETS, connected
 from .errors import raises_exactly
 from .identity import IDENTITY
+from .mounts import mount_tmpfs
 from .plans import plan_of, plan_text, toml_value
 
 __all__ = [
     "BUDGETS",
     "IDENTITY",
     "connected",
+    "mount_tmpfs",
     "plan_of",
     "plan_text",
     "raises_exactly",
