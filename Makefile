@@ -42,7 +42,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict alpha
 	$(BIN)/mypy harness gates
 
-# Participants started from role descriptions (`python -m alpha.participant`) import the
+# Participants started from role descriptions (`python -m alpha.artifact.participant`) import the
 # package from here: its bytecode, written once, saves each one compiling it (~0.3 s), even
 # where PYTHONDONTWRITEBYTECODE keeps Python from writing it on import.
 bytecode: $(STAMP)

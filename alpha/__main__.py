@@ -2,6 +2,6 @@
 
 import sys
 
-from alpha.cli import main
+from alpha.app.cli import main
 
 sys.exit(main())

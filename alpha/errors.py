@@ -603,7 +603,7 @@ class RegionInvalid(ProtocolFailure):
 
 class OperationUnimplemented(ProtocolFailure):
     """A local operation or selector the protocol declares has no implementation
-    in this Alpha (``alpha.operations``): its participants could not run it.
+    in this Alpha (``alpha.schedule.operations``): its participants could not run it.
     Implement it there, or stop naming it."""
 
 

@@ -25,7 +25,7 @@ POINTS: Final = {
     "checkpoint.published": "role 0 published the generation and committed, before the "
     "pointer moves",
     "checkpoint.removing": "role 0 renamed an old generation out of sight, before deleting it",
-    # Reached by the warm starter (alpha/_warm_server.py), not by a participant; ROLE is the
+    # Reached by the warm starter (alpha/launch/warm_server.py), not by a participant; ROLE is the
     # role it is asked to start, and 0 for the two points it reaches once per launch.
     "warm.ready": "the warm starter has imported trio and numpy, before it says it is ready",
     "warm.forking": "the warm starter was asked to start role ROLE, before it forks",

@@ -1,4 +1,4 @@
-"""Saving and restoring learning state: a generation (alpha.checkpoint) against the bare I/O.
+"""Saving and restoring learning state: a generation (alpha.checkpoint.store) against the bare I/O.
 
 For each size, a float32 parameter vector of that many bytes is saved as one generation by 4
 owners (each writes its shards and owner manifest, then the root manifest is written, the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from alpha.checkpoint import (
+from alpha.checkpoint.store import (
     move_pointer,
     open_generation,
     owner_ranges,

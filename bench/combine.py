@@ -2,7 +2,7 @@
 
 Alpha: a sum-check plan written here (``[topology] shape = "star"``, ``[contract] dtype =
 "float32"``, delivery to every role, ``[work] size`` the vector's elements) is compiled once
-for each of two round counts R1 < R2 (untimed) and launched by the launcher (``alpha.launch``)
+for each of two round counts R1 < R2 (untimed) and launched by ``alpha.launch.launcher``
 on 127.0.0.1, R1 then R2, ``repeat`` times. In a star every role is a child of role 0: each
 round every role fills its region (the sum check's ``fill``), sends it to role 0, which folds
 its own region and then the others' in ascending role order and sends the total back to each,
@@ -53,13 +53,13 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from alpha.budgets import Budgets
-from alpha.combine import fold_order
-from alpha.compile import compile_plan
-from alpha.launch import launch, launch_specs
-from alpha.operations import SUM_CHECK_OPS, Context
-from alpha.plan import Plan, parse_plan
-from alpha.run import committed_reports
+from alpha.app.compile import compile_plan
+from alpha.app.run import committed_reports
+from alpha.compiler.plan import Plan, parse_plan
+from alpha.core.budgets import Budgets
+from alpha.core.combine import fold_order
+from alpha.launch.launcher import launch, launch_specs
+from alpha.schedule.operations import SUM_CHECK_OPS, Context
 from bench._timing import median_seconds
 
 NAME = "combine"
@@ -640,7 +640,7 @@ def run(repeat: int) -> str:
             "delivery `all`): each round every role fills its region, sends it to role 0, which",
             "folds its own and then the others' in ascending role order and sends the total back",
             "to each, and every role checks it. Each plan is compiled for R1 and R2 rounds",
-            "(untimed) and launched R1 then R2 by `alpha.launch`, "
+            "(untimed) and launched R1 then R2 by `alpha.launch.launcher`, "
             f"{repeat} times; 'Alpha per combine' is",
             "the median over those repetitions of (T(R2) - T(R1)) / (R2 - R1), where T is role",
             "0's time from its last edge established to its last round done (its committed",

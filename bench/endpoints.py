@@ -1,6 +1,6 @@
 """Endpoints: establishing every edge of a run, and frame throughput on one loopback edge.
 
-Edge establishment: real participant processes started by the launcher (``alpha.launch``) on
+Edge establishment: real participant processes started by ``alpha.launch.launcher`` on
 127.0.0.1 for trees of 16, 64, 128, 256, 512 and 1,024 roles (warm only), fan-out 4, from the
 artifacts ``alpha exchange N 4 --payload 64`` compiles (with larger budgets): each edge carries
 a 64-byte contribution up and the checked 64-byte total down, and the run commits. The launcher
@@ -35,15 +35,15 @@ from pathlib import Path
 
 import trio
 
-from alpha._artifact_entry import BLAS_THREADS
-from alpha.budgets import Budgets
-from alpha.compile import compile_plan
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import RunIdentity
-from alpha.launch import LaunchResult, launch, launch_specs
-from alpha.program import exchange_plan
-from alpha.run import committed_reports
+from alpha.app.compile import compile_plan
+from alpha.app.run import committed_reports
+from alpha.artifact.entry import BLAS_THREADS
+from alpha.compiler.program import exchange_plan
+from alpha.core.budgets import Budgets
+from alpha.core.identity import RunIdentity
+from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.runtime.channel import FrameChannel
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from bench._timing import median_seconds, rate
 
 NAME = "endpoints"
@@ -194,7 +194,7 @@ def _launch_once(n: int, warm: bool) -> _Launched:
 
 def _startup(code: str) -> tuple[float, float]:
     """Median wall time and CPU per start-up of ``python -c code``, with numpy's BLAS given
-    one thread as a participant gives it (``alpha._artifact_entry.BLAS_THREADS``)."""
+    one thread as a participant gives it (``alpha.artifact.entry.BLAS_THREADS``)."""
     argv = [sys.executable, "-c", code]
     name, value = BLAS_THREADS
     environment = {**os.environ, name: os.environ.get(name, value)}
@@ -211,7 +211,7 @@ def _startup(code: str) -> tuple[float, float]:
 
 def _establishment(repeat: int) -> str:
     bare, bare_cpu = _startup("import trio, numpy")
-    alpha, alpha_cpu = _startup("import alpha.participant")
+    alpha, alpha_cpu = _startup("import alpha.artifact.participant")
     runs = max(1, min(repeat, 3))
     cores = os.cpu_count() or 1
     rows = []
@@ -242,7 +242,7 @@ def _establishment(repeat: int) -> str:
         [
             f"Establishing every edge of a tree of real participant processes, fan-out {FANOUT},",
             "on 127.0.0.1, as `alpha exchange N 4` does: the plan is compiled into artifacts",
-            "(untimed), then the launcher (`alpha.launch`) starts every role at once, relays each",
+            "(untimed), then `alpha.launch.launcher` starts every role at once, relays each",
             "announced port to its connector as soon as it is known, and waits for every role;",
             f"each edge then carries a {EXCHANGE}-byte contribution up and the checked total",
             "down, and the run commits (reports count only with its commit record). Trees of",
@@ -258,13 +258,13 @@ def _establishment(repeat: int) -> str:
             'start-up of one bare `python -c "import trio, numpy"` timed in this run, with one',
             f"BLAS thread as participants have: {bare:.3f} s wall, {bare_cpu:.2f} s CPU (median of",
             f"{STARTUPS}). 1.0 would mean a launch costs one bare start-up per role, one after",
-            'another. For comparison, `python -c "import alpha.participant"`, the imports every',
-            f"participant pays, takes {alpha:.3f} s wall and {alpha_cpu:.2f} s CPU. 'all edges",
-            "up' is from the launch's start to the last edge established: the latest of the",
-            "roles' `established_at`, the moment each had all its edges on the host's monotonic",
-            "clock, which this process shares. `established_s` is each role's own time from its",
-            "session start to all its edges established. 'CPU per role' is the participants'",
-            "user and system",
+            'another. For comparison, `python -c "import alpha.artifact.participant"`, the imports',
+            f"every participant pays, takes {alpha:.3f} s wall and {alpha_cpu:.2f} s CPU.",
+            "'all edges up' is from the launch's start to the last edge established: the latest",
+            "of the roles' `established_at`, the moment each had all its edges on the host's",
+            "monotonic clock, which this process shares. `established_s` is each role's own",
+            "time from its session start to all its edges established. 'CPU per role' is the",
+            "participants' user and system",
             f"time per role; 'CPU floor' is roles times CPU per role over the {cores} cores here:",
             "the launch wall cannot be shorter, since start-ups share the cores. 'peak PSS' is",
             "the largest sum of the participants' proportional set sizes",

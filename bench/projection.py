@@ -22,11 +22,11 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from alpha.app.compile import compile_plan
 from alpha.artifact import PAYLOAD_NAME
-from alpha.compile import compile_plan
-from alpha.plan import parse_plan
-from alpha.program import protocol_for
-from alpha.protocol import Protocol, check, encode, project
+from alpha.compiler import Protocol, check, encode, project
+from alpha.compiler.plan import parse_plan
+from alpha.compiler.program import protocol_for
 from bench._timing import median_seconds, peak_bytes
 
 NAME = "projection"

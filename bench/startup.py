@@ -19,10 +19,10 @@ import time
 import zipfile
 from pathlib import Path
 
-from alpha._loader import MANIFEST_NAME, decode_manifest, encode_manifest
+from alpha.app.compile import compile_plan, parse_roles
 from alpha.artifact import artifact_name
-from alpha.compile import compile_plan, parse_roles
-from alpha.plan import load_plan
+from alpha.artifact.loader import MANIFEST_NAME, decode_manifest, encode_manifest
+from alpha.compiler.plan import load_plan
 
 NAME = "startup"
 PLAN = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "pair.toml"

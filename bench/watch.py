@@ -15,10 +15,10 @@ import time
 
 import trio
 
-from alpha.budgets import Budgets
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import RunIdentity
+from alpha.core.budgets import Budgets
+from alpha.core.identity import RunIdentity
 from alpha.runtime.channel import FrameChannel
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 NAME = "watch"
 

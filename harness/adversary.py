@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Final
 
 import alpha
+from alpha.app.compile import compile_plan
 from alpha.artifact import artifact_name
-from alpha.compile import compile_plan
-from alpha.plan import parse_plan
+from alpha.compiler.plan import parse_plan
 
 __all__ = [
     "BEHAVIOURS",
@@ -124,7 +124,7 @@ _SENT: Final = """\
 def _near_top(start: str) -> Patch:
     """The counters that start at ``start`` (a sending or a receiving slot's) start two frames
     before their maximum instead of at 0."""
-    return Patch("alpha/frame.py", start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
+    return Patch("alpha/wire/frame.py", start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
 
 
 BEHAVIOURS: Final[dict[str, Behaviour]] = {
@@ -188,7 +188,7 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "starts every slot's version counter two frames before its maximum",
             (
                 Patch(
-                    "alpha/frame.py",
+                    "alpha/wire/frame.py",
                     _COUNTER,
                     _COUNTER + "\n        next_version = max(next_version, MAX_VERSION - 2)",
                     times=2,
@@ -211,7 +211,7 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "it (its send-side overflow check removed)",
             (
                 _near_top(_SEND_START),
-                Patch("alpha/frame.py", _SEND_OVERFLOW, _UNCHECKED),
+                Patch("alpha/wire/frame.py", _SEND_OVERFLOW, _UNCHECKED),
             ),
         ),
         Behaviour(
@@ -226,7 +226,7 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "past it (its receive-side overflow check removed)",
             (
                 _near_top(_RECEIVE_START),
-                Patch("alpha/frame.py", _RECEIVE_OVERFLOW, _UNCHECKED),
+                Patch("alpha/wire/frame.py", _RECEIVE_OVERFLOW, _UNCHECKED),
             ),
         ),
         Behaviour(
@@ -312,8 +312,8 @@ build_artifact(pathlib.Path(sys.argv[2]), read_artifact(pathlib.Path(sys.argv[1]
 """
 
 _COMPILE: Final = """
-from alpha.compile import compile_plan
-from alpha.plan import parse_plan
+from alpha.app.compile import compile_plan
+from alpha.compiler.plan import parse_plan
 plan = parse_plan(pathlib.Path(sys.argv[1]).read_text(), source=sys.argv[1])
 compile_plan(plan, pathlib.Path(sys.argv[2]), [int(r) for r in sys.argv[3].split(",")])
 """

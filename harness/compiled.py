@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 from typing import Any, final
 
+from alpha.app.compile import compile_plan
 from alpha.artifact import artifact_name, read_artifact
-from alpha.budgets import Budgets
-from alpha.compile import compile_plan
-from alpha.launch import LaunchResult, launch, launch_specs
-from alpha.plan import Plan
-from alpha.program import exchange_plan
-from alpha.role import RoleDescription
-from alpha.topology import ParticipantTree
+from alpha.compiler.plan import Plan
+from alpha.compiler.program import exchange_plan
+from alpha.core.budgets import Budgets
+from alpha.core.topology import ParticipantTree
+from alpha.launch.launcher import LaunchResult, launch, launch_specs
+from alpha.schedule.role import RoleDescription
 
 __all__ = ["CompiledRun"]
 
@@ -28,7 +28,7 @@ class CompiledRun:
     and then read what the roles wrote into the folder.
 
     Raises:
-        ProtocolRejected, PlanInvalid: as :func:`alpha.compile.compile_plan`.
+        ProtocolRejected, PlanInvalid: as :func:`alpha.app.compile.compile_plan`.
     """
 
     def __init__(self, plan: Plan, folder: Path) -> None:
@@ -48,14 +48,14 @@ class CompiledRun:
         payload: int = 512,
         rounds: int = 1,
     ) -> CompiledRun:
-        """The edge exchange on ``tree`` (:func:`alpha.program.exchange_plan`, about
+        """The edge exchange on ``tree`` (:func:`alpha.compiler.program.exchange_plan`, about
         ``payload`` bytes each way on each edge) compiled into ``base / "run"``."""
         plan = exchange_plan(tree.n, tree.fanout, payload=payload, budgets=budgets, rounds=rounds)
         return cls(plan, base / "run")
 
     async def launch(self, **options: Any) -> LaunchResult:
         """Launch every role with the compiled deadline; ``options`` as
-        :func:`alpha.launch.launch` takes them."""
+        :func:`alpha.launch.launcher.launch` takes them."""
         return await launch(self.specs, deadline=self.deadline, **options)
 
     def description(self, role: int) -> RoleDescription:

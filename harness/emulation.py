@@ -3,7 +3,7 @@
 (``make aarch64``; ``docs/emulation.md``).
 
 :func:`aarch64_interpreter` gives the argv prefix that runs a Python script as AArch64; the
-launcher starts an aarch64 role's artifact after it (``alpha.launch.launch_specs``). qemu is
+launcher starts an aarch64 role's artifact after it (``launcher.launch_specs``). qemu is
 called by name, never through binfmt_misc, which would change the whole machine.
 
 ``python -m harness.emulation`` prints that prefix as one shell word list, for

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import trio
 
-from alpha.commit import COMMIT_NAME
-from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
+from alpha.launch.launcher import LaunchResult, LaunchSpec, launch, launch_specs
+from alpha.records.commit import COMMIT_NAME
 from harness.processes import running
 from harness.relay import Fault, Relay
 
 __all__ = ["STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
 
-#: The text after ``failed:`` on a participant's failure line (``alpha.participant`` writes
+#: The text after ``failed:`` on a participant's failure line (``alpha.artifact.participant`` writes
 #: ``role N: failed: CLASS: MESSAGE``).
 _FAILED = ": failed: "
 
@@ -147,8 +147,8 @@ async def relayed_run(
         replace: artifacts started instead of the compiled ones, by role (adversaries,
             foreign participants); they are copied into ``folder/adversaries`` and run as
             they are, without the launcher's cross-check against ``run.json``.
-        interpreters: the argv prefix per target (``alpha.launch.launch_specs``).
-        absent, delays: roles never started, or started late (``alpha.launch.launch``).
+        interpreters: the argv prefix per target (``alpha.launch.launcher.launch_specs``).
+        absent, delays: roles never started, or started late (``alpha.launch.launcher.launch``).
         stranger: a role whose listener a stranger connects to, as soon as it announced,
             before the real peer: it sends an HTTP request and stays connected.
         interrupt: the signal the relay's ``call`` fault sends (``fault`` must be a call).

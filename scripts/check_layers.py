@@ -34,120 +34,32 @@ from pathlib import Path
 PACKAGE = "alpha"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "shell",
-        (
-            "cli",
-            "run",
-            "plot",
-            "progress",
-            "compile",
-            "launch",
-            "_warm",
-            "_warm_server",
-            "artifact",
-            "_artifact_payload",
-            "_artifact_build",
-            "_artifact_read",
-            "_artifact_entry",
-            "_run_json",
-            "_verified_roles",
-            "_loader",
-            "participant",
-            "__main__",
-            "remote",
-        ),
-    ),
+    ("shell", ("app", "artifact", "launch", "__main__")),
     ("runtime", ("runtime",)),
-    (
-        "program",
-        (
-            "protocol",
-            "plan",
-            "_fields",
-            "learner",
-            "program",
-            "operations",
-            "role",
-            "budgets",
-            "deploy",
-        ),
-    ),
-    (
-        "values",
-        (
-            "frame",
-            "identity",
-            "_run_identity",
-            "_digests",
-            "combine",
-            "abort",
-            "commit",
-            "checkpoint",
-            "failpoints",
-            "_progress_records",
-        ),
-    ),
-    ("shape", ("membership", "topology")),
-    ("base", ("errors", "exitcodes", "_files", "_checks", "__init__")),
+    ("program", ("compiler", "learner", "schedule")),
+    ("values", ("wire", "records", "checkpoint", "failpoints")),
+    ("shape", ("core",)),
+    ("base", ("errors", "exitcodes", "files", "checked", "__init__")),
 )
 
 PURE_LAYERS = frozenset({"program", "values", "shape", "base"})
 
-# Within the shell, modules are independent of each other except along these arrows: the
-# command line drives everything, `alpha run` compiles, launches and plots, compile builds
-# artifacts, and an artifact runs its participant.
-SHELL_ARROWS = frozenset(
-    {
-        ("cli", "*"),
-        ("__main__", "cli"),
-        ("run", "compile"),
-        ("run", "launch"),
-        ("run", "artifact"),
-        ("run", "plot"),
-        ("run", "progress"),
-        ("launch", "artifact"),
-        ("launch", "_warm"),
-        ("_warm", "_artifact_entry"),
-        ("remote", "launch"),
-        ("remote", "artifact"),
-        ("compile", "artifact"),
-        ("artifact", "_artifact_payload"),
-        ("artifact", "_artifact_build"),
-        ("artifact", "_artifact_read"),
-        ("artifact", "_artifact_entry"),
-        ("artifact", "_run_json"),
-        ("artifact", "_verified_roles"),
-        ("artifact", "_loader"),
-        ("_artifact_payload", "_loader"),
-        ("_artifact_build", "_artifact_payload"),
-        ("_artifact_build", "_loader"),
-        ("_artifact_read", "_artifact_payload"),
-        ("_artifact_read", "_loader"),
-        ("_artifact_entry", "_artifact_payload"),
-        ("_artifact_entry", "_artifact_read"),
-        ("_artifact_entry", "participant"),
-        ("_run_json", "_artifact_payload"),
-        ("_run_json", "_loader"),
-        ("_verified_roles", "_artifact_payload"),
-        ("_verified_roles", "_artifact_read"),
-        ("_verified_roles", "_run_json"),
-        ("_loader", "_artifact_entry"),
-    }
-)
+# Within the shell, folders are independent of each other except along these arrows: the
+# command line drives everything and the launcher starts artifacts.
+SHELL_ARROWS = frozenset({("app", "*"), ("__main__", "app"), ("launch", "artifact")})
 
 # Modules of pure layers allowed to do I/O: the file helpers, the data set reader, the GPU
 # binding (isolated by design), the plan reader's one read of a plan file, and the progress
 # records' writer and incremental reader (one file each).
 IO_ALLOWED = frozenset(
     {
-        "alpha._files",
+        "alpha.files",
         "alpha.learner.data",
         "alpha.learner.gpu",
         "alpha.learner.payload",
-        "alpha.checkpoint",
+        "alpha.checkpoint.store",
         "alpha.failpoints",
-        "alpha._progress_records",
+        "alpha.records.progress",
     }
 )
 
@@ -156,7 +68,7 @@ FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", 
 # Modules (and packages, with everything in them) that every participant runs, a sum check's
 # too, and that so import no learner module at run time: a role with learner work is handed its
 # LearnerState by the participant's entry, which imports the learner for such a role only.
-LEARNER_FREE = ("alpha.runtime", "alpha.operations")
+LEARNER_FREE = ("alpha.runtime", "alpha.schedule.operations")
 LEARNER = "alpha.learner"
 
 # (importer, imported): why it is still here. Issue 11 removes them.

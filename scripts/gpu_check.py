@@ -58,8 +58,8 @@ def check_contributions() -> bool:
 
 
 def check_run(uuid: str) -> bool:
-    from alpha.plan import parse_plan
-    from alpha.run import DEFAULT_PLAN, run_plan
+    from alpha.app.run import DEFAULT_PLAN, run_plan
+    from alpha.compiler.plan import parse_plan
 
     text = DEFAULT_PLAN.read_text() + f'\n[gpu]\nroles = {{ "1" = "{uuid}" }}\n'
     plan = parse_plan(text)

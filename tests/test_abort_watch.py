@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from alpha.compile import compile_plan
-from alpha.plan import parse_plan
+from alpha.app.compile import compile_plan
+from alpha.compiler.plan import parse_plan
 from gates.catalogue import FAN, GATES, Gate
 from harness.runs import Outcome, relayed_run
 

@@ -12,10 +12,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import alpha
+from alpha.app.compile import compile_plan
 from alpha.artifact import artifact_name, read_artifact, verify_artifact
-from alpha.compile import compile_plan
+from alpha.compiler.plan import parse_plan
 from alpha.errors import ArtifactInvalid
-from alpha.plan import parse_plan
 from gates.catalogue import LEARN, PAIR
 from harness.adversary import (
     BEHAVIOURS,
@@ -60,7 +60,7 @@ def test_every_behaviour_still_patches_the_sources(name: str, tmp_path: Path) ->
 
 
 def test_a_patch_that_no_longer_matches_is_refused(tmp_path: Path) -> None:
-    stale = Behaviour("stale", "", (Patch("alpha/frame.py", "no such text in frame.py", ""),))
+    stale = Behaviour("stale", "", (Patch("alpha/wire/frame.py", "no such text in frame.py", ""),))
     with pytest.raises(PatchStale, match="0 times, not 1"):
         patched_package(stale, tmp_path)
 
@@ -127,7 +127,7 @@ def test_a_damaged_member_reads_cleanly_but_its_sha256_refuses_it(
 def test_a_damage_must_be_in_place_in_a_stored_member(honest: Path, tmp_path: Path) -> None:
     source = honest / artifact_name(1)
     with pytest.raises(ValueError, match="compressed"):
-        damage_member(source, Damage("alpha/frame.py", b"import", b"IMPORT"), tmp_path / "a")
+        damage_member(source, Damage("alpha/wire/frame.py", b"import", b"IMPORT"), tmp_path / "a")
     with pytest.raises(ValueError, match="once"):
         damage_member(
             source, Damage("role.json", b"no such bytes", b"NO SUCH BYTES"), tmp_path / "b"

@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import alpha
-from alpha import _loader
-from alpha._loader import HEADER, MAX_MANIFEST_BYTES, Damaged, decode_manifest, encode_manifest
+from alpha.app.compile import describe_role
+from alpha.app.run import committed_reports
 from alpha.artifact import (
     ARTIFACT_FORMAT,
     MANIFEST_NAME,
@@ -50,16 +50,22 @@ from alpha.artifact import (
     verify_artifact,
     write_run_json,
 )
-from alpha.budgets import Budgets
-from alpha.commit import COMMIT_NAME
-from alpha.compile import describe_role
+from alpha.artifact import loader as _loader
+from alpha.artifact.loader import (
+    HEADER,
+    MAX_MANIFEST_BYTES,
+    Damaged,
+    decode_manifest,
+    encode_manifest,
+)
+from alpha.compiler import encode, project
+from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.core.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
-from alpha.launch import launch_specs
-from alpha.program import exchange_plan, protocol_for
-from alpha.protocol import encode, project
-from alpha.role import RoleDescription
-from alpha.run import committed_reports
+from alpha.launch.launcher import launch_specs
+from alpha.records.commit import COMMIT_NAME
+from alpha.schedule.role import RoleDescription
 from harness.compiled import CompiledRun
 
 HERE = host_target()
@@ -101,7 +107,7 @@ def package_sources() -> list[str]:
 
 
 def source_of(name: str) -> bytes:
-    """The bytes of the package file at archive path ``name`` (``alpha/frame.py``)."""
+    """The bytes of the package file at archive path ``name`` (``alpha/wire/frame.py``)."""
     return (Path(alpha.__file__).parent.parent / name).read_bytes()
 
 
@@ -229,7 +235,7 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
             if member == name or _bytecode(name, source_of(name)) is not None
         ]
         assert names == ["__main__.py", *modules, PAYLOAD_NAME, MANIFEST_NAME]
-        assert loader_in(archive.read("__main__.py")) == source_of("alpha/_loader.py")
+        assert loader_in(archive.read("__main__.py")) == source_of("alpha/artifact/loader.py")
         stored = {"__main__.py", PAYLOAD_NAME, MANIFEST_NAME}
         for info in infos:
             assert info.date_time == (1980, 1, 1, 0, 0, 0)
@@ -265,13 +271,14 @@ def test_a_participant_loads_the_bytecode_and_not_the_source(tmp_path: Path) -> 
     path = tmp_path / "role-000000.pyz"
     build_artifact(path, payload_of(DESCRIPTIONS[0]))
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import alpha.participant, alpha.frame; "
-        "print(alpha.frame.__file__); print(alpha.frame.field_at.__code__.co_filename)"
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "import alpha.artifact.participant, alpha.wire.frame; "
+        "print(alpha.wire.frame.__file__); print(alpha.wire.frame.field_at.__code__.co_filename)"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
     )
-    assert done.stdout.split() == [f"{path}/alpha/frame.pyc", "alpha/frame.py"]
+    assert done.stdout.split() == [f"{path}/alpha/wire/frame.pyc", "alpha/wire/frame.py"]
 
 
 def test_role_json_is_stored_so_the_size_follows_the_payload_exactly(tmp_path: Path) -> None:
@@ -755,7 +762,7 @@ def test_the_checks_find_damage_not_a_consistent_forgery(artifact: Path) -> None
     # an artifact, which is why run.json and the launcher compare digests with a build's.
     repack(artifact, members_of(artifact))
     verify_artifact(artifact)
-    members = _changed("alpha/frame.py", b"")(members_of(artifact))
+    members = _changed("alpha/wire/frame.py", b"")(members_of(artifact))
     verify_artifact(repack(artifact, members, manifest=True))
 
 
@@ -875,12 +882,15 @@ def _changed(name: str, data: bytes) -> Callable[[Members], Members]:
 REPACKS = {
     "extra-member": (_with_extra(-1), "it holds alpha/extra.py, which SHA256SUMS does not list"),
     "member-after-manifest": (_appended, "it holds alpha/extra.py after SHA256SUMS"),
-    "missing-member": (_without("alpha/frame.pyc"), "it lacks alpha/frame.pyc, which SHA256SUMS"),
-    "member-twice": (_twice("alpha/frame.py"), "it holds alpha/frame.py twice"),
+    "missing-member": (
+        _without("alpha/wire/frame.pyc"),
+        "it lacks alpha/wire/frame.pyc, which SHA256SUMS",
+    ),
+    "member-twice": (_twice("alpha/wire/frame.py"), "it holds alpha/wire/frame.py twice"),
     "members-reordered": (_swapped, "not in the order SHA256SUMS lists them"),
     "changed-member": (
-        _changed("alpha/frame.py", b"raise SystemExit(0)\n"),
-        "alpha/frame.py does not match its SHA-256 in SHA256SUMS",
+        _changed("alpha/wire/frame.py", b"raise SystemExit(0)\n"),
+        "alpha/wire/frame.py does not match its SHA-256 in SHA256SUMS",
     ),
     "no-manifest": (_without(MANIFEST_NAME), "it has no manifest (SHA256SUMS)"),
     "manifest-not-text": (_changed(MANIFEST_NAME, b"\xff\n"), "SHA256SUMS is not ASCII text"),
@@ -992,7 +1002,7 @@ def _in_zip_record(signature: bytes, field: int) -> Callable[[Path], None]:
 FLIPS = {
     "module-source": (_in_member("alpha/__init__.py", 0.5), "alpha/__init__.py"),
     "module-bytecode": (_in_member("alpha/__init__.pyc", 0.5), "alpha/__init__.pyc"),
-    "deep-module-source": (_in_member("alpha/frame.py", 0.9, 5), "alpha/frame.py"),
+    "deep-module-source": (_in_member("alpha/wire/frame.py", 0.9, 5), "alpha/wire/frame.py"),
     "role-json": (_in_member(PAYLOAD_NAME, 0.5), PAYLOAD_NAME),
     "manifest-digest": (_in_member(MANIFEST_NAME, 0.5), MANIFEST_NAME),
     "main-loader-digest": (_in_main(b"r'''", 10), "its loader does not match its SHA-256"),
@@ -1031,7 +1041,7 @@ def test_an_intact_artifact_passes_its_checks_and_starts(built: Path) -> None:
     code, _, lines, imported = started(built)
     assert code == EXIT_FAILURE
     assert lines[-1].startswith("role 1: failed: PortMissing")
-    assert "alpha.participant" in imported
+    assert "alpha.artifact.participant" in imported
 
 
 @pytest.mark.slow
@@ -1150,11 +1160,11 @@ def test_the_loader_refuses_in_process_as_it_does_as_a_process(
 
 
 def test_artifact_entry_refuses_a_damaged_artifact(artifact: Path) -> None:
-    _in_member("alpha/frame.py", 0.5)(artifact)
+    _in_member("alpha/wire/frame.py", 0.5)(artifact)
     with pytest.raises(ArtifactInvalid) as caught:
         artifact_entry(artifact)
     assert type(caught.value) is ArtifactInvalid
-    assert "role-000001.pyz is damaged: alpha/frame.py" in str(caught.value)
+    assert "role-000001.pyz is damaged: alpha/wire/frame.py" in str(caught.value)
 
 
 # --- run.json ---------------------------------------------------------------
@@ -1382,12 +1392,12 @@ def _repacked(change: Callable[[Members], Members]) -> Callable[[Path], object]:
 
 BEHIND_A_PATCHED_RUN_JSON = {
     "flipped-module": (
-        _in_member("alpha/frame.py", 0.5),
-        "role-000003.pyz is damaged: alpha/frame.py cannot be read",
+        _in_member("alpha/wire/frame.py", 0.5),
+        "role-000003.pyz is damaged: alpha/wire/frame.py cannot be read",
     ),
     "changed-module": (
-        _repacked(_changed("alpha/frame.py", b"x = 1\n")),
-        "role-000003.pyz is damaged: alpha/frame.py does not match its SHA-256 in SHA256SUMS",
+        _repacked(_changed("alpha/wire/frame.py", b"x = 1\n")),
+        "role-000003.pyz is damaged: alpha/wire/frame.py does not match its SHA-256 in SHA256SUMS",
     ),
     "extra-member": (
         _repacked(_with_extra(-1)),

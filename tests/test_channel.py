@@ -11,9 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from alpha.abort import AbortCause
-from alpha.budgets import Budgets
-from alpha.compile import describe_role
+from alpha.app.compile import describe_role
+from alpha.compiler import LocalSchedule, project
+from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.core.budgets import Budgets
 from alpha.errors import (
     AlphaError,
     BudgetExhausted,
@@ -29,14 +30,13 @@ from alpha.errors import (
     Truncated,
     WrongEdge,
 )
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
-from alpha.program import exchange_plan, protocol_for
-from alpha.protocol import LocalSchedule, project
-from alpha.protocol.local import Loop, Recv, Send
-from alpha.role import RoleDescription
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
 from alpha.runtime.endpoint import hello_spec
 from alpha.runtime.session import first_alpha_error, run_role
+from alpha.schedule.local import Loop, Recv, Send
+from alpha.schedule.role import RoleDescription
+from alpha.wire.abort import AbortCause
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
 from tests.support import BUDGETS, IDENTITY, connected
 
 

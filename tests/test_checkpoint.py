@@ -1,4 +1,4 @@
-"""Checkpoints (alpha.checkpoint): logical shards, atomic and immutable publication, the
+"""Checkpoints (alpha.checkpoint.store): logical shards, atomic and immutable publication, the
 pointer, pruning, and path-only reading that refuses any damaged shard by name."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.checkpoint import (
+from alpha.app.cli import main
+from alpha.checkpoint.store import (
     MANIFEST,
     POINTER,
     generation_name,
@@ -28,7 +29,6 @@ from alpha.checkpoint import (
     staged_folder,
     write_shards,
 )
-from alpha.cli import main
 from alpha.errors import CheckpointCorrupt, GenerationExists
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
 
@@ -283,8 +283,8 @@ rate = 0.1
     ],
 )
 def test_a_wrong_checkpoint_table_is_refused_at_its_field(table: str, field: str) -> None:
+    from alpha.compiler.plan import parse_plan
     from alpha.errors import PlanInvalid
-    from alpha.plan import parse_plan
 
     with pytest.raises(PlanInvalid) as caught:
         parse_plan(PLAN + table)
@@ -292,8 +292,8 @@ def test_a_wrong_checkpoint_table_is_refused_at_its_field(table: str, field: str
 
 
 def test_the_checkpoint_table_is_read_and_only_a_learner_has_one() -> None:
+    from alpha.compiler.plan import CheckpointSpec, parse_plan
     from alpha.errors import PlanInvalid
-    from alpha.plan import CheckpointSpec, parse_plan
 
     plan = parse_plan(PLAN + '[checkpoint]\nevery = 2\nfolder = "ck"\n')
     assert plan.checkpoint == CheckpointSpec(every=2, folder="ck", keep=2)

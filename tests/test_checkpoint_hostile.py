@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha import checkpoint
-from alpha.checkpoint import (
+from alpha.checkpoint import store as checkpoint
+from alpha.checkpoint.store import (
     LOCK,
     MANIFEST,
     MAX_ELEMENTS,
@@ -291,7 +291,7 @@ def test_a_resealed_manifest_with_a_nul_in_an_array_name_is_corrupt(tmp_path: Pa
 HOLDER = """
 import sys, time
 from pathlib import Path
-from alpha.checkpoint import hold_checkpoint_folder
+from alpha.checkpoint.store import hold_checkpoint_folder
 with hold_checkpoint_folder(Path(sys.argv[1]), "the-first-run"):
     print("held", flush=True)
     time.sleep(600)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from alpha.checkpoint import LOCK, POINTER, generation_name, open_generation, published
+from alpha.app.run import _after_failure, run_plan
+from alpha.checkpoint.store import LOCK, POINTER, generation_name, open_generation, published
+from alpha.compiler.plan import Plan, parse_plan
 from alpha.errors import CheckpointFolderHeld, CheckpointWriteFailed, GenerationForeign
-from alpha.plan import Plan, parse_plan
-from alpha.run import _after_failure, run_plan
 from tests.support import mount_tmpfs, plans
 
 N = 4
@@ -123,8 +123,8 @@ def test_a_read_only_folder_is_refused_before_any_round(
 HOLDING_RUN = """
 import io, sys
 from pathlib import Path
-from alpha.plan import parse_plan
-from alpha.run import run_plan
+from alpha.compiler.plan import parse_plan
+from alpha.app.run import run_plan
 summary = run_plan(parse_plan(Path(sys.argv[1]).read_text()), Path(sys.argv[2]), out=io.StringIO())
 print("ok" if summary.ok else f"failed: {summary.cause}", flush=True)
 """

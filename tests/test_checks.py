@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alpha._checks import int_in
+from alpha.checked import int_in
 
 BOUND = st.none() | st.integers(-(2**70), 2**70)
 

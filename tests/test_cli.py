@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from alpha._files import output_folder
-from alpha.cli import EXIT_OK, EXIT_USAGE, main
-from alpha.compile import describe_role
+from alpha.app.cli import EXIT_OK, EXIT_USAGE, main
+from alpha.app.compile import describe_role
+from alpha.compiler.program import exchange_plan
 from alpha.errors import UsageError
-from alpha.program import exchange_plan
+from alpha.files import output_folder
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 

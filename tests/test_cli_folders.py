@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import alpha.compile
-from alpha._files import LOCK_NAME, hold_folder
-from alpha.cli import build_parser, main
+import alpha.app.compile
+from alpha.app.cli import build_parser, main
+from alpha.app.run import DEFAULT_PLAN
 from alpha.errors import FolderInUse
 from alpha.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from alpha.run import DEFAULT_PLAN
+from alpha.files import LOCK_NAME, hold_folder
 from harness.processes import running
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_an_interrupted_compile_leaves_nothing_half_written(
 ) -> None:
     tree = DEFAULT_PLAN.parent / "tree.toml"
     fresh = tmp_path / "fresh"
-    monkeypatch.setattr(alpha.compile, "print_progress", _interrupt_after(2))
+    monkeypatch.setattr(alpha.app.compile, "print_progress", _interrupt_after(2))
     assert main(["compile", str(tree), "-o", str(fresh)]) == EXIT_INTERRUPTED
     assert capsys.readouterr().err.splitlines()[-1] == "alpha: error: interrupted"
     assert not fresh.exists(), "a folder the interrupted compile made is gone"
@@ -99,10 +99,10 @@ def test_an_interrupted_compile_leaves_nothing_half_written(
     # A compiled folder compiled again and interrupted: neither the old build (its run.json
     # would name artifacts that are gone) nor half the new one is left to launch.
     compiled = tmp_path / "compiled"
-    monkeypatch.setattr(alpha.compile, "print_progress", lambda done, total: None)
+    monkeypatch.setattr(alpha.app.compile, "print_progress", lambda done, total: None)
     assert main(["compile", str(tree), "-o", str(compiled)]) == EXIT_OK
     (compiled / "notes.txt").write_text("the user's\n")
-    monkeypatch.setattr(alpha.compile, "print_progress", _interrupt_after(2))
+    monkeypatch.setattr(alpha.app.compile, "print_progress", _interrupt_after(2))
     assert main(["compile", str(tree), "-o", str(compiled)]) == EXIT_INTERRUPTED
     assert sorted(path.name for path in compiled.iterdir()) == [LOCK_NAME, "notes.txt"]
     capsys.readouterr()
@@ -129,7 +129,7 @@ def test_launch_names_a_compile_that_did_not_finish(
 def _holder(folder: Path) -> subprocess.Popen[str]:
     """Another process holding ``folder`` as an Alpha command does, until its stdin closes."""
     code = (
-        "import sys; from pathlib import Path; from alpha._files import hold_folder\n"
+        "import sys; from pathlib import Path; from alpha.files import hold_folder\n"
         f"with hold_folder(Path({str(folder)!r}), 'alpha test'):\n"
         "    print('held', flush=True); sys.stdin.read()\n"
     )

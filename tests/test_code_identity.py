@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 import alpha
+from alpha.app.compile import compile_plan, compiled_identity
 from alpha.artifact import _package_sources, package_code_digest, read_artifact
-from alpha.compile import compile_plan, compiled_identity
-from alpha.errors import LearnerInputInvalid
-from alpha.identity import (
+from alpha.compiler.plan import load_plan
+from alpha.compiler.program import run_identity
+from alpha.core.identity import (
     CODE_BOUND_LEARNER_DOMAIN,
     CODE_DOMAIN,
     IDENTITY_PART_SIZE,
@@ -23,10 +24,9 @@ from alpha.identity import (
     bind_code,
     code_digest,
 )
-from alpha.launch import launch, launch_specs
-from alpha.plan import load_plan
-from alpha.program import run_identity
-from alpha.role import RoleDescription
+from alpha.errors import LearnerInputInvalid
+from alpha.launch.launcher import launch, launch_specs
+from alpha.schedule.role import RoleDescription
 from tests.support import raises_exactly
 
 PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alpha.commit import CommitRecord, check_reports, subtree_digest
+from alpha.core.topology import ParticipantTree
 from alpha.errors import CommitInvalid
-from alpha.topology import ParticipantTree
+from alpha.records.commit import CommitRecord, check_reports, subtree_digest
 
 REPORTS = st.lists(st.binary(max_size=64), min_size=1, max_size=20)
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from alpha.app.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
+from alpha.app.run import committed_reports
 from alpha.artifact import read_artifact
-from alpha.commit import COMMIT_NAME
-from alpha.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
+from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.errors import PlanInvalid, UsageError
-from alpha.launch import launch, launch_specs
-from alpha.plan import Plan, load_plan, parse_plan
-from alpha.run import committed_reports
+from alpha.launch.launcher import launch, launch_specs
+from alpha.records.commit import COMMIT_NAME
 from harness.compiled import CompiledRun
 from tests.support import plans
 

@@ -1,4 +1,4 @@
-"""Deployment files (alpha.deploy): the format, every refusal by its field, and the command
+"""Deployment files (alpha.launch.deploy): the format, every refusal by its field, and the command
 that checks one."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alpha.cli import main
-from alpha.deploy import Node, load_deployment, parse_deployment
+from alpha.app.cli import main
 from alpha.errors import DeployInvalid
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
+from alpha.launch.deploy import Node, load_deployment, parse_deployment
 
 GOOD: dict[str, Any] = {
     "transport": "ssh-tunnel",

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 import trio
 
-from alpha.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
-from alpha.compile import compile_plan
+from alpha.app.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from alpha.app.compile import compile_plan
+from alpha.app.run import committed_reports
+from alpha.compiler.plan import Plan, parse_plan
+from alpha.compiler.replicate import replicate
 from alpha.errors import UsageError
-from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate
-from alpha.plan import Plan, parse_plan
-from alpha.run import committed_reports
 from harness.emulation import (
     HOME_ENV,
     QEMU,

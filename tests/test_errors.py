@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from alpha import errors
-from alpha.cli import build_parser, main
+from alpha.app.cli import build_parser, main
 from alpha.errors import (
     AlphaError,
     ArtifactInvalid,
@@ -33,7 +33,7 @@ from alpha.errors import (
     UsageError,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
-from alpha.role import Edge
+from alpha.schedule.role import Edge
 
 FAMILIES: dict[type[AlphaError], int] = {InputInvalid: EXIT_USAGE, RunFailed: EXIT_FAILURE}
 
@@ -305,7 +305,7 @@ def test_a_run_failure_exits_1_with_its_message(
     def fails(plan_path: str, *, as_json: bool = False) -> int:
         raise error
 
-    monkeypatch.setattr("alpha.run.main_replicate", fails)
+    monkeypatch.setattr("alpha.app.run.main_replicate", fails)
     assert type(raised_by(["replicate", "plan.toml"])) is type(error)
     assert main(["replicate", "plan.toml"]) == EXIT_FAILURE
     assert one_line_error(capsys) == "alpha: error: " + " ".join(str(error).split())
@@ -318,7 +318,7 @@ def test_an_input_error_raised_anywhere_exits_2(
     def fails(plan_path: str, *, as_json: bool = False) -> int:
         raise errors.TargetMismatch("built for aarch64, started on x86_64")
 
-    monkeypatch.setattr("alpha.run.main_replicate", fails)
+    monkeypatch.setattr("alpha.app.run.main_replicate", fails)
     assert main(["replicate", "plan.toml"]) == EXIT_USAGE
     one_line_error(capsys)
 

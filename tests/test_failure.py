@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.compile import compile_plan
-from alpha.frame import FrameKind
-from alpha.launch import launch, launch_specs
-from alpha.plan import parse_plan
-from alpha.run import committed_reports
+from alpha.app.compile import compile_plan
+from alpha.app.run import committed_reports
+from alpha.compiler.plan import parse_plan
+from alpha.launch.launcher import launch, launch_specs
+from alpha.wire.frame import FrameKind
 from harness.compiled import CompiledRun
 from harness.processes import running
 from harness.relay import Fault, Relay
@@ -241,9 +241,9 @@ async def test_a_stranger_that_replays_a_hello_and_goes_silent_is_bounded(
     compiled: Path, tmp_path: Path
 ) -> None:
     from alpha.artifact import read_artifact
-    from alpha.frame import SendSlot
-    from alpha.role import RoleDescription
     from alpha.runtime.endpoint import hello_spec
+    from alpha.schedule.role import RoleDescription
+    from alpha.wire.frame import SendSlot
 
     folder = tmp_path / "run"
     shutil.copytree(compiled, folder)

@@ -1,4 +1,4 @@
-"""The fold order is written once (``alpha.combine.fold_order``): projection and the
+"""The fold order is written once (``alpha.core.combine.fold_order``): projection and the
 replicated learner's ``ordered_sum`` both follow it, for every role of every tree."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.combine import fold_order, ordered_sum
-from alpha.program import OPERATIONS
-from alpha.protocol import Combine, Protocol, Region, project
-from alpha.protocol.local import Fold, Instruction, Recv, Send
-from alpha.protocol.projection import scratch_name
-from alpha.topology import ParticipantTree
+from alpha.compiler import Combine, Protocol, Region, project
+from alpha.compiler.program import OPERATIONS
+from alpha.compiler.projection import scratch_name
+from alpha.core.combine import fold_order, ordered_sum
+from alpha.core.topology import ParticipantTree
+from alpha.schedule.local import Fold, Instruction, Recv, Send
 
 REGION = "x"
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from alpha.core.identity import RunIdentity
 from alpha.errors import (
     Corrupted,
     DoubleRearm,
@@ -26,7 +27,7 @@ from alpha.errors import (
     WrongEdge,
     WrongFrame,
 )
-from alpha.frame import (
+from alpha.wire.frame import (
     FIELDS,
     HEADER_SIZE,
     MAX_EXTENT,
@@ -39,7 +40,6 @@ from alpha.frame import (
     payload_digest,
     seal,
 )
-from alpha.identity import RunIdentity
 from tests.support import IDENTITY
 
 u32 = st.integers(0, 2**32 - 1)
@@ -245,7 +245,7 @@ def test_every_single_byte_change_raises_the_class_its_field_implies(
 def expected_as_abort(spec: FrameSpec, mutated: bytes) -> tuple[type[FrameRefused], str]:
     """The refusal of a frame whose kind byte says ABORT: the first header field after the kind
     that differs from the ABORT frame's header, else the trailer (the payload was not one)."""
-    from alpha.frame import abort_spec
+    from alpha.wire.frame import abort_spec
 
     want = abort_spec(spec.identity, spec.sender, spec.receiver).header(0)
     for entry in FIELDS:
@@ -506,8 +506,8 @@ def test_encode_and_check_make_no_copy_of_the_payload() -> None:
 
 
 def _abort_frame(sender: int = 1, receiver: int = 2, identity: RunIdentity = IDENTITY) -> bytes:
-    from alpha.abort import AbortCause, encode_cause
-    from alpha.frame import abort_spec
+    from alpha.wire.abort import AbortCause, encode_cause
+    from alpha.wire.frame import abort_spec
 
     cause = encode_cause(AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged"))
     return SendSlot(abort_spec(identity, sender, receiver)).prepare(cause).join()
@@ -517,7 +517,7 @@ def _abort_frame(sender: int = 1, receiver: int = 2, identity: RunIdentity = IDE
 def test_an_abort_takes_the_place_of_any_expected_frame_and_leaves_its_version(
     extent: int,
 ) -> None:
-    from alpha.abort import decode_cause
+    from alpha.wire.abort import decode_cause
 
     slot = ReceiveSlot(make_spec(extent), next_version=3)
     reception = slot.arm()
@@ -560,7 +560,7 @@ def test_a_corrupted_abort_is_refused_and_a_cut_one_is_truncated() -> None:
 
 
 def test_a_slot_that_expects_an_abort_takes_it_directly() -> None:
-    from alpha.frame import abort_spec
+    from alpha.wire.frame import abort_spec
 
     slot = ReceiveSlot(abort_spec(IDENTITY, 1, 2))
     reception = slot.arm()

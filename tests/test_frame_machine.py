@@ -23,7 +23,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from alpha.abort import ABORT_EXTENT, AbortCause, decode_cause, encode_cause
+from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import (
     Corrupted,
     DoubleRearm,
@@ -37,7 +37,8 @@ from alpha.errors import (
     WrongEdge,
     WrongFrame,
 )
-from alpha.frame import (
+from alpha.wire.abort import ABORT_EXTENT, AbortCause, decode_cause, encode_cause
+from alpha.wire.frame import (
     FIELDS,
     HEADER_SIZE,
     MAX_VERSION,
@@ -50,7 +51,6 @@ from alpha.frame import (
     abort_spec,
     field_at,
 )
-from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from tests.support import IDENTITY
 
 CAUSE = AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import alpha.cli
-from alpha.cli import main
+import alpha.app.cli
+from alpha.app.cli import main
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
-from alpha.launch import LaunchResult
+from alpha.launch.launcher import LaunchResult
 from gates.catalogue import GATES, PINNED, REFERENCES, SCENARIOS
 from gates.checkpoints import CHECKPOINT
 from gates.reference_fold import final_digests
@@ -92,9 +92,9 @@ def test_outside_a_checkout_the_command_says_where_the_gates_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # An installed wheel carries alpha alone: no gates/ or harness/ beside the package.
-    monkeypatch.setattr(alpha.cli, "_CHECKOUT", tmp_path)
+    monkeypatch.setattr(alpha.app.cli, "_CHECKOUT", tmp_path)
     with pytest.raises(UsageError) as info:
-        alpha.cli._checkout_gates()
+        alpha.app.cli._checkout_gates()
     assert type(info.value) is UsageError
     assert main(["observe", "gate", "--list"]) == EXIT_USAGE
     assert capsys.readouterr().err == (
@@ -275,9 +275,9 @@ def test_a_control_whose_bits_differ_from_the_pin_fails(tmp_path: Path) -> None:
 def test_the_receive_budget_gate_names_the_receive_budget(tmp_path: Path) -> None:
     import trio
 
+    from alpha.app.compile import compile_plan
     from alpha.artifact import artifact_name
-    from alpha.compile import compile_plan
-    from alpha.plan import parse_plan
+    from alpha.compiler.plan import parse_plan
     from harness.adversary import build_adversary
     from harness.runs import relayed_run
 
@@ -298,9 +298,9 @@ def test_the_receive_budget_gate_names_the_receive_budget(tmp_path: Path) -> Non
 def test_the_products_replicated_learner_ends_on_the_pinned_parameters() -> None:
     # Today the product, the reference and the pins agree: the replicated learner (one
     # process, the product's own fold) ends on the pinned parameters for both learn scenarios.
+    from alpha.compiler.plan import parse_plan
+    from alpha.compiler.replicate import replicate
     from alpha.learner import load_digits
-    from alpha.learner.replicate import replicate
-    from alpha.plan import parse_plan
 
     digits = load_digits()
     for name in REFERENCES:

@@ -78,12 +78,12 @@ def test_a_gpu_role_lets_go_of_its_gpu_when_its_run_ends(
 ) -> None:
     # PyCUDA aborts a process that exits with its context still pushed, after the role's work
     # is done: the participant must release the GPU however its run ends.
+    import alpha.artifact.participant
     import alpha.learner.payload
-    import alpha.participant
+    from alpha.app.compile import compile_plan
     from alpha.artifact import artifact_name, read_artifact
-    from alpha.compile import compile_plan
+    from alpha.compiler.plan import parse_plan
     from alpha.learner.program import LearnerState
-    from alpha.plan import parse_plan
 
     plan = parse_plan(
         """
@@ -115,7 +115,7 @@ roles = { "0" = "GPU-5d6c1a2b-0000-1111-2222-333344445555" }
     # The participant imports it when a learner role starts (sum-check roles never do).
     monkeypatch.setattr(alpha.learner.payload, "attach_gpu", attach)
     payload = read_artifact(tmp_path / artifact_name(0))
-    code = alpha.participant.run_payload(payload, str(tmp_path / "report.json"))
+    code = alpha.artifact.participant.run_payload(payload, str(tmp_path / "report.json"))
     assert [(m.contributions, m.closed) for m in made] == [(fail_at or 3, 1)]
     assert code == (0 if fail_at is None else 1)
     assert (tmp_path / "report.json").exists() == (fail_at is None)

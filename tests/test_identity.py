@@ -20,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import alpha._digests as digests
-import alpha._run_identity as run_identity_module
-import alpha.identity as identity
-from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
-from alpha.identity import (
+import alpha.core._digests as digests
+import alpha.core._run_identity as run_identity_module
+import alpha.core.identity as identity
+from alpha.compiler.plan import parse_plan
+from alpha.compiler.program import run_identity
+from alpha.core.identity import (
     CODE_BOUND_LEARNER_DOMAIN,
     CODE_DOMAIN,
     CONTRACT_DOMAIN,
@@ -42,10 +43,9 @@ from alpha.identity import (
     learner_digest,
     membership_digest,
 )
-from alpha.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
-from alpha.plan import parse_plan
-from alpha.program import run_identity
-from alpha.topology import MAX_ROLES, ParticipantTree
+from alpha.core.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
+from alpha.core.topology import MAX_ROLES, ParticipantTree
+from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
 from tests.support import raises_exactly
 
 # Hypothesis examples are kept small so the file runs in seconds; no deadline,

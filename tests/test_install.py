@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import alpha
-from alpha.plan import load_plan
+from alpha.compiler.plan import load_plan
 
 pytestmark = pytest.mark.slow
 

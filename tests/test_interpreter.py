@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import trio
 
+from alpha.compiler import Everyone, Local, Protocol, Region, project
+from alpha.compiler.forms import Choice, Combine, Dissemination, Seq
+from alpha.compiler.program import OPERATIONS
+from alpha.core.topology import pair
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange, WrongEdge
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.program import OPERATIONS
-from alpha.protocol import Everyone, Local, Protocol, Region, project
-from alpha.protocol.forms import Choice, Combine, Dissemination, Seq
-from alpha.protocol.local import Choose, Fold, LocalSchedule, Op, Recv, Send
 from alpha.runtime import channel as channel_module
 from alpha.runtime import interpreter as interpreter_module
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.interpreter import Interpreter, _Receives, _Sends, encode_word
-from alpha.topology import pair
+from alpha.schedule.local import Choose, Fold, LocalSchedule, Op, Recv, Send
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from tests.support import IDENTITY, connected
 
 REGIONS = (Region("x", "float64", 4),)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from alpha.commit import COMMIT_NAME
 from alpha.errors import AlphaError, BudgetExhausted, PeerLost, RoundAborted
-from alpha.launch import LaunchResult, RoleOutcome
+from alpha.launch.launcher import LaunchResult, RoleOutcome
+from alpha.records.commit import COMMIT_NAME
 from gates.catalogue import GATES, Gate
 from gates.run import (
     BUDGET_MARGIN,
@@ -48,7 +48,7 @@ def gate(name: str, **changes: object) -> Gate:
 
 
 def line(error: AlphaError) -> str:
-    """A failure line's text after ``failed:``, as ``alpha.participant`` logs it."""
+    """A failure line's text after ``failed:``, as ``alpha.artifact.participant`` logs it."""
     return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import trio
 
+from alpha.app.compile import compile_plan
 from alpha.artifact import artifact_name
-from alpha.budgets import Budgets
-from alpha.compile import compile_plan
-from alpha.frame import FrameKind, FrameSpec, SendSlot
-from alpha.identity import RunIdentity
-from alpha.launch import (
+from alpha.compiler.plan import parse_plan
+from alpha.core.budgets import Budgets
+from alpha.core.identity import RunIdentity
+from alpha.core.topology import ParticipantTree, pair, star
+from alpha.launch.launcher import (
     ANNOUNCE_WAIT,
     CAUSE_TAIL_BYTES,
     EXIT_NOTICE,
@@ -31,10 +32,9 @@ from alpha.launch import (
     launch,
     read_cause,
 )
-from alpha.plan import parse_plan
 from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
-from alpha.topology import ParticipantTree, pair, star
+from alpha.wire.frame import FrameKind, FrameSpec, SendSlot
 from harness.compiled import CompiledRun
 from harness.processes import (
     alive_children,

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.budgets import Budgets
-from alpha.launch import (
+from alpha.core.budgets import Budgets
+from alpha.core.topology import ParticipantTree
+from alpha.launch.launcher import (
     ANNOUNCE_WAIT,
     START_SHARE,
     LaunchSpec,
@@ -23,7 +24,6 @@ from alpha.launch import (
     launch,
 )
 from alpha.runtime.endpoint import PORT_BYTES
-from alpha.topology import ParticipantTree
 from harness.compiled import CompiledRun
 from harness.processes import alive_children, children_of, unreaped
 

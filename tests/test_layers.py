@@ -51,14 +51,26 @@ def test_the_package_has_no_new_violation_and_every_known_one_still_occurs() -> 
 @pytest.mark.parametrize(
     ("module", "line", "what"),
     [
-        ("frame.py", "import alpha.runtime.channel", "values imports runtime, a higher layer"),
-        ("topology.py", "from alpha import plan", "shape imports program, a higher layer"),
-        ("runtime/ops.py", "from alpha.cli import main", "runtime imports shell, a higher layer"),
-        ("combine.py", "import socket", "the pure layer values imports socket"),
-        ("protocol/forms.py", "import trio", "the pure layer program imports trio"),
-        ("launch.py", "from alpha.run import main_run", "shell modules are independent"),
+        ("wire/frame.py", "import alpha.runtime.channel", "values imports runtime, a higher layer"),
+        (
+            "core/topology.py",
+            "from alpha.compiler import plan",
+            "shape imports program, a higher layer",
+        ),
+        (
+            "runtime/ops.py",
+            "from alpha.app.cli import main",
+            "runtime imports shell, a higher layer",
+        ),
+        ("wire/abort.py", "import socket", "the pure layer values imports socket"),
+        ("compiler/forms.py", "import trio", "the pure layer program imports trio"),
+        (
+            "launch/launcher.py",
+            "from alpha.app.run import main_run",
+            "shell modules are independent",
+        ),
         ("runtime/session.py", "from alpha.learner import program", "a sum check's too"),
-        ("operations.py", "import alpha.learner.program", "a sum check's too"),
+        ("schedule/operations.py", "import alpha.learner.program", "a sum check's too"),
     ],
 )
 def test_a_wrong_import_fails_the_check(tree: Path, module: str, line: str, what: str) -> None:
@@ -70,7 +82,7 @@ def test_a_wrong_import_fails_the_check(tree: Path, module: str, line: str, what
 
 
 def test_an_import_for_types_only_does_not_count(tree: Path) -> None:
-    path = tree / "frame.py"
+    path = tree / "wire" / "frame.py"
     path.write_text(
         path.read_text() + "\nif TYPE_CHECKING:\n    from alpha.runtime.channel import X\n"
     )
@@ -81,5 +93,5 @@ def test_a_known_violation_that_is_gone_must_leave_the_list(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A list entry for an import that does not occur is reported, so the list only shrinks.
-    monkeypatch.setattr(CHECK, "KNOWN", {("alpha.frame", "alpha.cli"): "an old reason"})
+    monkeypatch.setattr(CHECK, "KNOWN", {("alpha.wire.frame", "alpha.app.cli"): "an old reason"})
     assert CHECK.main(["check_layers", str(tree)]) == 1

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.combine import Contract, fold_order, ordered_sum
-from alpha.compile import compile_plan, parse_roles
+from alpha.app.compile import compile_plan, parse_roles
+from alpha.compiler.plan import Plan, load_plan, parse_plan
+from alpha.compiler.replicate import replicate, require_learner
+from alpha.core.combine import Contract, fold_order, ordered_sum
+from alpha.core.topology import ParticipantTree, pair, star
 from alpha.errors import PlanInvalid
 from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
-from alpha.learner.replicate import replicate, require_learner
-from alpha.plan import Plan, load_plan, parse_plan
-from alpha.topology import ParticipantTree, pair, star
 from harness.compiled import CompiledRun
 from harness.processes import running
 from tests.support import plan_of
@@ -110,8 +110,8 @@ def test_initial_parameters_do_not_depend_on_the_platform_generator_paths() -> N
 
 
 def test_accuracy_is_clearly_above_chance() -> None:
-    from alpha.plan import load_plan
-    from alpha.run import DEFAULT_PLAN
+    from alpha.app.run import DEFAULT_PLAN
+    from alpha.compiler.plan import load_plan
 
     replica = replicate(load_plan(DEFAULT_PLAN), DIGITS)
     final_accuracy = replica.history[-1][3]

@@ -17,18 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import alpha.membership as membership
-from alpha.errors import (
-    AdmissionError,
-    EmptySelection,
-    GroupFieldInvalid,
-    GroupSyntaxError,
-    IndexBudgetExceeded,
-    NotAMember,
-    OverlappingParts,
-    RoleOutsideUniverse,
-)
-from alpha.membership import (
+import alpha.core.membership as membership
+from alpha.core.membership import (
     DEFAULT_INDEX_BUDGET,
     DIGEST_DOMAIN,
     MAX_EPOCH,
@@ -46,6 +36,16 @@ from alpha.membership import (
     parse_group,
     repeat,
     stride,
+)
+from alpha.errors import (
+    AdmissionError,
+    EmptySelection,
+    GroupFieldInvalid,
+    GroupSyntaxError,
+    IndexBudgetExceeded,
+    NotAMember,
+    OverlappingParts,
+    RoleOutsideUniverse,
 )
 from tests.support import raises_exactly
 

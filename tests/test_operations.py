@@ -1,4 +1,4 @@
-"""Operations are declared by being implemented, once (``alpha.operations``): the plan's
+"""Operations are declared by being implemented, once (``alpha.schedule.operations``): the plan's
 choices, the programs' declarations and the interpreter read the same tables, and ``alpha
 compile`` refuses a protocol that names an operation or selector with no implementation."""
 
@@ -9,18 +9,24 @@ from pathlib import Path
 import pytest
 
 import alpha.runtime.ops
-from alpha import operations
-from alpha.cli import main
-from alpha.compile import compile_plan
+from alpha.app.cli import main
+from alpha.app.compile import compile_plan
+from alpha.compiler import Everyone, Local, Protocol, Region, check
+from alpha.compiler.learner import GPU_TARGET, learner_operations, learner_protocol
+from alpha.compiler.plan import CHOICES, load_plan
+from alpha.compiler.program import OPERATIONS, protocol_for
+from alpha.core.topology import ParticipantTree
 from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
 from alpha.learner.model import Model
-from alpha.learner.protocol import GPU_TARGET, learner_operations, learner_protocol
-from alpha.operations import LEARNER_OPS, LOCAL_OPS, SELECTORS, SUM_CHECK_OPS, unimplemented
-from alpha.plan import CHOICES, load_plan
-from alpha.program import OPERATIONS, protocol_for
-from alpha.protocol import Everyone, Local, Protocol, Region, check
-from alpha.topology import ParticipantTree
+from alpha.schedule import operations
+from alpha.schedule.operations import (
+    LEARNER_OPS,
+    LOCAL_OPS,
+    SELECTORS,
+    SUM_CHECK_OPS,
+    unimplemented,
+)
 
 PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
 
@@ -139,8 +145,8 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
 
 
 def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> None:
-    from alpha.plan import WORK_KINDS
-    from alpha.program import WORKS, work_of
+    from alpha.compiler.plan import WORK_KINDS
+    from alpha.compiler.program import WORKS, work_of
 
     assert tuple(WORKS) == WORK_KINDS
     for kind, work in WORKS.items():
@@ -149,5 +155,5 @@ def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> 
         plan = load_plan(Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / name)
         work = work_of(plan)
         assert work.kind == plan.work_kind
-        # Its protocol names only operations implemented in alpha.operations.
+        # Its protocol names only operations implemented in alpha.schedule.operations.
         assert not unimplemented(work.protocol(plan))

@@ -18,8 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from alpha.compiler.learner import LEARNER_PROGRAM, learner_digest_of
+from alpha.compiler.plan import Plan
+from alpha.compiler.replicate import Start, replicate
+from alpha.core.identity import learner_digest
 from alpha.errors import ArtifactInvalid
-from alpha.identity import learner_digest
 from alpha.learner.data import load_digits
 from alpha.learner.model import initial_parameters
 from alpha.learner.optimizer import (
@@ -32,9 +35,6 @@ from alpha.learner.optimizer import (
 )
 from alpha.learner.payload import learner_from_payload, learner_payload
 from alpha.learner.program import LearnerState, model_of
-from alpha.learner.protocol import LEARNER_PROGRAM, learner_digest_of
-from alpha.learner.replicate import Start, replicate
-from alpha.plan import Plan
 from harness.compiled import CompiledRun
 from tests.support import plan_of, raises_exactly
 

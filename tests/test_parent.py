@@ -12,10 +12,10 @@ import trio
 import trio.testing
 
 import alpha.runtime.parent as parent
-from alpha.budgets import Budgets
-from alpha.compile import compile_plan
+from alpha.app.compile import compile_plan
+from alpha.compiler.program import exchange_plan
+from alpha.core.budgets import Budgets
 from alpha.errors import LauncherLost, UsageError
-from alpha.program import exchange_plan
 from alpha.runtime.parent import (
     FAILURE_CLOCK,
     LAUNCHER_PID_ENV,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from alpha.budgets import Budgets
+from alpha.artifact.participant import TRACEBACK_ENV
+from alpha.core.budgets import Budgets
+from alpha.core.topology import ParticipantTree
 from alpha.failpoints import FAILPOINTS_ENV
-from alpha.participant import TRACEBACK_ENV
 from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.runtime.session import STAGED_SUFFIX
-from alpha.topology import ParticipantTree
 from harness.compiled import CompiledRun
 from harness.processes import EXEC_POLL, alive_children, descendants_of, running, state_of
 

@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpha.checkpoint import open_generation, owner_ranges
+from alpha.app.run import run_plan
+from alpha.checkpoint.store import open_generation, owner_ranges
+from alpha.compiler import check
+from alpha.compiler.forms import Region
+from alpha.compiler.learner import learner_protocol
+from alpha.compiler.plan import parse_plan
+from alpha.compiler.projection import project
+from alpha.compiler.replicate import Start, replicate
 from alpha.errors import PlanInvalid, ProtocolRejected, RegionInvalid
 from alpha.learner.data import load_digits
 from alpha.learner.program import LearnerState, model_of
-from alpha.learner.protocol import learner_protocol
-from alpha.learner.replicate import Start, replicate
-from alpha.plan import parse_plan
-from alpha.protocol import check
-from alpha.protocol.forms import Region
-from alpha.protocol.local import decode, encode
-from alpha.protocol.projection import project
-from alpha.run import run_plan
+from alpha.schedule.local import decode, encode
 from tests.support import plans
 
 TOPOLOGIES: dict[str, tuple[dict[str, object], int]] = {
@@ -112,7 +112,7 @@ def test_a_region_view_must_lie_inside_a_region_of_its_dtype() -> None:
         failures = check(dataclasses.replace(protocol, regions=regions))
         assert [type(f) for f in failures] == [RegionInvalid], bad
     with pytest.raises(ProtocolRejected):
-        from alpha.protocol import require_valid
+        from alpha.compiler import require_valid
 
         require_valid(dataclasses.replace(protocol, regions={**protocol.regions, bad.name: bad}))
 
@@ -191,8 +191,8 @@ def _resident_bytes(array: np.ndarray) -> int:
 
 
 def test_releasing_a_transient_region_gives_its_pages_back() -> None:
-    from alpha.operations import release
     from alpha.runtime.interpreter import transient_array
+    from alpha.schedule.operations import release
 
     w = transient_array(1 << 20, "float32")  # 4 MiB in a mapping of its own
     assert _resident_bytes(w) == 0

@@ -18,21 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import alpha.plan as plan_module
-from alpha.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
-from alpha.learner.optimizer import (
-    DEFAULT_BETA1,
-    DEFAULT_BETA2,
-    DEFAULT_EPSILON,
-    DEFAULT_MOMENTUM,
-    OPTIMIZER_CONSTANTS,
-    OPTIMIZERS,
-    SGD,
-    Optimizer,
-)
-from alpha.membership import MAX_EPOCH, MAX_ROLES, parse_group
-from alpha.plan import (
+import alpha.compiler.plan as plan_module
+from alpha.compiler.plan import (
     CHOICES,
     MAX_BATCH,
     MAX_GPU_UUID_CHARS,
@@ -48,7 +35,20 @@ from alpha.plan import (
     load_plan,
     parse_plan,
 )
-from alpha.topology import ParticipantTree, pair, star
+from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
+from alpha.core.membership import MAX_EPOCH, MAX_ROLES, parse_group
+from alpha.core.topology import ParticipantTree, pair, star
+from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
+from alpha.learner.optimizer import (
+    DEFAULT_BETA1,
+    DEFAULT_BETA2,
+    DEFAULT_EPSILON,
+    DEFAULT_MOMENTUM,
+    OPTIMIZER_CONSTANTS,
+    OPTIMIZERS,
+    SGD,
+    Optimizer,
+)
 from tests.support import toml_value
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -1016,7 +1016,7 @@ def test_a_rendered_plan_reads_back_its_values(drawn: tuple[Tables, dict[str, An
 
 
 def test_a_quoted_value_is_cut_at_its_bound() -> None:
-    from alpha._fields import MAX_SHOWN, shown
+    from alpha.compiler._fields import MAX_SHOWN, shown
 
     fits = "x" * (MAX_SHOWN - 2)  # repr adds two quotes: exactly MAX_SHOWN characters
     assert shown(fits) == f"a string ({fits!r})"

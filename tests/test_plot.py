@@ -1,4 +1,4 @@
-"""A run's plots and data (alpha.plot): ``history.csv`` gives back every value exactly,
+"""A run's plots and data (alpha.app.plot): ``history.csv`` gives back every value exactly,
 ``loss.png`` is a real PNG of the promised size, a diverged or empty run still gets both, and
 both are replaced whole or not at all."""
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alpha.plot import (
+from alpha.app.plot import (
     DPI,
     FIGURE_INCHES,
     HISTORY_HEADER,
@@ -235,7 +235,7 @@ def test_a_malformed_history_is_refused_before_anything_is_written(
 
 
 def test_importing_alpha_plot_imports_no_matplotlib() -> None:
-    code = "import alpha.plot, sys; print('matplotlib' in sys.modules, alpha.plot.__file__)"
+    code = "import alpha.app.plot, sys; print('matplotlib' in sys.modules, alpha.app.plot.__file__)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )

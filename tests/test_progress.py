@@ -1,4 +1,4 @@
-"""The control side's display (alpha/progress.py) and what feeds it: role 0 writes a record a
+"""The control side's display (alpha/app/progress.py) and what feeds it: role 0 writes a record a
 round into its run folder, the launcher reads only what was appended, and shows it as a
 terminal-sized bar or, off a terminal, as a few plain lines. Participants never load the
 display's libraries."""
@@ -16,8 +16,12 @@ import pytest
 import trio
 from rich.console import Console
 
-from alpha import progress as progress_module
-from alpha._progress_records import (
+from alpha.app import progress as progress_module
+from alpha.app.progress import RoundProgress, follow, summary_table
+from alpha.compiler.plan import parse_plan
+from alpha.learner.data import load_digits
+from alpha.learner.program import LearnerState
+from alpha.records.progress import (
     RecordReader,
     RecordWriter,
     RoundRecord,
@@ -25,10 +29,6 @@ from alpha._progress_records import (
     encode,
     progress_path,
 )
-from alpha.learner.data import load_digits
-from alpha.learner.program import LearnerState
-from alpha.plan import parse_plan
-from alpha.progress import RoundProgress, follow, summary_table
 from harness.compiled import CompiledRun
 from tests.support import plan_text
 
@@ -302,7 +302,7 @@ ROWS = [
 def test_the_summary_off_a_terminal_is_the_plain_lines_scripts_read() -> None:
     out = io.StringIO()
     summary_table(ROWS, out)
-    # As `alpha run` has always printed them (alpha/run.py, main_run).
+    # As `alpha run` has always printed them (alpha/app/run.py, main_run).
     digest = "3c30813a" * 8
     assert out.getvalue() == (
         f"final parameters    {digest}\n"
@@ -369,7 +369,7 @@ DISPLAY_LIBRARIES = ("rich", "matplotlib", "tqdm")
 async def test_role_0_writes_a_record_a_round_and_no_participant_imports_the_display(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The launcher gives each participant its own environment (alpha/launch.py), so the
+    # The launcher gives each participant its own environment (alpha/launch/launcher.py), so the
     # interpreter of every participant lists its imports on its stderr: its log.
     # Cold, each participant is an interpreter of its own, whose log lists every import; warm,
     # trio and numpy were imported by the warm starter (whose text imports nothing else,

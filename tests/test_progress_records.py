@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha._progress_records import (
+from alpha.compiler.plan import MAX_ROUNDS
+from alpha.errors import ProgressRecordInvalid
+from alpha.records.progress import (
     MAX_RECORD_BYTES,
     MAX_ROUND,
     RecordReader,
@@ -23,8 +25,6 @@ from alpha._progress_records import (
     encode,
     progress_path,
 )
-from alpha.errors import ProgressRecordInvalid
-from alpha.plan import MAX_ROUNDS
 
 records = st.builds(
     RoundRecord,

@@ -10,21 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.errors import (
-    ChoiceAuthorityInvalid,
-    ChoiceUninformed,
-    DisseminationInvalid,
-    NoRealization,
-    ParticipantOutOfRange,
-    ProtocolFailure,
-    ProtocolRejected,
-    RepeatBoundExceeded,
-    SelectorNotAtAuthority,
-    SelfTransfer,
-)
-from alpha.membership import parse_group
-from alpha.program import OPERATIONS
-from alpha.protocol import (
+from alpha.compiler import (
     Choice,
     Combine,
     Dissemination,
@@ -45,8 +31,22 @@ from alpha.protocol import (
     project,
     require_valid,
 )
-from alpha.protocol.local import Choose, Fold, Instruction, Loop, Op, Recv, Send
-from alpha.topology import ParticipantTree
+from alpha.compiler.program import OPERATIONS
+from alpha.core.membership import parse_group
+from alpha.core.topology import ParticipantTree
+from alpha.errors import (
+    ChoiceAuthorityInvalid,
+    ChoiceUninformed,
+    DisseminationInvalid,
+    NoRealization,
+    ParticipantOutOfRange,
+    ProtocolFailure,
+    ProtocolRejected,
+    RepeatBoundExceeded,
+    SelectorNotAtAuthority,
+    SelfTransfer,
+)
+from alpha.schedule.local import Choose, Fold, Instruction, Loop, Op, Recv, Send
 
 X = {"x": Region("x", "float32", 4)}
 
@@ -110,7 +110,7 @@ def test_nested_repeats_multiply_and_overflow_is_refused() -> None:
 
 
 def test_an_operation_without_a_realization_for_a_target() -> None:
-    from alpha.protocol import Operation
+    from alpha.compiler import Operation
 
     ops = dict(OPERATIONS)
     ops["gpu_only"] = Operation("gpu_only", "local", frozenset({"gpu"}))
@@ -253,7 +253,7 @@ def test_a_combine_projects_to_receives_fold_send_and_delivery() -> None:
 
 
 def test_every_child_of_a_node_is_a_structural_role_set() -> None:
-    from alpha.protocol import Children
+    from alpha.compiler import Children
 
     tree = ParticipantTree(7, 2)
     body = Local(Children(tree, 1), "fill", "x")

@@ -12,11 +12,11 @@ import trio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from alpha.abort import AbortCause, encode_cause
-from alpha.budgets import Budgets
+from alpha.core.budgets import Budgets
 from alpha.errors import AlphaError, FrameRefused, RoundAborted
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, abort_spec
 from alpha.runtime.session import first_alpha_error
+from alpha.wire.abort import AbortCause, encode_cause
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, abort_spec
 from tests.support import IDENTITY, connected
 
 CAUSE = AbortCause(origin=2, cause="Corrupted", edge=(0, 2), round=1, detail="a damaged byte")

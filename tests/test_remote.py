@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from alpha.cli import main
-from alpha.commit import COMMIT_NAME
-from alpha.compile import compile_plan
+from alpha.app.cli import main
+from alpha.app.compile import compile_plan
+from alpha.app.run import committed_reports
+from alpha.compiler.plan import Plan, parse_plan
+from alpha.compiler.replicate import replicate
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate
-from alpha.plan import Plan, parse_plan
-from alpha.run import committed_reports
+from alpha.records.commit import COMMIT_NAME
 from harness.processes import running, state_of
 from harness.sshd import Sshd, connect_error, namespace_nodes, running_sshd
 

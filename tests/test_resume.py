@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.checkpoint import (
+from alpha.app.compile import compile_plan
+from alpha.app.run import run_plan
+from alpha.checkpoint.store import (
     LOCK,
     POINTER,
     REMOVING_PREFIX,
@@ -27,14 +29,12 @@ from alpha.checkpoint import (
     prune,
     published,
 )
-from alpha.compile import compile_plan
+from alpha.compiler.plan import Plan, Segment, parse_plan
+from alpha.compiler.replicate import Start, replicate
 from alpha.errors import CheckpointCorrupt
 from alpha.failpoints import FAILPOINTS_ENV
-from alpha.launch import launch, launch_specs
+from alpha.launch.launcher import launch, launch_specs
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import Start, replicate
-from alpha.plan import Plan, Segment, parse_plan
-from alpha.run import run_plan
 from harness.processes import running, state_of
 from harness.relay import Fault
 from harness.runs import Interrupt, relayed_run

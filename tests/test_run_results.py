@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from alpha.commit import COMMIT_NAME
+from alpha.app.run import DEFAULT_PLAN
+from alpha.compiler.plan import load_plan
+from alpha.compiler.replicate import replicate
 from alpha.errors import FolderInUse
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate
-from alpha.plan import load_plan
-from alpha.run import DEFAULT_PLAN
+from alpha.records.commit import COMMIT_NAME
 from harness.processes import running
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,19 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from alpha._artifact_entry import BLAS_THREADS
-from alpha.compile import compile_plan, parse_roles
+from alpha.app.compile import compile_plan, parse_roles
+from alpha.artifact.entry import BLAS_THREADS
+from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.exitcodes import EXIT_FAILURE
-from alpha.plan import Plan, load_plan, parse_plan
 from harness.compiled import CompiledRun
 
 COMPILE_ONLY = (
-    "alpha.plan",
+    "alpha.compiler.plan",
     "tomllib",
-    "alpha.protocol.checks",
-    "alpha.protocol.forms",
-    "alpha.protocol.projection",
-    "alpha._artifact_build",
+    "alpha.compiler.checks",
+    "alpha.compiler.forms",
+    "alpha.compiler.projection",
+    "alpha.artifact.build",
 )
 """What only compiling needs: the plan reader, the TOML parser it uses, the protocol's forms,
 their checker and projection, and the artifact builder."""
@@ -45,13 +45,13 @@ SUM_CHECK = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "
 DIGITS = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "digits.toml"
 
 ENTRY_IMPORTS = (
-    "from alpha._artifact_entry import run_embedded",
-    "from alpha.participant import run_payload",
+    "from alpha.artifact.entry import run_embedded",
+    "from alpha.artifact.participant import run_payload",
     "from alpha.learner.payload import attach_gpu, learner_from_payload",
-    "from alpha.protocol.local import decode",
-    "from alpha.role import RoleDescription",
+    "from alpha.schedule.local import decode",
+    "from alpha.schedule.role import RoleDescription",
 )
-"""What an artifact's entry imports on its way to running its payload: ``alpha._loader`` calls
+"""What an artifact's entry imports on its way to running its payload: ``artifact.loader`` calls
 ``run_embedded``, which calls ``run_payload``, which decodes the schedule and, for a role with a
 learner, the learner."""
 
@@ -78,7 +78,10 @@ def _imported(*argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
 def test_the_artifact_entry_imports_no_plan_reader_and_no_protocol_checker() -> None:
     done, modules = _imported("-c", "\n".join(ENTRY_IMPORTS))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert {"alpha.participant", "alpha.learner.program"} <= modules  # the check sees imports
+    assert {
+        "alpha.artifact.participant",
+        "alpha.learner.program",
+    } <= modules  # the check sees imports
     assert sorted(modules.intersection(COMPILE_ONLY)) == []
 
 
@@ -94,7 +97,11 @@ def test_a_learner_role_starts_from_its_artifact_without_a_plan_reader_or_protoc
     done, modules = _imported(str(tmp_path / "role-000001.pyz"))
     assert done.returncode == EXIT_FAILURE, done.stderr[-2000:]
     assert "failed: PortMissing" in done.stderr
-    assert {"alpha.participant", "alpha.learner.payload", "alpha.protocol.local"} <= modules
+    assert {
+        "alpha.artifact.participant",
+        "alpha.learner.payload",
+        "alpha.schedule.local",
+    } <= modules
     assert sorted(modules.intersection(COMPILE_ONLY)) == []
 
 
@@ -108,7 +115,7 @@ def test_a_role_without_a_learner_starts_without_the_learners_payload_code(
     done, modules = _imported(str(tmp_path / "role-000001.pyz"))
     assert done.returncode == EXIT_FAILURE, done.stderr[-2000:]
     assert "failed: PortMissing" in done.stderr
-    assert {"alpha.participant", "alpha.protocol.local"} <= modules
+    assert {"alpha.artifact.participant", "alpha.schedule.local"} <= modules
     assert sorted(modules.intersection(COMPILE_ONLY + LEARNER_ONLY)) == []
     assert _learner_modules(modules) == []
 
@@ -155,7 +162,7 @@ def test_no_participant_of_a_sum_check_run_imports_a_learner_module(tmp_path: Pa
     # rounds and completed, so everything its session imports was imported by then. (A role
     # started cold, as `python3 ARTIFACT`, is the test below that stops at its first wait.)
     for role, modules in _launched_imports(load_plan(SUM_CHECK), tmp_path).items():
-        assert {"alpha.participant", "alpha.runtime.session"} <= modules, role  # seen
+        assert {"alpha.artifact.participant", "alpha.runtime.session"} <= modules, role  # seen
         assert _learner_modules(modules) == [], role
 
 
@@ -228,8 +235,8 @@ def test_a_participant_gives_numpys_blas_one_thread_unless_told_otherwise(
 def test_every_name_of_the_protocol_package_loads_from_its_module() -> None:
     # The package loads each name on first use, so that a participant, which needs only its
     # local schedule, loads none of the forms, checks or projection.
-    import alpha.protocol as protocol
-    from alpha.protocol import checks, forms, local, projection, regions
+    import alpha.compiler as protocol
+    from alpha.compiler import checks, forms, local, projection, regions
 
     modules = (checks, forms, local, projection, regions)
     for name in protocol.__all__:

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from alpha.compiler.plan import parse_plan
+from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import AlphaError, FrameRefused, WrongEdge
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
-from alpha.plan import parse_plan
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from tests.support import IDENTITY, connected, plan_of, plan_text, raises_exactly, toml_value
 
 TESTS = Path(__file__).resolve().parent

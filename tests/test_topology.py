@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import alpha.topology as topology
+import alpha.core.topology as topology
+from alpha.core.topology import MAX_ROLES, ParticipantTree, certify_cover, pair, star
 from alpha.errors import (
     CoverageBroken,
     FanoutInvalid,
@@ -21,7 +22,6 @@ from alpha.errors import (
     TopologyError,
     TreeSizeInvalid,
 )
-from alpha.topology import MAX_ROLES, ParticipantTree, certify_cover, pair, star
 
 # --- an independent brute-force builder ---------------------------------------------------
 

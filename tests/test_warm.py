@@ -1,4 +1,4 @@
-"""Warm starts (``alpha._warm``): the launcher forks every local role from one interpreter that
+"""Warm starts (``launch.warm``): the launcher forks every local role from one interpreter that
 imported trio and numpy once. Real participant processes throughout: a warm run is the same
 run, each participant shows its artifact, and every fault of the starter or of a role stops
 the run, names its cause, commits nothing and leaves nothing running."""
@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha._warm import _SERVER, WarmProcess
-from alpha.commit import COMMIT_NAME
+from alpha.app.run import DEFAULT_PLAN, committed_reports
+from alpha.compiler.plan import parse_plan
+from alpha.compiler.replicate import replicate
 from alpha.errors import WarmStarterLost
+from alpha.launch.warm import _SERVER, WarmProcess
 from alpha.learner.data import load_digits
-from alpha.learner.replicate import replicate
-from alpha.plan import parse_plan
-from alpha.run import DEFAULT_PLAN, committed_reports
+from alpha.records.commit import COMMIT_NAME
 from harness.compiled import CompiledRun
 from harness.processes import (
     alive_children,

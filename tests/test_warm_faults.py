@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 import trio
 
-import alpha._warm
-from alpha._warm import WarmStarter
-from alpha.budgets import Budgets
-from alpha.commit import COMMIT_NAME
+import alpha.launch.warm
+from alpha.app.run import DEFAULT_PLAN
+from alpha.compiler.plan import parse_plan
+from alpha.core.budgets import Budgets
+from alpha.core.topology import ParticipantTree
 from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
 from alpha.exitcodes import EXIT_FAILURE
 from alpha.failpoints import FAILPOINTS_ENV
-from alpha.launch import ANNOUNCE_WAIT, LaunchResult, LaunchSpec, _Launch
-from alpha.plan import parse_plan
-from alpha.run import DEFAULT_PLAN
-from alpha.topology import ParticipantTree
+from alpha.launch.launcher import ANNOUNCE_WAIT, LaunchResult, LaunchSpec, _Launch
+from alpha.launch.warm import WarmStarter
+from alpha.records.commit import COMMIT_NAME
 from harness.compiled import CompiledRun
 from harness.processes import (
     EXEC_POLL,
@@ -117,7 +117,7 @@ def _nothing_left(run: CompiledRun, starter: int) -> None:
 def patient(monkeypatch: pytest.MonkeyPatch) -> None:
     """A watchdog that waits long for a stopped starter, so that the test's SIGKILL, not the
     watchdog, ends it (on a loaded host finding it stopped may take a while)."""
-    monkeypatch.setattr(alpha._warm, "STALL_GRACE", 600.0)
+    monkeypatch.setattr(alpha.launch.warm, "STALL_GRACE", 600.0)
 
 
 async def _cold_parents(run: CompiledRun, result: LaunchResult) -> None:

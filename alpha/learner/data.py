@@ -38,9 +38,9 @@ from typing import Final, TypeVar, final
 import numpy as np
 import numpy.typing as npt
 
-from alpha._checks import int_in
-from alpha._files import package_data
+from alpha.checked import int_in
 from alpha.errors import ArtifactInvalid, PlanInvalid, RoleOutOfRange
+from alpha.files import package_data
 
 __all__ = [
     "DIGITS_CLASSES",
@@ -93,7 +93,7 @@ DIGITS_RESOURCE: Final = "data/digits/digits.csv.gz"
 DIGITS_ENV: Final = "ALPHA_DIGITS"
 
 #: The element types features can have: those of the numerical contract that a learner computes
-#: in (``alpha.identity.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
+#: in (``alpha.core.identity.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
 FEATURE_DTYPES: Final = ("float32", "float64")
 
 #: A split's seed is the learner's seed, an unsigned 64-bit value (as in the learner digest).

@@ -12,7 +12,7 @@ A participant with a learner loads this module (its entry builds the ``LearnerSt
 payload and hands it to the runtime, which steps it); a role without one (a sum check) loads no
 learner module at all. It reads a plan only through its fields: the plan reader is imported for
 types alone. The learner's global protocol
-and run identity, which only compiling needs, are in ``alpha.learner.protocol``.
+and run identity, which only compiling needs, are in ``alpha.compiler.learner``.
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from alpha._progress_records import RecordWriter, RoundRecord
-from alpha.checkpoint import owner_ranges
-from alpha.combine import ordered_sum
+from alpha.checkpoint.store import owner_ranges
+from alpha.core.combine import ordered_sum
+from alpha.core.topology import ParticipantTree
 from alpha.errors import LossNotFinite, PlanInvalid
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
-from alpha.topology import ParticipantTree
+from alpha.records.progress import RecordWriter, RoundRecord
 
 if TYPE_CHECKING:
-    from alpha.plan import Plan
+    from alpha.compiler.plan import Plan
 
 __all__ = ["LOGICAL_FANOUT", "LearnerState", "logical_tree", "model_of", "owned", "split_of"]
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from alpha.checkpoint import (
+from alpha.checkpoint.store import (
     Generation,
     Part,
     generation_name,
@@ -39,8 +39,8 @@ from alpha.learner.optimizer import OptimizerState
 from alpha.learner.program import LearnerState
 
 if TYPE_CHECKING:
+    from alpha.compiler.plan import Plan
     from alpha.learner.data import Digits
-    from alpha.plan import Plan
 
 __all__ = [
     "FREE_WITH_CONTRIBUTORS",

@@ -1,7 +1,7 @@
 """Frame channels: one per edge, moving frames over a trio stream through the frame codec.
 
-A channel never interprets bytes itself: sending asks a :class:`~alpha.frame.SendSlot` for the
-header, payload view and trailer; receiving arms a :class:`~alpha.frame.ReceiveSlot` and reads
+A channel never interprets bytes itself: sending asks a :class:`~alpha.wire.frame.SendSlot` for the
+header, payload view and trailer; receiving arms a :class:`~alpha.wire.frame.ReceiveSlot` and reads
 with ``recv_into`` straight into the memory the reception offers, capped at the current part of
 the frame, so a large payload lands in its buffer without another copy and no read crosses into
 the next frame. Every wait is bounded by a named budget.
@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from alpha.abort import AbortCause, decode_cause, encode_cause
-from alpha.budgets import Budgets
+from alpha.core.budgets import Budgets
+from alpha.core.identity import RunIdentity
 from alpha.errors import BudgetExhausted, FrameRefused, PeerLost, RoundAborted
-from alpha.frame import (
+from alpha.runtime.whereabouts import Whereabouts
+from alpha.wire.abort import AbortCause, decode_cause, encode_cause
+from alpha.wire.frame import (
     FORMAT_VERSION,
     HEADER_SIZE,
     MAGIC,
@@ -47,8 +49,6 @@ from alpha.frame import (
     abort_spec,
     payload_digest,
 )
-from alpha.identity import RunIdentity
-from alpha.runtime.whereabouts import Whereabouts
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -14,7 +14,7 @@ listener. The wait for a port is a wait for a peer to come up, like an accept, a
 budget bounds both. The first frame each way on a new connection is a hello bound
 to the run identity and the edge; a wrong hello (a stranger, another run, another edge) is
 refused with the frame codec's class and the run aborts. Every wait is bounded by a named
-budget (``alpha.budgets``).
+budget (``alpha.core.budgets``).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import Final
 
 import trio
 
-from alpha.budgets import Budgets
+from alpha.core.budgets import Budgets
+from alpha.core.identity import RunIdentity
 from alpha.errors import AlphaError, BudgetExhausted, LauncherLost, PeerLost, PortMissing
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import RunIdentity
-from alpha.role import Edge, RoleDescription
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
+from alpha.schedule.role import Edge, RoleDescription
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
 

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import trio
 
+from alpha.core.identity import RunIdentity
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.identity import RunIdentity
-from alpha.protocol.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first_failure
 from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
+from alpha.schedule.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -56,7 +56,7 @@ __all__ = [
 
 def transient_array(count: int, dtype: str) -> np.ndarray:
     """Zeros in their own anonymous mapping, so that the ``release`` operation can give the
-    pages back (``alpha.operations.release``) and the mapping stays valid for the slots that
+    pages back (``schedule.operations.release``) and the mapping stays valid for the slots that
     receive into it."""
     size = max(1, count * np.dtype(dtype).itemsize)
     # Private: MADV_DONTNEED on a private anonymous mapping frees its pages and refills them

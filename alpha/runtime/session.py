@@ -23,9 +23,6 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from alpha._files import fsync_folder, write_bytes_atomically
-from alpha.abort import AbortCause
-from alpha.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
 from alpha.errors import (
     AlphaError,
     BudgetExhausted,
@@ -36,14 +33,17 @@ from alpha.errors import (
     TrailingBytes,
     WrongFrame,
 )
-from alpha.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from alpha.protocol.local import LocalSchedule
-from alpha.role import RoleDescription
+from alpha.files import fsync_folder, write_bytes_atomically
+from alpha.records.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_launcher
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
+from alpha.schedule.local import LocalSchedule
+from alpha.schedule.role import RoleDescription
+from alpha.wire.abort import AbortCause
+from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
     from alpha.learner.program import LearnerState

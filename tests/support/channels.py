@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from alpha.budgets import Budgets
+from alpha.core.budgets import Budgets
 from alpha.runtime.channel import FrameChannel
 
 from .identity import IDENTITY

@@ -6,6 +6,6 @@ of a frame or a channel carry the same identity.
 
 from __future__ import annotations
 
-from alpha.identity import RunIdentity
+from alpha.core.identity import RunIdentity
 
 IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from alpha.plan import Plan, parse_plan
+from alpha.compiler.plan import Plan, parse_plan
 
 Table = Mapping[str, object]
 

@@ -1,0 +1,266 @@
+"""``alpha compile``: check a plan's protocol, project it, and write one artifact per role.
+
+Each artifact (``role-NNNNNN.pyz``, ``docs/artifacts.md``) freezes a role's schedule, edges,
+peer addresses, budgets and run identity; ``run.json`` describes the build. Projection of each
+role costs the plan's size times depth x fan-out, so compiling a few roles of a 200,000-role
+plan is as quick as compiling a small plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from alpha import __version__
+from alpha.artifact import (
+    ARTIFACT_FORMAT,
+    RUN_FORMAT,
+    RUN_JSON,
+    build_artifact,
+    file_sha256,
+    package_code_digest,
+    write_run_json,
+)
+from alpha.compiler import Protocol, check, encode, project
+from alpha.compiler.plan import Plan
+from alpha.compiler.program import protocol_for, run_identity
+from alpha.core.identity import RunIdentity, bind_code
+from alpha.errors import ProtocolRejected, UsageError
+from alpha.files import output_folder
+from alpha.schedule.operations import unimplemented
+from alpha.schedule.role import Edge, RoleDescription
+
+if TYPE_CHECKING:
+    from alpha.learner.data import Digits, Split
+    from alpha.learner.saving import SegmentIO
+
+__all__ = [
+    "ALL_ROLES_LIMIT",
+    "CompileResult",
+    "compile_plan",
+    "compiled_identity",
+    "parse_roles",
+    "require_runnable",
+]
+
+ALL_ROLES_LIMIT: Final = 4096
+"""The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
+runtime (about 100 KB), so a plan of 200,000 roles compiled whole would write gigabytes."""
+
+
+def parse_roles(spec: str | None, participants: int) -> list[int]:
+    """Roles named by ``--roles``: ``all``, or a comma list of roles and ranges (``0,3,5-7``).
+
+    Raises:
+        UsageError: the text does not parse, names a role outside the run, or (without
+            ``--roles``) the plan has more than ``ALL_ROLES_LIMIT`` roles.
+    """
+    if spec is None or spec == "all":
+        if spec is None and participants > ALL_ROLES_LIMIT:
+            raise UsageError(
+                f"this plan has {participants} roles; compiling all of them writes one artifact "
+                f"each: pass --roles (e.g. --roles 0,1,{participants - 1}) or --roles all"
+            )
+        return list(range(participants))
+    roles: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first = int(low)
+            last = int(high) if high else first
+        except ValueError:
+            raise UsageError(f"--roles: {part!r} is not a role or a range LOW-HIGH") from None
+        if not 0 <= first <= last < participants:
+            raise UsageError(f"--roles: {part!r} is outside the run's roles 0..{participants - 1}")
+        roles.update(range(first, last + 1))
+    return sorted(roles)
+
+
+@dataclass(frozen=True, slots=True)
+class CompileResult:
+    directory: Path
+    roles: tuple[int, ...]
+    artifact_bytes: tuple[int, ...]
+    run_json: Path
+
+
+def compiled_identity(
+    plan: Plan, digits: Digits | None = None, *, code: bytes | None = None
+) -> RunIdentity:
+    """The identity ``plan``'s artifacts carry: the plan's run identity with its learner part
+    bound to the code that computes the run (``alpha.core.identity.bind_code``), by default the
+    sources every artifact of this build carries (``package_code_digest``). ``code`` stands
+    in another code digest, as a build from other sources would have.
+
+    Raises:
+        LearnerInputInvalid: ``code`` is not 32 bytes.
+    """
+    return bind_code(run_identity(plan, digits), package_code_digest() if code is None else code)
+
+
+def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) -> RoleDescription:
+    """The role description a role's artifact carries: edges with their compiled addresses.
+    Without ``identity``, it is :func:`compiled_identity` of the plan."""
+    tree = plan.tree
+    edges = tuple(
+        Edge(peer, plan.address(min(role, peer), max(role, peer))) for peer in tree.edges(role)
+    )
+    return RoleDescription(
+        role=role,
+        participants=plan.participants,
+        identity=identity or compiled_identity(plan),
+        edges=edges,
+        budgets=plan.budgets,
+    )
+
+
+def require_runnable(protocol: Protocol) -> None:
+    """Check ``protocol`` as projection needs it, and that every operation and selector it
+    names is implemented, so that no participant meets an unknown name mid-run.
+
+    Raises:
+        ProtocolRejected: one or more refusals, all of them in ``failures``.
+    """
+    failures = [*check(protocol), *unimplemented(protocol)]
+    if failures:
+        raise ProtocolRejected(tuple(failures))
+
+
+def compile_plan(
+    plan: Plan,
+    directory: Path,
+    roles: Iterable[int],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    code: bytes | None = None,
+) -> CompileResult:
+    """Check ``plan``'s protocol, project it to each of ``roles``, and write their artifacts
+    and ``run.json`` into ``directory``. Every artifact carries :func:`compiled_identity`;
+    ``code`` stands in another code digest for it (a test builds a run from "other sources").
+
+    Raises:
+        ProtocolRejected: the protocol failed its checks, or names an operation or selector
+            with no implementation (``OperationUnimplemented``); every refusal is listed.
+        PlanInvalid: the plan's work cannot be compiled (e.g. sums not exact in its dtype).
+        LearnerInputInvalid: ``code`` is not 32 bytes.
+    """
+    protocol = protocol_for(plan)
+    require_runnable(protocol)
+    digits = None
+    parts = None
+    if plan.work_kind == "learn":
+        from alpha.learner.data import load_digits
+        from alpha.learner.program import split_of
+
+        digits = load_digits()
+        parts = split_of(plan, digits)
+    identity = compiled_identity(plan, digits, code=code)
+    created = not directory.exists()
+    output_folder(directory)
+    # run.json goes first and comes back last: a folder whose compile did not finish has no
+    # run.json, which launch reports as such, and never a run.json naming other artifacts.
+    (directory / RUN_JSON).unlink(missing_ok=True)
+    for stale in directory.glob("role-*.pyz"):
+        stale.unlink()
+    written: list[Path] = []
+    try:
+        return _write_artifacts(
+            plan, directory, list(roles), protocol, identity, digits, parts, progress, written
+        )
+    except BaseException:
+        # An interrupt (Ctrl-C) or a failure leaves no artifact of an unfinished build, and no
+        # folder this call made.
+        for path in written:
+            path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty: nothing of anyone else's is removed
+        raise
+
+
+def _write_artifacts(
+    plan: Plan,
+    directory: Path,
+    chosen: list[int],
+    protocol: Protocol,
+    identity: RunIdentity,
+    digits: Digits | None,
+    parts: Split | None,
+    progress: Callable[[int, int], None] | None,
+    written: list[Path],
+) -> CompileResult:
+    """Write each chosen role's artifact (whole, each in its turn, noted in ``written``), then
+    ``run.json``."""
+    entries: list[dict[str, object]] = []
+    sizes: list[int] = []
+    for index, role in enumerate(chosen):
+        description = describe_role(plan, role, identity)
+        payload: dict[str, object] = {
+            "format": ARTIFACT_FORMAT,
+            "role": role,
+            "target": plan.target(role),
+            "plan": plan.name,
+            "description": description.to_dict(),
+            "schedule": encode(project(protocol, role)),
+        }
+        if digits is not None:
+            from alpha.learner.payload import learner_payload
+            from alpha.learner.program import LearnerState
+
+            state = LearnerState.for_role(plan, digits, role, parts)
+            payload["learner"] = learner_payload(state, _segment_io(plan))
+        path = directory / f"role-{role:06d}.pyz"
+        written.append(path)
+        size = build_artifact(path, payload)
+        sizes.append(size)
+        entries.append(
+            {
+                "role": role,
+                "target": plan.target(role),
+                "file": path.name,
+                "bytes": size,
+                "sha256": file_sha256(path),
+                "lower": [e.peer for e in description.lower],
+                "higher": [e.peer for e in description.higher],
+            }
+        )
+        if progress is not None:
+            progress(index + 1, len(chosen))
+    run_json = write_run_json(
+        directory,
+        {
+            "format": RUN_FORMAT,
+            "name": plan.name,
+            "participants": plan.participants,
+            "plan_sha256": plan.text_sha256,
+            "identity": {
+                "learner": identity.learner.hex(),
+                "contract": identity.contract.hex(),
+                "membership": identity.membership.hex(),
+            },
+            "alpha_version": __version__,
+            "roles": entries,
+        },
+    )
+    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json)
+
+
+def _segment_io(plan: Plan) -> SegmentIO | None:
+    """What a learner's artifact carries of the segment it runs (``docs/checkpoints.md``):
+    the plan's segment, and the round it ends on."""
+    import dataclasses
+
+    from alpha.learner.saving import SegmentIO
+
+    if plan.segment is None:
+        return None
+    return SegmentIO(**dataclasses.asdict(plan.segment), end=plan.rounds)
+
+
+def print_progress(done: int, total: int) -> None:
+    if done == total or done % 64 == 0:
+        print(f"compile: {done}/{total} artifact(s) written", file=sys.stderr, flush=True)

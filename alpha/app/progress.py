@@ -1,0 +1,307 @@
+"""What the control side shows while a run goes and when it ends: a progress display of rounds
+and a summary table. Only the control side imports this module (and rich with it);
+participants write progress records (``alpha.records.progress``) and never import it.
+
+On a terminal the display is a rich progress bar sized to the terminal and redrawn in place,
+with rounds done, elapsed time, time left, rate and the latest loss and held-out accuracy; on a
+narrow terminal the parts that do not fit are left out, least needed first. Off a terminal (a
+log, a pipe, CI) it is plain lines, at most one a second and always the last round, each with
+the elapsed time and rate, so a long run's log stays short and greppable.
+
+:func:`follow` feeds a display from role 0's progress file as it grows, reading only what was
+appended (``docs/progress.md``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Final, TextIO, final
+
+import trio
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID
+from rich.table import Column, Table
+from rich.text import Text
+
+from alpha.errors import ProgressRecordInvalid
+from alpha.records.progress import RecordReader, RoundRecord
+
+__all__ = ["LINE_SECONDS", "POLL_SECONDS", "RoundProgress", "follow", "summary_table"]
+
+LINE_SECONDS: Final = 1.0
+"""Off a terminal, at most one progress line this often (and always the last round): a line a
+round would make a 200,000-round run's log 200,000 lines long."""
+
+POLL_SECONDS: Final = 0.2
+"""How often :func:`follow` reads the progress file: five times a second looks live, and a
+read costs only the bytes appended since the last."""
+
+BAR_MIN_WIDTH: Final = 10
+"""The narrowest bar worth drawing; below it the terminal is too narrow for a bar at all."""
+
+_REFRESH_PER_SECOND: Final = 4  # a live bar's redraws: its clocks tick between rounds too
+
+_SUMMARY_NAME_WIDTH: Final = 19  # the plain summary's name column: "equal bit for bit   yes"
+
+
+def _duration(seconds: float | None) -> str:
+    """``H:MM:SS``, as rich writes times; ``-:--:--`` when unknown."""
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "-:--:--"
+    whole = max(0, int(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def _loss(loss: float) -> str:
+    return f"{loss:.4g}"  # inf and nan as such, never a 30-digit number
+
+
+def _accuracy(accuracy: float) -> str:
+    return f"{100 * accuracy:.1f}%"
+
+
+def _rate(rate: float | None) -> str:
+    return f"{'-' if rate is None else format(rate, '.3g')} rounds/s"
+
+
+class _Part(ProgressColumn):
+    """One part of a live bar's line, as text made from the task."""
+
+    def __init__(self, text: Callable[[Task], str]) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+        self.text = text
+
+    def render(self, task: Task) -> Text:
+        return Text(self.text(task))
+
+
+class _FittedProgress(Progress):
+    """rich's progress display of one task on one line that fits the console's width: the
+    count always, then the parts in order of need (``priority``) while they fit, and the bar
+    widens to take what is left.
+
+    Each text part is given the widest it has been, so that the line does not jitter as
+    numbers grow and shrink, and a part left out for want of room stays out until the
+    terminal widens."""
+
+    def __init__(
+        self,
+        parts: dict[str, ProgressColumn],
+        priority: Sequence[str],
+        console: Console,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(
+            *parts.values(),
+            console=console,
+            get_time=clock,
+            refresh_per_second=_REFRESH_PER_SECOND,
+            redirect_stdout=False,  # a run's own lines are written above the bar by note()
+            redirect_stderr=False,
+        )
+        self.parts = parts
+        self.priority = priority
+        self.widest = dict.fromkeys(parts, 0)
+        self.widest["bar"] = BAR_MIN_WIDTH
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        for task in self.tasks:  # none while rich builds the display
+            width = self.console.width
+            chosen: dict[str, RenderableType] = {}
+            used = -1  # no space before the first part
+            for name in self.priority:
+                cell = self.parts[name](task)
+                if isinstance(cell, Text):
+                    self.widest[name] = max(self.widest[name], cell.cell_len)
+                if name != "count" and used + 1 + self.widest[name] > width:
+                    break
+                chosen[name] = cell
+                used += 1 + self.widest[name]
+            names = [name for name in self.parts if name in chosen]  # in display order
+            grid = Table.grid(
+                *(
+                    Column()  # the bar: rich shrinks a column that may wrap to fit the line
+                    if name == "bar"
+                    else Column(no_wrap=True, min_width=self.widest[name])
+                    for name in names
+                ),
+                padding=(0, 1),
+                expand=True,
+            )
+            grid.add_row(*(chosen[name] for name in names))
+            yield grid
+
+
+@final
+class RoundProgress:
+    """A display of rounds done out of ``total``, with the latest loss and held-out accuracy.
+
+    ``start`` is the rounds already done when it starts (a resumed run's starting round): the
+    rate and time left count only the rounds done since. ``clock`` is the monotonic clock it
+    reads (a seam for tests). ``console``, when given, is the rich console to draw on instead
+    of one on ``out``. The display is live (a bar redrawn in place) when ``out``, or the
+    console given, is a terminal that can move its cursor (not ``TERM=dumb``).
+
+    :meth:`close` ends a live bar so what follows starts on a line of its own; an update after
+    it draws the bar again below, its elapsed time going on.
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        total: int,
+        label: str = "",
+        *,
+        start: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        console: Console | None = None,
+    ) -> None:
+        self.out = out
+        self.total = total
+        self.label = label
+        self.start = start
+        self.clock = clock
+        self.started = clock()
+        if console is None and out.isatty():
+            console = Console(file=out, force_terminal=True)
+        self.live = console is not None and console.is_terminal and not console.is_dumb_terminal
+        self.last_line = -float("inf")
+        self._console = console
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        if self.live:
+            self._bar, self._task = self._open()  # rich's clocks start now, as ``started``
+        self._drawing = False  # the live bar is on the terminal, redrawn in place
+
+    def update(self, done: int, loss: float, accuracy: float) -> None:
+        """Show that ``done`` rounds of ``total`` are done, the last with ``loss`` and held-out
+        ``accuracy`` (a fraction)."""
+        if self.live:
+            self._draw(done, loss, accuracy)
+            return
+        now = self.clock()
+        if done < self.total and now - self.last_line < LINE_SECONDS:
+            return
+        self.last_line = now
+        elapsed = now - self.started
+        rate = (done - self.start) / elapsed if elapsed > 0 else None
+        left = (self.total - done) / rate if rate else None
+        self.out.write(
+            f"{self.label}round {done}/{self.total} loss {_loss(loss)} "
+            f"held-out accuracy {_accuracy(accuracy)} elapsed {_duration(elapsed)} "
+            f"rate {_rate(rate)} eta {_duration(left)}\n"
+        )
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own: above a live bar, which stays below it."""
+        if self._bar is not None and self._drawing:
+            self._bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            self.out.write(f"{text}\n")
+            self.out.flush()
+
+    def close(self) -> None:
+        """End a bar drawn in place, leaving it as last drawn."""
+        if self._bar is not None and self._drawing:
+            self._bar.stop()  # draws the bar a last time
+            self._drawing = False
+
+    def _draw(self, done: int, loss: float, accuracy: float) -> None:
+        assert self._bar is not None and self._task is not None
+        # rich redraws the bar a few times a second from its own thread, not at each update:
+        # the replicated learner updates every round, thousands of times a second.
+        self._bar.update(self._task, completed=done, loss=_loss(loss), accuracy=_accuracy(accuracy))
+        if not self._drawing:
+            self._bar.start()
+            self._drawing = True
+
+    def _open(self) -> tuple[Progress, TaskID]:
+        def count(task: Task) -> str:
+            return f"{task.completed:.0f}/{task.total:.0f}"
+
+        parts: dict[str, ProgressColumn] = {
+            "label": _Part(lambda task: f"{self.label}round"),
+            "count": _Part(count),
+            "bar": BarColumn(bar_width=None),
+            "elapsed": _Part(lambda task: _duration(task.finished_time or task.elapsed)),
+            "eta": _Part(
+                lambda task: f"eta {_duration(0 if task.finished else task.time_remaining)}"
+            ),
+            "rate": _Part(lambda task: _rate(task.finished_speed or task.speed)),
+            "loss": _Part(lambda task: f"loss {task.fields['loss']}"),
+            "accuracy": _Part(lambda task: f"held-out {task.fields['accuracy']}"),
+        }
+        # What a narrow terminal leaves out first is last; a label says which bar this is.
+        needed = ("count", "bar", "elapsed", "eta", "loss", "accuracy", "rate")
+        priority = (*needed[:2], "label", *needed[2:]) if self.label else (*needed, "label")
+        assert self._console is not None
+        bar = _FittedProgress(parts, priority, self._console, self.clock)
+        task = bar.add_task("", total=self.total, completed=self.start, loss="-", accuracy="-")
+        return bar, task
+
+
+async def follow(
+    path: Path,
+    progress: RoundProgress,
+    *,
+    interval: float = POLL_SECONDS,
+    history: list[RoundRecord] | None = None,
+) -> None:
+    """Feed ``progress`` from the progress file at ``path`` every ``interval`` seconds, until
+    cancelled; append every record read to ``history`` when given, so the caller keeps the
+    rounds seen even when the run fails.
+
+    Each read costs only the bytes appended since the last (:class:`RecordReader`); nothing is
+    shown while the file does not exist. When cancelled it reads once more, so the rounds
+    written just before the run ended are shown and kept. A line that is not a record stops the
+    following (the run is not stopped for it): the display says so once.
+    """
+    reader = RecordReader(path)
+    refused = False
+
+    def take() -> None:
+        nonlocal refused
+        try:
+            records = reader.read_new()
+        except ProgressRecordInvalid as error:
+            refused = True
+            progress.note(f"progress: {error}; progress is no longer shown")
+            return
+        if history is not None:
+            history.extend(records)
+        if records:
+            last = records[-1]
+            progress.update(last.round, last.loss, last.holdout_accuracy)
+
+    try:
+        while True:
+            take()
+            if refused:
+                return
+            await trio.sleep(interval)
+    finally:
+        try:
+            if not refused:
+                take()  # what was written since the last read, before the run ended
+        finally:
+            reader.close()
+
+
+def summary_table(rows: Sequence[tuple[str, str]], out: TextIO) -> None:
+    """Write ``rows`` (name, value) as a two-column table: a rich table on a terminal, and off
+    a terminal one plain line a row, ``f"{name:<19} {value}"`` (``equal bit for bit   yes``),
+    which scripts and tests read."""
+    if not out.isatty():
+        for name, value in rows:
+            out.write(f"{name:<{_SUMMARY_NAME_WIDTH}} {value}\n")
+        out.flush()
+        return
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")  # a digest folds whole onto the next line
+    for name, value in rows:
+        table.add_row(name, value)
+    Console(file=out, force_terminal=True).print(table)

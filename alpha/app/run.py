@@ -1,0 +1,634 @@
+"""``alpha run [PLAN]``: the main job. Compile, launch with live progress, compare with the
+replicated learner, and report.
+
+Progress comes as records role 0 appends to ``progress/role-000000.jsonl`` each round
+(``docs/progress.md``), read as they come, a few bytes at a time. At the end the run folder
+holds the artifacts, every role's log and report, ``history.csv`` (every round's loss and
+accuracies) and ``loss.png`` (their plots). A learner whose loss stops being finite has
+diverged: the run stops at that round everywhere (``LossNotFinite``), commits nothing, and
+still gets its summary, history and plots (exit 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import secrets
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import trio
+
+from alpha.app.compile import compile_plan, parse_roles
+from alpha.app.plot import RunPlots, diverged_round, write_run_plots
+from alpha.app.progress import RoundProgress, follow, summary_table
+from alpha.artifact import REPORTS_DIR
+from alpha.checkpoint.store import (
+    POINTER,
+    Generation,
+    check_room,
+    generation_name,
+    hold_checkpoint_folder,
+    open_generation,
+    parse_generation,
+    published,
+    remove_staged,
+)
+from alpha.compiler.plan import Plan, Segment, load_plan
+from alpha.compiler.replicate import Replica, Start, replicate, require_learner
+from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
+from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
+from alpha.files import hold_folder, output_folder, package_data
+from alpha.launch.launcher import LaunchResult, launch, launch_specs
+from alpha.learner.data import Digits, load_digits
+from alpha.learner.program import LearnerState
+from alpha.learner.saving import (
+    PARAMETERS,
+    check_fits,
+    identity_changes,
+    plan_identity,
+    segment_record,
+    state_specs,
+)
+from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.records.progress import RoundRecord, progress_path
+
+__all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
+
+DEFAULT_PLAN: Final = package_data("data/plans/digits.toml")
+"""The shipped default plan (package data, ``docs/install.md``): 8 roles, a tree of fan-out 2,
+30 rounds of the digits learner."""
+
+
+@dataclass
+class RunSummary:
+    """What a run came to. ``ok``: every role finished, the run committed, and its final
+    parameters (``distributed``) equal the replicated learner's (``replicated``) bit for bit.
+    Otherwise ``cause`` says why not (empty when the run ended but the digests differ).
+
+    ``history`` holds every round seen, ``(round from 0, loss, training accuracy, held-out
+    accuracy)``; ``diverged_at`` is the round (from 1) whose loss was not finite, where the run
+    stopped, and ``replica_diverged_at`` where the replicated learner did (None: it did not);
+    ``curve`` and ``csv`` are the plots and the history written beside the run, ``signal`` the
+    signal that stopped the launch, if one did; ``changed`` the fields of the plan's identity
+    a resume changed from the generation's, as ``checkpoint.may_change`` allowed
+    (``(recorded, now)`` each)."""
+
+    ok: bool
+    distributed: str
+    replicated: str
+    holdout_accuracy: float
+    wall_s: float
+    curve: Path | None
+    cause: str = ""
+    history: list[tuple[int, float, float, float]] = field(default_factory=list)
+    csv: Path | None = None
+    diverged_at: int | None = None
+    replica_diverged_at: int | None = None
+    signal: int | None = None
+    changed: dict[str, tuple[object, object]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One launch of a checkpointed or resumed run: its rounds and where it starts."""
+
+    first: int
+    end: int
+
+
+def _segments(first: int, rounds: int, every: int | None) -> list[_Segment]:
+    """The launches that run rounds ``first..rounds-1``, a generation every ``every``."""
+    if every is None:
+        return [_Segment(first, rounds)]
+    ends = [*range(first + every, rounds, every), rounds]
+    starts = [first, *ends[:-1]]
+    return [_Segment(a, b) for a, b in zip(starts, ends, strict=True)]
+
+
+def _resume_point(
+    plan: Plan, digits: Digits, path: Path, identity: dict[str, object]
+) -> tuple[Generation, Start, dict[str, tuple[object, object]]]:
+    """The generation at ``path``, every shard checked, as the replicated learner's start,
+    and the fields of the plan's ``identity`` that differ from the generation's, as
+    ``checkpoint.may_change`` allows.
+
+    Raises:
+        CheckpointCorrupt: the pointer, a manifest or a shard is missing or damaged.
+        GenerationForeign: the generation was written under another plan (each field named).
+        LearnerStateInvalid: it is not this plan's learner's state, or nothing is left to run.
+    """
+    generation = open_generation(path)
+    generation.verify()
+    recorded = generation.about.get("plan")
+    allowed = () if plan.checkpoint is None else plan.checkpoint.may_change
+    refused, changed = identity_changes(
+        recorded if isinstance(recorded, dict) else {}, identity, allowed
+    )
+    if refused:
+        raise GenerationForeign(generation.path.name, refused)
+    check_fits(generation, LearnerState.for_role(plan, digits, 0))
+    if generation.round >= plan.rounds:
+        raise LearnerStateInvalid(
+            f"checkpoint {generation.path.name} is of round {generation.round}: nothing is left "
+            f"of the plan's {plan.rounds} rounds (raise run.rounds to go on)"
+        )
+    arrays = generation.load()
+    parameters = arrays.pop(PARAMETERS)
+    return generation, Start(generation.round, parameters, arrays), changed
+
+
+@dataclass
+class _Launched:
+    """One segment's launch: its first failure (empty when it committed), its committed
+    reports, the rounds role 0 recorded, and the signal that stopped it, if one did."""
+
+    cause: str
+    reports: dict[int, dict[str, Any]]
+    records: list[RoundRecord]
+    signal: int | None
+
+
+def _launch_segment(
+    plan: Plan,
+    directory: Path,
+    interpreters: Mapping[str, Sequence[str]] | None,
+    progress: RoundProgress,
+    warm: bool,
+) -> _Launched:
+    """Compile ``plan`` into ``directory`` and run it, following role 0's progress records."""
+    compile_plan(plan, directory, parse_roles("all", plan.participants))
+    reports = directory / REPORTS_DIR
+    clear_reports(reports)
+    records_path = progress_path(directory)
+    records_path.unlink(missing_ok=True)  # a previous segment's or run's
+    specs, deadline = launch_specs(directory, interpreters)
+    records: list[RoundRecord] = []
+
+    async def main() -> LaunchResult:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(follow, records_path, progress, history=records))
+            # A role failing after the commit point (role 0's pointer) stops no other role.
+            committed = (reports / COMMIT_NAME).exists
+            result = await launch(specs, deadline=deadline, warm=warm, committed=committed)
+            nursery.cancel_scope.cancel()
+        return result
+
+    result = trio.run(main)
+    failure = result.first_failure
+    if failure is not None:
+        return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
+    try:
+        _, found = committed_reports(reports, plan.tree.children)
+    except CommitInvalid as error:
+        return _Launched(f"the run did not commit: {error}", {}, records, None)
+    return _Launched("", found, records, None)
+
+
+def _row(record: RoundRecord) -> tuple[int, float, float, float]:
+    return (record.round - 1, record.loss, record.train_accuracy, record.holdout_accuracy)
+
+
+def run_plan(
+    plan: Plan,
+    directory: Path,
+    out: TextIO = sys.stderr,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+    resume: Path | None = None,
+    *,
+    warm: bool = True,
+) -> RunSummary:
+    """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
+    ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
+    forks them from the warm starter (:func:`alpha.launch.launcher.launch`).
+
+    With a ``[checkpoint]`` table the run is a chain of segments, each a whole run that
+    publishes a generation at its commit point; with ``resume`` (a checkpoint folder or a
+    generation) it starts from that generation, and the replicated learner it is compared
+    with starts from the same state (``docs/checkpoints.md``).
+
+    Raises:
+        CheckpointCorrupt, LearnerStateInvalid: ``resume`` cannot be resumed from.
+        GenerationForeign: ``resume`` was written under another plan; each field is named.
+        CheckpointFolderHeld: another run holds the checkpoint folder.
+        CheckpointWriteFailed: the checkpoint folder cannot be made, written, or has no room
+            for a generation; nothing ran.
+    """
+    started = time.monotonic()
+    require_learner(plan)
+    spec = plan.checkpoint
+    folder = None if spec is None else Path(spec.folder or directory / "checkpoints").resolve()
+    with contextlib.ExitStack() as holding:
+        if folder is not None:
+            # One run writes a checkpoint folder at a time, for all its segments; a second is
+            # refused here, at once, naming this one (docs/checkpoints.md).
+            holding.enter_context(hold_checkpoint_folder(folder, plan.name))
+        return _run_plan(plan, directory, out, interpreters, resume, folder, warm, started)
+
+
+def _run_plan(
+    plan: Plan,
+    directory: Path,
+    out: TextIO,
+    interpreters: Mapping[str, Sequence[str]] | None,
+    resume: Path | None,
+    folder: Path | None,
+    warm: bool,
+    started: float,
+) -> RunSummary:
+    """:func:`run_plan`, its checkpoint folder (if any) held."""
+    digits = load_digits()
+    spec = plan.checkpoint
+    state = LearnerState.for_role(plan, digits, 0)
+    identity = plan_identity(plan, digits, state)
+    first, previous, start = 0, None, None
+    changed: dict[str, tuple[object, object]] = {}
+    if resume is not None:
+        previous, start, changed = _resume_point(plan, digits, resume, identity)
+        first = previous.round
+    if folder is not None:
+        # A read-only or full folder is found before the first round, not after a segment.
+        check_room(folder, state_specs(state), plan.participants)
+    output_folder(directory)  # a folder that cannot be made is refused before anything runs
+    record = segment_record(identity, changed)
+    segments = _segments(first, plan.rounds, None if spec is None else spec.every)
+    resumed = "" if previous is None else f", resumed at round {first} from {previous.path}"
+    print(
+        f"run: {plan.name}: {plan.participants} participants on a tree of fan-out "
+        f"{plan.tree.fanout}, {plan.rounds} rounds, {plan.dtype}{resumed}",
+        file=out,
+    )
+    for name, (was, now) in sorted(changed.items()):
+        print(
+            f"run: resumed with {name} changed: {was!r} in the generation, {now!r} now "
+            "(checkpoint.may_change)",
+            file=out,
+        )
+    progress = RoundProgress(out, plan.rounds, start=first)
+    history: list[tuple[int, float, float, float]] = []
+    found: dict[int, dict[str, Any]] = {}
+    for segment in segments:
+        each = plan
+        nonce = secrets.token_hex(4)
+        if folder is not None or previous is not None:
+            each = dataclasses.replace(
+                plan,
+                rounds=segment.end,
+                segment=Segment(
+                    first=segment.first,
+                    resume=None if previous is None else str(previous.path.resolve()),
+                    resume_sha256=None if previous is None else previous.manifest_sha256,
+                    save=None if folder is None else str(folder),
+                    nonce=None if folder is None else nonce,
+                    keep=2 if spec is None else spec.keep,
+                    record=record if folder is not None else "",
+                ),
+            )
+        launched = _launch_segment(each, directory, interpreters, progress, warm)
+        cause, found = launched.cause, launched.reports
+        if cause:
+            progress.close()
+            history += [_row(record) for record in launched.records]
+            diverged = diverged_round(history)
+            if folder is not None:
+                base = generation_name(segment.end, nonce)
+                for failure in remove_staged(folder, segment.end, nonce):
+                    print(f"run: checkpoint: {failure}", file=out)
+                cause += "; " + _after_failure(plan, folder, base, previous, resume)
+            if diverged is not None:
+                return _diverged(plan, directory, digits, start, history, diverged, started, out)
+            plots = _plots(plan, directory, history, None)
+            return RunSummary(
+                False,
+                "",
+                "",
+                history[-1][3] if history else math.nan,
+                time.monotonic() - started,
+                plots.png,
+                cause,
+                history=history,
+                csv=plots.csv,
+                signal=launched.signal,
+                changed=changed,
+            )
+        history += [tuple(entry) for entry in found[0]["history"]]
+        if folder is not None:
+            base = generation_name(segment.end, nonce)
+            try:
+                previous = open_generation(folder)
+            except CheckpointCorrupt as error:
+                progress.close()
+                cause = f"the segment committed, but its checkpoint does not read: {error}"
+                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+            if previous.name.base != base:
+                progress.close()
+                cause = (
+                    f"the checkpoint pointer names {previous.path.name}, not this segment's "
+                    f"generation {base} of round {segment.end}"
+                )
+                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+            if segment.end < plan.rounds or progress.live:
+                progress.close()
+            print(f"run: checkpoint {previous.path.name} published (round {segment.end})", file=out)
+            # Old generations go once a newer one is published; a removal that failed is
+            # reported on role 0's log, and here.
+            log = (directory / "logs" / "role-000000.log").read_text(errors="replace")
+            for line in log.splitlines():
+                if ": checkpoint: " in line:
+                    print(f"run: {line.split(': ', 1)[1]}", file=out)
+    progress.close()
+    digests = {data["digests"]["w"] for data in found.values()}
+    replica = _replicated(plan, digits, start, out)
+    plots = _plots(plan, directory, history, None)
+    distributed = digests.pop() if len(digests) == 1 else "differs between roles"
+    return RunSummary(
+        ok=distributed == replica.digest and len(found) == plan.participants,
+        distributed=distributed,
+        replicated=replica.digest,
+        holdout_accuracy=history[-1][3],
+        wall_s=time.monotonic() - started,
+        curve=plots.png,
+        history=history,
+        csv=plots.csv,
+        replica_diverged_at=replica.diverged_at,
+        changed=changed,
+    )
+
+
+def _after_failure(
+    plan: Plan, folder: Path, base: str, previous: Generation | None, resume: Path | None
+) -> str:
+    """What a failed segment left published, read again from ``folder`` (never assumed), and
+    the ``--resume`` command that goes on from it, given only when it will work: the
+    generation it names opens and every shard of it checks."""
+    latest: Generation | None
+    try:
+        latest = open_generation(folder)
+        latest.verify()
+    except CheckpointCorrupt:
+        latest = None
+    mine = [path for path in published(folder) if _base_of(path) == base]
+    go_on: Path | None = folder
+    if latest is not None and latest.name.base == base:
+        said = (
+            f"this segment's generation {latest.path.name} (round {latest.round}) was "
+            f"published and {POINTER} names it"
+        )
+    elif mine:
+        named = "nothing" if latest is None else latest.path.name
+        said = (
+            f"this segment's generation {mine[0].name} was published, but {folder / POINTER} "
+            f"still names {named}"
+        )
+        go_on = mine[0]
+        try:
+            open_generation(go_on).verify()
+        except CheckpointCorrupt:
+            go_on = None
+    elif latest is not None:
+        said = (
+            f"nothing of this segment was published; the latest generation is "
+            f"{latest.path.name} (round {latest.round})"
+        )
+    else:
+        said = f"nothing of this segment was published, and {folder} has nothing to go on from"
+        go_on = None
+        if previous is not None and resume is not None:
+            with contextlib.suppress(CheckpointCorrupt):
+                open_generation(resume).verify()
+                said += f"; the run started from {previous.path.name}"
+                go_on = resume
+    if go_on is None:
+        return f"{said}: run it again from the start"
+    source = Path(plan.source)
+    if not source.is_file():  # a plan given as text: there is no path to name
+        return f"{said}: go on with this plan and --resume {shlex.quote(str(go_on))}"
+    command = f"alpha run {shlex.quote(str(source))} --resume {shlex.quote(str(go_on))}"
+    return f"{said}: go on with {command}"
+
+
+def _base_of(path: Path) -> str | None:
+    parsed = parse_generation(path.name)
+    return None if parsed is None else parsed.base
+
+
+def _replicated(plan: Plan, digits: Digits, start: Start | None, out: TextIO) -> Replica:
+    """The replicated learner from ``start``, with its own progress display."""
+    replaying = RoundProgress(
+        out, plan.rounds, label="replicated ", start=0 if start is None else start.round
+    )
+    try:
+        return replicate(plan, digits, on_round=replaying.update, start=start)
+    finally:
+        replaying.close()
+
+
+def _plots(
+    plan: Plan,
+    directory: Path,
+    history: Sequence[tuple[int, float, float, float]],
+    diverged: int | None,
+) -> RunPlots:
+    return write_run_plots(directory, history, title=plan.name, diverged_at=diverged)
+
+
+def _diverged(
+    plan: Plan,
+    directory: Path,
+    digits: Digits,
+    start: Start | None,
+    history: list[tuple[int, float, float, float]],
+    diverged: int,
+    started: float,
+    out: TextIO,
+) -> RunSummary:
+    """A run whose loss stopped being finite at round ``diverged``: it stopped there and
+    committed nothing. The replicated learner runs to where it diverges too, as a check that
+    the distributed run diverged where the plan does."""
+    replica = _replicated(plan, digits, start, out)
+    plots = _plots(plan, directory, history, diverged)
+    finite = [entry for entry in history if math.isfinite(entry[1])]
+    return RunSummary(
+        ok=False,
+        distributed="",
+        replicated=replica.digest,
+        holdout_accuracy=finite[-1][3] if finite else math.nan,
+        wall_s=time.monotonic() - started,
+        curve=plots.png,
+        cause=(
+            f"the training loss of round {diverged} is "
+            f"{history[-1][1]}, so the run stopped there and committed nothing "
+            f"(learner.rate is {plan.learner.rate if plan.learner else '?'}; a lower one "
+            "usually helps)"
+        ),
+        history=history,
+        csv=plots.csv,
+        diverged_at=diverged,
+        replica_diverged_at=replica.diverged_at,
+    )
+
+
+def clear_reports(folder: Path) -> None:
+    """Remove a previous launch's reports and commit record from the reports folder
+    ``folder`` (if it exists), so that only this launch's can count as committed."""
+    for stale in [*folder.glob("*.json"), *folder.glob("*.staged")]:
+        stale.unlink()
+
+
+def committed_reports(
+    folder: Path, children: Callable[[int], Sequence[int]]
+) -> tuple[CommitRecord, dict[int, dict[str, Any]]]:
+    """The run's commit record in the reports folder ``folder``, and every role's report
+    there, checked against it given each role's children in the tree: a run's results count
+    only once role 0 committed them (``docs/failure.md``).
+
+    Raises:
+        CommitInvalid: there is no commit record, or the reports are not the committed ones.
+    """
+    try:
+        record = CommitRecord.decode((folder / COMMIT_NAME).read_bytes())
+    except FileNotFoundError:
+        raise CommitInvalid(
+            f"{folder / COMMIT_NAME} does not exist: the run did not commit"
+        ) from None
+    data: dict[int, bytes] = {}
+    for path in folder.glob("role-*.json"):
+        data[int(path.stem.removeprefix("role-"))] = path.read_bytes()
+    check_reports(record, data, children)
+    return record, {role: json.loads(text) for role, text in data.items()}
+
+
+def main_run(
+    plan_path: str | None,
+    directory: str | None,
+    interpreters: Mapping[str, Sequence[str]] | None = None,
+    resume: str | None = None,
+    *,
+    as_json: bool = False,
+    warm: bool = True,
+) -> int:
+    """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
+    learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
+    plan = load_plan(plan_path or DEFAULT_PLAN)
+    require_learner(plan)  # a sum check is refused before any folder is made
+    folder = Path(directory or f"runs/{plan.name}")
+    with hold_folder(folder, "alpha run"):
+        summary = run_plan(
+            plan,
+            folder,
+            interpreters=interpreters,
+            resume=None if resume is None else Path(resume),
+            warm=warm,
+        )
+    if summary.cause:
+        if summary.diverged_at is not None:
+            print(f"run: diverged: {summary.cause}", file=sys.stderr)
+        else:
+            print(f"run: failed: {summary.cause}", file=sys.stderr)
+            print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(_summary_json(plan, folder, summary), indent=2, sort_keys=True))
+    else:
+        summary_table(_summary_rows(plan, summary), sys.stdout)
+    if summary.signal is not None:
+        return 128 + summary.signal
+    return EXIT_OK if summary.ok else EXIT_FAILURE
+
+
+def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    done = len(summary.history)
+    if summary.diverged_at is not None:
+        rows.append(("rounds", f"{done} of {plan.rounds}: diverged at round {summary.diverged_at}"))
+        same = summary.replica_diverged_at == summary.diverged_at
+        where = (
+            "does not diverge"
+            if summary.replica_diverged_at is None
+            else f"diverges at round {summary.replica_diverged_at}"
+        )
+        rows.append(("replicated learner", f"{where}{' too' if same else ''}"))
+    elif summary.distributed:
+        rows += [
+            ("final parameters", summary.distributed),
+            ("replicated learner", summary.replicated),
+            ("equal bit for bit", "yes" if summary.ok else "NO"),
+        ]
+    else:
+        rows.append(("rounds", f"{done} of {plan.rounds} recorded before the run stopped"))
+    if math.isfinite(summary.holdout_accuracy):
+        rows.append(("held-out accuracy", f"{100 * summary.holdout_accuracy:.1f}%"))
+    rows.append(("wall time", f"{summary.wall_s:.1f} s"))
+    if summary.curve is not None:
+        rows.append(("loss curve", str(summary.curve)))
+    if summary.csv is not None:
+        rows.append(("history", str(summary.csv)))
+    return rows
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, object]:
+    """``alpha run --json``: docs/cli.md lists the keys."""
+    return {
+        "plan": plan.name,
+        "folder": str(folder),
+        "ok": summary.ok,
+        "equal": bool(summary.distributed) and summary.distributed == summary.replicated,
+        "distributed": summary.distributed or None,
+        "replicated": summary.replicated or None,
+        "rounds": plan.rounds,
+        "rounds_done": len(summary.history),
+        "diverged_at": summary.diverged_at,
+        "replicated_diverged_at": summary.replica_diverged_at,
+        "holdout_accuracy": _finite_or_none(summary.holdout_accuracy),
+        "wall_s": summary.wall_s,
+        "cause": summary.cause or None,
+        "changed": {
+            name: {"was": was, "now": now} for name, (was, now) in sorted(summary.changed.items())
+        },
+        "signal": None if summary.signal is None else signal.Signals(summary.signal).name,
+        "loss_png": None if summary.curve is None else str(summary.curve),
+        "history_csv": None if summary.csv is None else str(summary.csv),
+        "logs": str(folder / "logs"),
+    }
+
+
+def main_replicate(plan_path: str, *, as_json: bool = False) -> int:
+    """``alpha replicate``: the final digest on stdout (with ``as_json``, an object with the
+    rounds and where it diverged, if it did); exit 1 when the learner diverged."""
+    plan = load_plan(plan_path)
+    replica = _replicated(plan, load_digits(), None, sys.stderr)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "plan": plan.name,
+                    "digest": replica.digest,
+                    "rounds": replica.rounds,
+                    "diverged_at": replica.diverged_at,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+    else:
+        print(replica.digest)
+    if replica.diverged_at is not None:
+        print(
+            f"replicate: the learner diverged: the training loss of round "
+            f"{replica.diverged_at} is {replica.history[-1][1]}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    return EXIT_OK

@@ -1,0 +1,218 @@
+"""One participant, as its artifact runs it (``python3 role-NNNNNN.pyz``, see ``alpha.artifact``):
+its role description, its compiled schedule and, for a learner, its learner state.
+
+stdout carries the port announcement and nothing else; stdin carries the lower peers' ports.
+Logs and errors go to stderr. The last line on stderr of a failed participant is its one-line
+cause, which the launcher reports. Exit codes are in ``docs/exit-codes.md``.
+
+An exception that is not one of Alpha's (a bug, an OS error no check turned into a refusal)
+is a failure like any other: its class and message on one line, after its failure-clock line,
+and exit 1, never a traceback, unless ``ALPHA_TRACEBACK=1`` asks for it (printed before that
+line, which stays the last).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from alpha.errors import (
+    AlphaError,
+    ArtifactInvalid,
+    CheckpointCorrupt,
+    GpuUnavailable,
+    LearnerStateInvalid,
+    RoleDescriptionInvalid,
+)
+from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from alpha.failpoints import reach, requested
+from alpha.runtime.endpoint import announce_on_stdout
+from alpha.runtime.parent import FAILURE_CLOCK
+from alpha.runtime.session import run_role
+from alpha.schedule.local import LocalSchedule, decode
+from alpha.schedule.role import RoleDescription
+
+if TYPE_CHECKING:
+    from alpha.learner.program import LearnerState
+    from alpha.learner.saving import Saver
+
+__all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
+
+TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
+"""Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
+traceback on stderr before its one-line cause (for debugging; ``docs/launch.md``)."""
+
+
+def _log(role: int | str, text: str) -> None:
+    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """What ``error`` holds, exception groups (trio's nurseries) opened, trio's cancellations
+    left out (they are how the other tasks stopped, not why)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [] if isinstance(error, trio.Cancelled) else [error]
+
+
+def unexpected(role: int | str, error: BaseException) -> int:
+    """Report an exception that is not one of Alpha's as this participant's failure: its
+    failure-clock line, then one line with its class and message (the traceback first only
+    with ``ALPHA_TRACEBACK=1``); return the exit code, ``EXIT_FAILURE``."""
+    clock = time.monotonic()
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        traceback.print_exception(error, file=sys.stderr)
+    leaves = _leaves(error) or [error]
+    first = leaves[0]
+    more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+    _log(role, f"{FAILURE_CLOCK} {clock:.6f}")
+    _log(
+        role,
+        f"failed: {type(first).__name__}: {_one_line(str(first)) or 'no message'}{more} "
+        f"(not one of Alpha's refusals: set {TRACEBACK_ENV}=1 for its traceback)",
+    )
+    return EXIT_FAILURE
+
+
+async def _announce(role: int, data: bytes) -> None:
+    reach("participant.announcing", role)
+    await announce_on_stdout(data)
+
+
+def run_description(
+    description: RoleDescription,
+    schedule: LocalSchedule,
+    report_path: str | None = None,
+    learner: LearnerState | None = None,
+    saver: Saver | None = None,
+) -> int:
+    """Run one participant in this process: its schedule over its edges; return its exit
+    code."""
+    role = description.role
+    reported: list[AlphaError] = []
+
+    def report_failure(error: AlphaError) -> None:
+        # Logged the moment the session fails, before its connections close: see run_role.
+        # The clock line lets the launcher tell which role failed first; CLOCK_MONOTONIC is
+        # one clock for every process of a host.
+        reported.append(error)
+        _log(role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+        _log(role, f"failed: {type(error).__name__}: {' '.join(str(error).split())}")
+
+    async def session() -> None:
+        # A private copy of stdin: trio sets it non-blocking, which must not leak to the
+        # shared file description beyond this process's life.
+        ports_in = trio.lowlevel.FdStream(os.dup(0))
+        async with ports_in:
+            report = await run_role(
+                description,
+                announce=lambda data: _announce(role, data),
+                ports_in=ports_in,
+                on_failure=report_failure,
+                schedule=schedule,
+                report_path=report_path,
+                learner=learner,
+                saver=saver,
+            )
+        moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
+        _log(
+            role,
+            f"done: {len(report.edges)} edge(s) in {report.established_s:.2f} s, "
+            f"{report.rounds} round(s), "
+            f"{moved} bytes framed, finished at {report.finished_s:.2f} s",
+        )
+
+    try:
+        trio.run(session)
+    except AlphaError as error:
+        if not reported:  # failed outside the session (e.g. opening stdin)
+            report_failure(error)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _log(role, "failed: interrupted")
+        return EXIT_FAILURE
+    except Exception as error:  # not one of Alpha's: a bug or an unchecked OS error
+        return unexpected(role, error)
+    return EXIT_OK
+
+
+def run_payload(
+    payload: Mapping[str, object],
+    report_path: str | None = None,
+    progress_path: str | None = None,
+) -> int:
+    """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
+    An exception that is not one of Alpha's is reported in one line (:func:`unexpected`).
+
+    ``payload["description"]`` is the role description (``docs/roles.md``) and
+    ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``). A
+    learner that records rounds (role 0) appends them to ``progress_path``
+    (``docs/progress.md``).
+    """
+    try:
+        return _run_payload(payload, report_path, progress_path)
+    except Exception as error:  # not one of Alpha's, outside the session
+        role = payload.get("role", "?")
+        return unexpected(role if isinstance(role, int) else "?", error)
+
+
+def _run_payload(
+    payload: Mapping[str, object], report_path: str | None, progress_path: str | None
+) -> int:
+    try:
+        description = RoleDescription.from_dict(payload.get("description"))
+        raw = payload.get("schedule")
+        if raw is None:
+            raise ArtifactInvalid("it has no schedule; build artifacts with alpha compile")
+        schedule = decode(raw)
+        data = payload.get("learner")
+        if data is None:
+            # A role without a learner (a sum check) does not load the learner's data, model,
+            # optimizer and checkpoint code: every role's start pays for what it imports.
+            learner = segment = None
+        else:
+            from alpha.learner.payload import learner_from_payload, segment_from_payload
+
+            learner = learner_from_payload(data)
+            learner.progress_path = progress_path
+            segment = segment_from_payload(data)
+        requested()  # a misspelt failpoint is refused before anything runs
+    except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:
+        _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
+        return EXIT_USAGE
+    if learner is None:
+        return run_description(description, schedule, report_path, learner)
+    from alpha.learner.payload import attach_gpu
+    from alpha.learner.saving import Saver, load_start
+
+    saver = None
+    if segment is not None:
+        try:
+            load_start(learner, segment)
+        except (CheckpointCorrupt, LearnerStateInvalid) as error:
+            # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
+            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+            _log(description.role, f"failed: {type(error).__name__}: {_one_line(str(error))}")
+            return EXIT_USAGE
+        if segment.save is not None:
+            saver = Saver(learner, segment, description.role)
+    try:
+        attach_gpu(learner)
+    except GpuUnavailable as error:
+        _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+        _log(description.role, f"failed: GpuUnavailable: {error}")
+        return EXIT_FAILURE
+    try:
+        return run_description(description, schedule, report_path, learner, saver)
+    finally:
+        learner.release()  # before the interpreter's cleanup, where PyCUDA would abort

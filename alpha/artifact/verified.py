@@ -1,0 +1,124 @@
+"""A folder of artifacts checked against its ``run.json`` and each against itself: what the
+launcher starts from (``alpha.launch.launcher.launch_specs``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import final
+
+from alpha.artifact.payload import PAYLOAD_NAME, description_view, payload_description
+from alpha.artifact.read import file_sha256, read_artifact, verify_artifact
+from alpha.artifact.run_json import RUN_JSON, read_run_json
+from alpha.errors import ArtifactInvalid
+
+__all__ = ["VerifiedRole", "verified_roles"]
+
+
+def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], name: str) -> None:
+    """Refuse a ``run.json`` that says of the run what the artifact ``name`` does not: the
+    number of participants, the run identity, or the plan's name (when the payload has one).
+
+    Raises:
+        ArtifactInvalid: the first field that differs, with both values.
+    """
+    description = payload_description(payload, f"{name}: {PAYLOAD_NAME}")
+    if description.participants != run["participants"]:
+        raise ArtifactInvalid(
+            f"{name} is a role of a run of {description.participants} participants, but "
+            f"{RUN_JSON} says {run['participants']}"
+        )
+    recorded = run["identity"]
+    assert isinstance(recorded, Mapping)  # checked by read_run_json
+    for part in ("learner", "contract", "membership"):
+        carried = getattr(description.identity, part).hex()
+        if carried != recorded[part]:
+            raise ArtifactInvalid(
+                f"{name} carries the run identity's {part} digest {carried}, but {RUN_JSON} "
+                f"records {recorded[part]}"
+            )
+    if "plan" in payload and payload["plan"] != run["name"]:
+        raise ArtifactInvalid(
+            f"{name} was compiled from the plan {payload['plan']!r}, but {RUN_JSON} names the "
+            f"run {run['name']!r}"
+        )
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class VerifiedRole:
+    """One role's artifact, checked against ``run.json`` and against itself."""
+
+    role: int
+    path: Path
+    lower: tuple[int, ...]
+    higher: tuple[int, ...]
+    target: str  # the machine it was built for (one of alpha.artifact.TARGETS)
+
+
+def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
+    """The artifacts ``run.json`` lists in ``directory``, every one checked, and the largest
+    session deadline among them (None when a role has none). The launcher turns them into
+    what it starts (:func:`alpha.launch.launcher.launch_specs`).
+
+    ``run.json`` is trusted for nothing the artifacts do not confirm: every artifact must
+    match its entry's size and SHA-256, pass its own checks (:func:`verify_artifact`: each
+    member against the manifest inside it), and agree with ``run.json`` on its role, target,
+    peers, the number of participants, the run identity and the plan's name (when its payload
+    records one). Every artifact is checked before any spec is returned.
+
+    Raises:
+        ArtifactInvalid: ``run.json`` is missing or invalid; it lacks a role of the run (the
+            first missing one is named: launching on one host needs every role); an artifact is
+            missing, changed since it was built (size or SHA-256), damaged (its manifest),
+            invalid, or disagrees with ``run.json``.
+    """
+    run = read_run_json(directory)
+    participants = run["participants"]
+    roles = run["roles"]
+    assert isinstance(participants, int) and isinstance(roles, list)  # checked by read_run_json
+    built = {entry["role"]: entry for entry in roles}
+    for role in range(participants):
+        if role not in built:
+            raise ArtifactInvalid(
+                f"{directory / RUN_JSON} lists no artifact for role {role} of {participants}; "
+                "compile all roles to launch on one host"
+            )
+    specs = []
+    deadlines: list[float | None] = []
+    for entry in roles:
+        role, name = entry["role"], entry["file"]
+        path = directory / name
+        try:
+            size, digest = path.stat().st_size, file_sha256(path)
+        except FileNotFoundError:
+            raise ArtifactInvalid(f"{name} is missing from {directory}; compile again") from None
+        except OSError as error:
+            raise ArtifactInvalid(f"{name}: {error}") from None
+        if size != entry["bytes"] or digest != entry["sha256"]:
+            raise ArtifactInvalid(
+                f"{name} changed since it was built ({size} bytes, sha256 {digest}; "
+                f"{RUN_JSON} says {entry['bytes']} bytes, sha256 {entry['sha256']}); "
+                "compile again"
+            )
+        verify_artifact(path)
+        payload = read_artifact(path)
+        if payload["role"] != role or payload["target"] != entry["target"]:
+            raise ArtifactInvalid(
+                f"{name} holds role {payload['role']} for {payload['target']}, but {RUN_JSON} "
+                f"lists role {role} for {entry['target']}"
+            )
+        seconds, lower, higher = description_view(payload, f"{name}: {PAYLOAD_NAME}")
+        if list(lower) != entry["lower"] or list(higher) != entry["higher"]:
+            raise ArtifactInvalid(
+                f"{name} has lower peers {list(lower)} and higher {list(higher)}, but "
+                f"{RUN_JSON} lists {entry['lower']} and {entry['higher']}"
+            )
+        _agree_on_the_run(run, payload, name)
+        deadlines.append(seconds)
+        target = payload["target"]
+        assert isinstance(target, str)  # one of TARGETS: checked by read_artifact
+        specs.append(VerifiedRole(role, path, lower, higher, target))
+    bounded = [seconds for seconds in deadlines if seconds is not None]
+    return specs, (max(bounded) if len(bounded) == len(deadlines) and bounded else None)

@@ -1,0 +1,194 @@
+"""Every local operation and selector, implemented once: the one registry of their names.
+
+An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
+``SELECTORS``; everything else reads the names from these tables: the plan's choices
+(``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
+(``alpha.compiler.program.OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
+interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
+implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
+(``unimplemented``) rather than let a participant fail on it mid-run.
+
+The module is pure numpy (no trio, no runtime), so the pure layers (plan, program, protocol)
+may import it: that is why it lives here and not in ``alpha.runtime``, whose package imports
+trio. Every operation is contract arithmetic: elementwise IEEE operations in a declared order,
+no BLAS and no transcendental functions, so x86-64 and AArch64 participants compute the same
+bits.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections import ChainMap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
+
+if TYPE_CHECKING:
+    from alpha.compiler.forms import Protocol
+    from alpha.learner.program import LearnerState
+
+__all__ = [
+    "LEARNER_OPS",
+    "LOCAL_OPS",
+    "SELECTORS",
+    "SUM_CHECK_OPS",
+    "Context",
+    "LocalOp",
+    "Selector",
+    "unimplemented",
+]
+
+
+@dataclass
+class Context:
+    """What an operation may know: who runs it, in which round, in which run, the role's
+    buffers, and (for the learner) its model and data."""
+
+    role: int
+    participants: int
+    round: int = 0
+    buffers: dict[str, Any] = field(default_factory=dict)
+    learner: LearnerState | None = None
+
+    def need_learner(self) -> LearnerState:
+        """
+        Raises:
+            ArtifactInvalid: the role runs a learner operation but was given no learner.
+        """
+        if self.learner is None:
+            raise ArtifactInvalid(
+                f"role {self.role}: its schedule runs a learner operation, but its artifact "
+                "carries no learner data; recompile it"
+            )
+        return self.learner
+
+
+Array = npt.NDArray[Any]
+LocalOp = Callable[[Context, Array], None]
+"""A local operation: it reads the context and rewrites one region in place."""
+Selector = Callable[[Context], int]
+"""A selector: the authority's word for a choice, 0 or 1 (anything else aborts the round)."""
+
+
+def _fill(ctx: Context, region: Array, sign: int) -> None:
+    # Small whole numbers: exact in float32 and float64, so sums are exact too and a check
+    # can compare with the closed form.
+    region[...] = sign * (ctx.role + 1) * (ctx.round + 1)
+
+
+def _check(ctx: Context, region: Array, sign: int) -> None:
+    n = ctx.participants
+    expected = sign * (ctx.round + 1) * n * (n + 1) // 2
+    wrong = np.flatnonzero(region != expected)
+    if wrong.size:
+        index = int(wrong[0])
+        raise CheckFailed(
+            f"role {ctx.role}, round {ctx.round}: element {index} of the combined sum is "
+            f"{region.flat[index].item()!r}, but the sum over {n} roles is {expected}"
+        )
+
+
+SUM_CHECK_OPS: Final[dict[str, LocalOp]] = {
+    "fill": lambda ctx, region: _fill(ctx, region, 1),
+    "fill_neg": lambda ctx, region: _fill(ctx, region, -1),
+    "check_sum": lambda ctx, region: _check(ctx, region, 1),
+    "check_neg_sum": lambda ctx, region: _check(ctx, region, -1),
+}
+"""The sum check's local operations (``alpha.compiler.program`` declares them on every host)."""
+
+
+def release(region: Array) -> None:
+    """Give a transient region's memory back to the system: its pages are dropped
+    (``MADV_DONTNEED``) and read as zeros until written again. A region not in a mapping of
+    its own is zeroed instead (the bytes are gone either way)."""
+    base: object = region
+    while isinstance(base, np.ndarray):  # a view's base is the array it views
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer keeps the buffer's memoryview
+        base = base.obj
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
+    else:
+        region.fill(0)
+
+
+def _update(ctx: Context, g: Array) -> None:
+    store = ctx.buffers["p"] if "p" in ctx.buffers else ctx.buffers["w"]
+    ctx.need_learner().update(store, g)
+
+
+def _quiet(op: LocalOp) -> LocalOp:
+    """``op`` with numpy's overflow and invalid-value warnings off: a diverging learner's
+    values become inf and nan, which ``observe`` reports once, as ``LossNotFinite``, instead of
+    a warning per array on every role's log."""
+
+    def quiet(ctx: Context, region: Array) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            op(ctx, region)
+
+    return quiet
+
+
+LEARNER_OPS: Final[dict[str, LocalOp]] = {
+    "init": lambda ctx, w: ctx.need_learner().init(w),
+    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
+    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers["w"], p),
+    "release": lambda ctx, region: release(region),
+    "contribute_logical": lambda ctx, c: ctx.need_learner().contribute_logical(
+        ctx.buffers["w"], c, ctx.round
+    ),
+    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers["c"], g),
+    "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
+    "update": _update,
+    "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
+}
+LEARNER_OPS.update({name: _quiet(op) for name, op in LEARNER_OPS.items()})
+"""The learner's local operations (``alpha.compiler.learner`` declares where each runs)."""
+
+LOCAL_OPS: Final[Mapping[str, LocalOp]] = ChainMap(SUM_CHECK_OPS, LEARNER_OPS)
+"""Every local operation, by name: a live view of the two tables above, not a copy."""
+
+SELECTORS: Final[dict[str, Selector]] = {
+    "parity": lambda ctx: ctx.round % 2,
+    "const-0": lambda ctx: 0,
+    "const-1": lambda ctx: 1,
+    # 2 is not an arm: this selector exists to show that a word out of range is refused at
+    # run time, so a plan may name it.
+    "const-2": lambda ctx: 2,
+}
+"""Every selector, by name; each is a plan's possible ``work.choice``."""
+
+
+def unimplemented(protocol: Protocol) -> list[ProtocolFailure]:
+    """A refusal for each of ``protocol``'s local operations and selectors that is declared
+    (with its kind) but has no implementation here, in the order of its forms.
+
+    A name the protocol does not declare is left to the protocol checks (``NoRealization``,
+    ``SelectorNotAtAuthority``), so one cause is reported once.
+    """
+    # The forms are the compiler's: a participant, which only runs operations, never loads them.
+    from alpha.compiler.forms import Choice, Local, walk
+
+    failures: list[ProtocolFailure] = []
+    for path, form in walk(protocol.body):
+        if isinstance(form, Local):
+            name, kind, implemented = form.op, "local", form.op in LOCAL_OPS
+        elif isinstance(form, Choice):
+            name, kind, implemented = form.selector, "selector", form.selector in SELECTORS
+        else:
+            continue
+        declared = protocol.operations.get(name)
+        if declared is not None and declared.kind == kind and not implemented:
+            failures.append(
+                OperationUnimplemented(
+                    f"{kind} operation {name!r} is declared but this Alpha has no "
+                    "implementation of it (schedule.operations), so no participant could run it",
+                    form=path,
+                )
+            )
+    return failures

@@ -1,0 +1,173 @@
+"""Role descriptions: what one participant is built to do, as a documented JSON value.
+
+A role description holds a participant's role, its edges (peers ascending, each with the IPv4
+address compiled for it), the run identity and its budgets. Every compiled artifact carries one
+beside its schedule. The format is documented in ``docs/roles.md``. Pure: values in, values
+out.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, final
+
+from alpha.checked import int_in
+from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
+from alpha.core.identity import RunIdentity
+from alpha.errors import RoleDescriptionInvalid
+
+__all__ = [
+    "FORMAT",
+    "Edge",
+    "RoleDescription",
+]
+
+FORMAT: Final = "alpha-role/1"
+"""The ``format`` field of every role description this module reads and writes."""
+
+DEFAULT_ADDRESS: Final = "127.0.0.1"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One incident edge of a role: the peer and the IPv4 address the lower role listens on."""
+
+    peer: int
+    address: str = DEFAULT_ADDRESS
+
+    def __post_init__(self) -> None:
+        try:
+            ipaddress.IPv4Address(self.address)
+        except ValueError as error:
+            raise RoleDescriptionInvalid(
+                f"edges[peer={self.peer}].address must be an IPv4 address, got {self.address!r}"
+            ) from error
+
+
+def _int(data: Mapping[str, object], name: str, low: int = 0, label: str = "") -> int:
+    value = data.get(name)
+    if not int_in(value, low):
+        raise RoleDescriptionInvalid(f"{label or name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RoleDescription:
+    """Everything one participant needs, and nothing it should learn at run time.
+
+    Raises:
+        RoleDescriptionInvalid: the role is outside ``0..participants-1``, edges are not
+            ascending, repeat a peer, name the role itself or a role outside the run, or name
+            more than one lower peer (edges are those of a participant tree).
+    """
+
+    role: int
+    participants: int
+    identity: RunIdentity
+    edges: tuple[Edge, ...]
+    budgets: Budgets = DEFAULT_BUDGETS
+    report: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.role < self.participants:
+            raise RoleDescriptionInvalid(
+                f"role must be in 0..{self.participants - 1}, got {self.role}"
+            )
+        peers = [edge.peer for edge in self.edges]
+        if peers != sorted(set(peers)):
+            raise RoleDescriptionInvalid(f"edges must name distinct peers ascending, got {peers}")
+        for peer in peers:
+            if peer == self.role or not 0 <= peer < self.participants:
+                raise RoleDescriptionInvalid(
+                    f"edges: peer {peer} is not another role of 0..{self.participants - 1}"
+                )
+        if sum(peer < self.role for peer in peers) > 1:
+            raise RoleDescriptionInvalid(
+                f"edges: role {self.role} has more than one lower peer; edges are those of a "
+                "participant tree, where the parent is the only lower peer"
+            )
+
+    @property
+    def lower(self) -> tuple[Edge, ...]:
+        """Edges to lower roles: this role connects to them, in edge order."""
+        return tuple(edge for edge in self.edges if edge.peer < self.role)
+
+    @property
+    def higher(self) -> tuple[Edge, ...]:
+        """Edges to higher roles: this role listens for them, in edge order."""
+        return tuple(edge for edge in self.edges if edge.peer > self.role)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "role": self.role,
+            "participants": self.participants,
+            "identity": {
+                "learner": self.identity.learner.hex(),
+                "contract": self.identity.contract.hex(),
+                "membership": self.identity.membership.hex(),
+            },
+            "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
+            "budgets": self.budgets.to_dict(),
+            "report": self.report,
+        }
+
+    @classmethod
+    def from_json(cls, text: str) -> RoleDescription:
+        """
+        Raises:
+            RoleDescriptionInvalid: not JSON, another format, or a field missing or wrong;
+                the message names the field.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise RoleDescriptionInvalid(f"not JSON: {error}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> RoleDescription:
+        """
+        Raises:
+            RoleDescriptionInvalid: another format, or a field missing or wrong.
+        """
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else None
+            raise RoleDescriptionInvalid(f"format must be {FORMAT!r}, got {found!r}")
+        identity = data.get("identity")
+        if not isinstance(identity, dict):
+            raise RoleDescriptionInvalid("identity must be a table of three hex digests")
+        try:
+            parts = {k: bytes.fromhex(identity[k]) for k in ("learner", "contract", "membership")}
+            run = RunIdentity(**parts)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RoleDescriptionInvalid(f"identity: {error}") from None
+        edges = data.get("edges")
+        if not isinstance(edges, list):
+            raise RoleDescriptionInvalid("edges must be a list of {peer, address}")
+        try:
+            edge_values = tuple(
+                Edge(_int(e, "peer", label="edges[].peer"), e.get("address", DEFAULT_ADDRESS))
+                for e in edges
+            )
+        except AttributeError as error:
+            raise RoleDescriptionInvalid("edges must be a list of {peer, address}") from error
+        report = data.get("report")
+        if report is not None and not isinstance(report, str):
+            raise RoleDescriptionInvalid(f"report must be a path or null, got {report!r}")
+        return cls(
+            role=_int(data, "role"),
+            participants=_int(data, "participants", 1),
+            identity=run,
+            edges=edge_values,
+            budgets=Budgets.from_dict(data.get("budgets", {})),
+            report=report,
+        )
