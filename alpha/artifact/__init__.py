@@ -27,29 +27,34 @@ wrong target (or a missing numpy or trio) before it imports either.
 
 from __future__ import annotations
 
-# Beside __all__, the names others import from here: package_code_digest (alpha.app.compile),
-# REPORTS_DIR (alpha.app.run), and the private helpers the tests probe (written `as` themselves so
-# that mypy sees them re-exported).
-from alpha.artifact.build import _bytecode as _bytecode
-from alpha.artifact.build import _member as _member
-from alpha.artifact.build import _package_sources as _package_sources
-from alpha.artifact.build import build_artifact
-from alpha.artifact.build import package_code_digest as package_code_digest
-from alpha.artifact.entry import REPORTS_DIR as REPORTS_DIR
-from alpha.artifact.entry import run_embedded
-from alpha.artifact.loader import MANIFEST_NAME
-from alpha.artifact.payload import (
-    ARTIFACT_FORMAT,
-    MAX_PAYLOAD_BYTES,
-    PAYLOAD_NAME,
-    TARGETS,
-    artifact_name,
-    check_target,
-    host_target,
-)
-from alpha.artifact.read import artifact_entry, file_sha256, read_artifact, verify_artifact
-from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, read_run_json, write_run_json
-from alpha.artifact.verified import VerifiedRole, verified_roles
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# Each name is loaded from its module on first use: a participant passes through this package on
+# its way to alpha.artifact.entry and must not pay for the builder, run.json or the reader.
+# Beside __all__, the names others import from here: package_code_digest, REPORTS_DIR, and the
+# private helpers the tests probe.
+if TYPE_CHECKING:
+    from alpha.artifact.build import _bytecode as _bytecode
+    from alpha.artifact.build import _member as _member
+    from alpha.artifact.build import _package_sources as _package_sources
+    from alpha.artifact.build import build_artifact
+    from alpha.artifact.build import package_code_digest as package_code_digest
+    from alpha.artifact.entry import REPORTS_DIR as REPORTS_DIR
+    from alpha.artifact.entry import run_embedded
+    from alpha.artifact.loader import MANIFEST_NAME
+    from alpha.artifact.payload import (
+        ARTIFACT_FORMAT,
+        MAX_PAYLOAD_BYTES,
+        PAYLOAD_NAME,
+        TARGETS,
+        artifact_name,
+        check_target,
+        host_target,
+    )
+    from alpha.artifact.read import artifact_entry, file_sha256, read_artifact, verify_artifact
+    from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, read_run_json, write_run_json
+    from alpha.artifact.verified import VerifiedRole, verified_roles
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -73,3 +78,46 @@ __all__ = [
     "verify_artifact",
     "write_run_json",
 ]
+
+
+_HOMES = {
+    **dict.fromkeys(
+        ("_bytecode", "_member", "_package_sources", "build_artifact", "package_code_digest"),
+        "alpha.artifact.build",
+    ),
+    **dict.fromkeys(("REPORTS_DIR", "run_embedded"), "alpha.artifact.entry"),
+    "MANIFEST_NAME": "alpha.artifact.loader",
+    **dict.fromkeys(
+        (
+            "ARTIFACT_FORMAT",
+            "MAX_PAYLOAD_BYTES",
+            "PAYLOAD_NAME",
+            "TARGETS",
+            "artifact_name",
+            "check_target",
+            "host_target",
+        ),
+        "alpha.artifact.payload",
+    ),
+    **dict.fromkeys(
+        ("artifact_entry", "file_sha256", "read_artifact", "verify_artifact"),
+        "alpha.artifact.read",
+    ),
+    **dict.fromkeys(
+        ("RUN_FORMAT", "RUN_JSON", "read_run_json", "write_run_json"), "alpha.artifact.run_json"
+    ),
+    **dict.fromkeys(("VerifiedRole", "verified_roles"), "alpha.artifact.verified"),
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
