@@ -18,6 +18,7 @@ from alpha.errors import FolderInUse, UsageError
 
 __all__ = [
     "LOCK_NAME",
+    "STAGED_SUFFIX",
     "fsync_folder",
     "hold_folder",
     "output_folder",
@@ -27,6 +28,11 @@ __all__ = [
     "write_atomically",
     "write_bytes_atomically",
 ]
+
+STAGED_SUFFIX: Final = ".staged"
+"""The end of the name of a file or folder written but not yet published, that a commit
+renames into place: a role's report waiting for the run's commit
+(``role-NNNNNN.json.staged``), a checkpoint generation waiting for its publication."""
 
 
 def role_file(role: int, suffix: str) -> str:

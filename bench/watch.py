@@ -1,10 +1,10 @@
 """The cost of the abort watch: frames over one loopback connection with and without it.
 
-A role runs :meth:`FrameChannel.watch` on every edge beside its schedule, so that an ABORT on an
-edge it is not reading stops it at once (docs/failure.md). Each receive takes the socket from
-the watch and gives it back, so the watch costs something per frame; this measures it, as the
-time per frame of a ping-pong (one frame each way, waiting for the reply) between two channels
-in one trio run, with the watch running on both channels against none (the reference, timed
+A role runs :meth:`FrameChannel.watch_for_abort` on every edge beside its schedule, so that an
+ABORT on an edge it is not reading stops it at once (docs/failure.md). Each receive takes the
+socket from the watch and gives it back, so the watch costs something per frame; this measures
+it, as the time per frame of a ping-pong (one frame each way, waiting for the reply) between two
+channels in one trio run, with the watch running on both channels against none (the reference, timed
 in the same run, the two taking turns). Medians of ``repeat`` batches.
 """
 
@@ -55,8 +55,8 @@ async def _ping_pong(size: int, frames: int, watched: bool) -> float:
 
     async with trio.open_nursery() as nursery:
         if watched:
-            nursery.start_soon(low.watch)
-            nursery.start_soon(high.watch)
+            nursery.start_soon(low.watch_for_abort)
+            nursery.start_soon(high.watch_for_abort)
         nursery.start_soon(echo)
         out, into = SendSlot(down), ReceiveSlot(up)
         start = time.perf_counter()
@@ -85,7 +85,7 @@ def run(repeat: int) -> str:
         )
     return (
         "Round trip of one frame each way between two frame channels over 127.0.0.1 in one\n"
-        "trio run, with the abort watch (`FrameChannel.watch`) running on both channels\n"
+        "trio run, with the abort watch (`FrameChannel.watch_for_abort`) running on both channels\n"
         "against none, timed in the same run, the two taking turns; medians of\n"
         f"{repeat} batches of the given number of round trips. Each receive takes the socket\n"
         "from the watch and gives it back, and the watch looks only at an edge idle for\n"

@@ -413,7 +413,7 @@ async def test_the_watch_raises_an_abort_from_a_peer_the_schedule_is_not_reading
         # Role 0 waits on role 1, which is slow; role 2 aborts meanwhile.
         async def role0() -> None:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(b.watch)
+                nursery.start_soon(b.watch_for_abort)
                 await a.receive(ReceiveSlot(spec(1, 0, 8)), step="waiting for role 1")
 
         async def role2() -> None:
@@ -431,7 +431,7 @@ async def test_the_watch_raises_an_abort_from_a_peer_the_schedule_is_not_reading
 
 async def test_the_watch_leaves_a_data_frame_for_the_receive_that_takes_it() -> None:
     async with connected() as (low, high), trio.open_nursery() as nursery:
-        nursery.start_soon(high.watch)
+        nursery.start_soon(high.watch_for_abort)
         for version in range(3):
             await low.send(SendSlot(spec(0, 1, 8), next_version=version), b"%08d" % version)
         await trio.sleep(0.05)  # the frames wait in the socket while the watch looks at them
@@ -446,7 +446,7 @@ async def test_the_watch_refuses_an_end_of_stream_while_frames_are_still_due() -
     async with connected() as (low, high):
         await low.send_eof()
         with pytest.raises(PeerLost) as caught:
-            await high.watch()
+            await high.watch_for_abort()
     assert "still due" in str(caught.value)
 
 
@@ -533,7 +533,8 @@ async def test_an_abort_behind_unread_frames_stops_the_role_at_once() -> None:
         # Role 0's schedule waits on role 1, which says nothing; role 2's ABORT lies behind
         # three frames the schedule has not read.
         error = await _first_error(
-            lambda: a.receive(ReceiveSlot(spec(1, 0, 8)), step="waiting for role 1"), b.watch
+            lambda: a.receive(ReceiveSlot(spec(1, 0, 8)), step="waiting for role 1"),
+            b.watch_for_abort,
         )
         assert isinstance(error, RoundAborted), error
         assert (error.peer, error.origin, error.cause) == (2, 4, "TrailingBytes")
@@ -558,7 +559,7 @@ async def test_a_damaged_frame_read_past_is_refused_by_its_receive_with_its_coun
         damaged[140] ^= 0x01  # a payload byte: the header is the one expected
         await peer.stream.send_all(bytes(damaged))
         assert await peer.send_abort(CAUSE)
-        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch_for_abort)
         assert isinstance(error, RoundAborted)
         assert b.ahead == len(damaged)
         with pytest.raises(Corrupted):
@@ -580,7 +581,7 @@ async def test_a_frame_no_registered_slot_expects_next_is_left_for_its_receive(
         assert await peer.send_abort(CAUSE)
         # The watch cannot delimit the frame, so it leaves it (and the ABORT behind it) in the
         # socket: role 0 waits on role 1 until its receive budget runs out.
-        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch_for_abort)
         assert isinstance(error, BudgetExhausted) and error.peer == 1, error
         assert b.ahead == 0
         with pytest.raises(refusal):  # as without the watch
@@ -605,7 +606,7 @@ async def test_the_watch_reads_past_at_most_its_bound(spare: int, seen: bool) ->
         slot = b.expect(ReceiveSlot(data))
         await peer.send(SendSlot(data), b"e" * 1000)
         assert await peer.send_abort(CAUSE)
-        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch_for_abort)
         assert isinstance(error, RoundAborted if seen else BudgetExhausted), error
         assert b.ahead == (data.frame_size if seen else 0)
         assert bytes(await b.receive(slot)) == b"e" * 1000
@@ -622,7 +623,7 @@ async def test_an_end_of_stream_after_a_frame_read_past_ends_the_watch_only_afte
         returned = []
 
         async def watch() -> None:
-            await b.watch()
+            await b.watch_for_abort()
             returned.append(True)
 
         # Beside a wait on a silent role 1, which its receive budget ends.
@@ -644,7 +645,7 @@ async def test_a_frame_after_the_last_read_past_is_trailing_at_the_end_check() -
         for version in range(2):  # a well-formed frame after the last one
             await peer.send(SendSlot(spec(2, 0, 16), next_version=version), b"g" * 16)
         assert await peer.send_abort(CAUSE)
-        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch)
+        error = await _first_error(lambda: a.receive(ReceiveSlot(spec(1, 0, 8))), b.watch_for_abort)
         assert isinstance(error, RoundAborted)
         await b.receive(slot, last=True)
         with pytest.raises(TrailingBytes):
@@ -659,7 +660,7 @@ async def test_a_frame_partly_read_past_is_completed_by_its_receive() -> None:
     budgets = Budgets(receive=5.0, start=0.5)
     async with connected(0, 2, budgets) as (b, peer), trio.open_nursery() as nursery:
         slot = b.expect(ReceiveSlot(spec(2, 0, size)))
-        nursery.start_soon(b.watch)
+        nursery.start_soon(b.watch_for_abort)
         half = len(frame) // 2
         await peer.stream.send_all(frame[:half])
         await _settled()

@@ -21,7 +21,7 @@ from alpha.runtime.parent import (
     LAUNCHER_PID_ENV,
     LAUNCHER_POLL,
     launcher_pid,
-    watch_launcher,
+    watch_for_launcher_loss,
 )
 
 
@@ -31,7 +31,7 @@ def test_without_the_variable_nothing_is_watched(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(parent.os, "getppid", getppid)
     assert launcher_pid({}) is None
-    trio.run(watch_launcher, {})  # returns at once
+    trio.run(watch_for_launcher_loss, {})  # returns at once
 
 
 @pytest.mark.parametrize("text", ["2", "4194304", "9999999999"])
@@ -62,7 +62,7 @@ async def test_the_watch_raises_launcher_lost_when_the_parent_changes(
     _parents(monkeypatch, [4321, 4321, 4321, 1])
     start = trio.current_time()
     with pytest.raises(LauncherLost) as info:
-        await watch_launcher({LAUNCHER_PID_ENV: "4321"})
+        await watch_for_launcher_loss({LAUNCHER_PID_ENV: "4321"})
     assert type(info.value) is LauncherLost
     assert (info.value.launcher, info.value.parent) == (4321, 1)
     assert "pid 4321" in str(info.value) and "alpha launch" in str(info.value)
@@ -76,7 +76,7 @@ async def test_a_parent_gone_before_the_first_look_is_found_at_once(
     _parents(monkeypatch, [1])
     start = trio.current_time()
     with pytest.raises(LauncherLost):
-        await watch_launcher({LAUNCHER_PID_ENV: "4321"})
+        await watch_for_launcher_loss({LAUNCHER_PID_ENV: "4321"})
     assert trio.current_time() == start
 
 

@@ -18,8 +18,8 @@ from alpha.artifact.participant import TRACEBACK_ENV
 from alpha.core.budgets import Budgets
 from alpha.core.topology import ParticipantTree
 from alpha.failpoints import FAILPOINTS_ENV
+from alpha.files import STAGED_SUFFIX
 from alpha.runtime.parent import LAUNCHER_POLL
-from alpha.runtime.session import STAGED_SUFFIX
 from harness.compiled import CompiledRun
 from harness.processes import EXEC_POLL, alive_children, descendants_of, running, state_of
 

@@ -128,7 +128,7 @@ async def test_what_the_watch_reads_past_reaches_the_receives_unchanged(
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(send)
-                nursery.start_soon(channel.watch)
+                nursery.start_soon(channel.watch_for_abort)
                 await schedule()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:

@@ -32,6 +32,7 @@ from alpha.errors import (
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.failpoints import reach, requested
+from alpha.runtime.cause import failures, first_cause
 from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
@@ -57,14 +58,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _leaves(error: BaseException) -> list[BaseException]:
-    """What ``error`` holds, exception groups (trio's nurseries) opened, trio's cancellations
-    left out (they are how the other tasks stopped, not why)."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [] if isinstance(error, trio.Cancelled) else [error]
-
-
 def unexpected(role: int | str, error: BaseException) -> int:
     """Report an exception that is not one of Alpha's as this participant's failure: its
     failure-clock line, then one line with its class and message (the traceback first only
@@ -72,8 +65,8 @@ def unexpected(role: int | str, error: BaseException) -> int:
     clock = time.monotonic()
     if os.environ.get(TRACEBACK_ENV) == "1":
         traceback.print_exception(error, file=sys.stderr)
-    leaves = _leaves(error) or [error]
-    first = leaves[0]
+    leaves = failures(error) or [error]
+    first = first_cause(error) or error
     more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
     _log(role, f"{FAILURE_CLOCK} {clock:.6f}")
     _log(

@@ -64,7 +64,7 @@ from alpha.errors import (
     CheckpointWriteFailed,
     GenerationExists,
 )
-from alpha.files import fsync_folder, read_regular_file, write_bytes_atomically
+from alpha.files import STAGED_SUFFIX, fsync_folder, read_regular_file, write_bytes_atomically
 
 __all__ = [
     "DTYPES",
@@ -108,7 +108,6 @@ OWNER_FORMAT: Final = "alpha-checkpoint-owner/1"
 POINTER_FORMAT: Final = "alpha-checkpoint-pointer/1"
 POINTER: Final = "LATEST"
 MANIFEST: Final = "manifest.json"
-STAGED_SUFFIX: Final = ".staged"
 REMOVING_PREFIX: Final = ".removing-"
 """A generation being removed is first renamed to this prefix and its name: out of sight of
 every reader (no generation's name starts with a dot), so a removal that dies half way leaves

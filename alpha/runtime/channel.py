@@ -8,14 +8,17 @@ the next frame. Every wait is bounded by a named budget.
 
 Aborts (``docs/failure.md``): a receive accepts an ABORT frame in place of the frame it expects
 and raises :class:`~alpha.errors.RoundAborted` with the cause it carries. While no receive is in
-progress, :meth:`FrameChannel.watch` looks at the next bytes of the stream, so an ABORT from a
-peer the schedule is not reading from stops the role at once too, wherever it waits in the
-stream: a frame the schedule will read (its header equal, byte for byte, to the header one of
-the edge's registered receive slots expects next, :meth:`FrameChannel.expect`) is read past,
-into a buffer of this channel, and the receive that the schedule has for it takes its bytes
-from there as it would from the socket, checking them exactly as it checks bytes from the
-socket. A channel remembers whether its sending side is at a frame boundary, since an ABORT
-can only follow a whole frame.
+progress, the abort watch (:meth:`FrameChannel.watch_for_abort`) looks at the next bytes of the
+stream, so an ABORT from a peer the schedule is not reading from stops the role at once too,
+wherever it waits in the stream: a frame the schedule will read (its header equal, byte for
+byte, to the header one of the edge's registered receive slots expects next,
+:meth:`FrameChannel.expect`) is read past, into a buffer of this channel, and the receive that
+the schedule has for it takes its bytes from there as it would from the socket, checking them
+exactly as it checks bytes from the socket. A channel remembers whether its sending side is at
+a frame boundary, since an ABORT can only follow a whole frame.
+
+The specs of the edge's frames come from its :class:`~alpha.runtime.edge.EdgeEnd`
+(:attr:`FrameChannel.edge`): the channel makes no spec of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import trio
 
 from alpha.core.budgets import Budgets
 from alpha.core.identity import RunIdentity
-from alpha.errors import BudgetExhausted, FrameRefused, PeerLost, RoundAborted
+from alpha.errors import BudgetExhausted, FrameRefused, FrameSpecInvalid, PeerLost, RoundAborted
+from alpha.runtime.cause import as_one_error
+from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.wire.abort import AbortCause, decode_cause, encode_cause
 from alpha.wire.frame import (
@@ -42,11 +47,9 @@ from alpha.wire.frame import (
     MAGIC,
     MAX_VERSION,
     FrameKind,
-    FrameSpec,
     ReceiveSlot,
     Reception,
     SendSlot,
-    abort_spec,
     payload_digest,
 )
 
@@ -61,13 +64,13 @@ __all__ = [
     "READ_AHEAD_MAX",
     "FrameChannel",
     "SharedDigest",
-    "first_failure",
 ]
 
 # Bytes read at once when checking that nothing follows the last frame: any byte is too many.
 _END_PROBE: Final = 64
 
-# The first bytes of every ABORT frame: magic, format and kind. The watch peeks at this many.
+# The first bytes of every ABORT frame: magic, format and kind. The abort watch peeks at this
+# many.
 _ABORT_HEAD: Final = MAGIC + bytes([FORMAT_VERSION, FrameKind.ABORT])
 
 # How long an edge must be idle before the watch looks at it. Re-arming the watch after every
@@ -123,25 +126,6 @@ receive budget). The frame is 676 bytes and fits any socket buffer; only a peer 
 reading while a large frame filled the buffer holds it up, and a failing role must not linger."""
 
 
-def first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """What a nursery of the runtime's own (reads or writes beside a hashing thread, receives
-    from several peers at once) raises, as one error of the tree, as from one plain read or
-    write: an ABORT from a peer before the broken connections it leaves behind, else the
-    first failure that is not a cancellation. A group of cancellations only is returned as
-    it is, for the cancel scope that caused it."""
-    failures = [leaf for leaf in _leaves(group) if not isinstance(leaf, trio.Cancelled)]
-    aborts = [leaf for leaf in failures if isinstance(leaf, RoundAborted)]
-    return (aborts or failures or [group])[0]
-
-
-def _leaves(error: BaseException) -> Iterator[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error
-
-
 def _unacknowledged(sock: trio.socket.SocketType) -> int:
     """Bytes of this socket's sending side not yet acknowledged by the peer (Linux SIOCOUTQ)."""
     try:
@@ -190,7 +174,15 @@ class FrameChannel:
     """Frames to and from one peer over one connected stream.
 
     One task may send while another receives; two concurrent sends (or receives) on one
-    channel are a schedule bug and trio refuses them. :meth:`watch` may run beside both.
+    channel are a schedule bug and trio refuses them. :meth:`watch_for_abort` may run beside
+    both.
+
+    ``edge`` is this role's end of the edge, which makes every spec of its frames; by default
+    a new one for ``role``, ``peer`` and ``identity``. A channel without an identity (a bare
+    transport, as benchmarks use) has no edge: it can neither send nor watch for an ABORT.
+
+    Raises:
+        FrameSpecInvalid: ``edge`` is the end of another edge than ``role`` to ``peer``.
     """
 
     def __init__(
@@ -203,7 +195,14 @@ class FrameChannel:
         identity: RunIdentity | None = None,
         where: Whereabouts | None = None,
         read_ahead: int = READ_AHEAD_MAX,
+        edge: EdgeEnd | None = None,
     ) -> None:
+        if edge is None and identity is not None:
+            edge = EdgeEnd(role, peer, identity)
+        if edge is not None and (edge.role, edge.peer, edge.identity) != (role, peer, identity):
+            raise FrameSpecInvalid(
+                f"a channel from role {role} to role {peer} cannot carry the frames of {edge!r}"
+            )
         # trio sets a 16 KiB TCP_NOTSENT_LOWAT on its streams, which suits interactive traffic;
         # for frames of megabytes it makes the sender wake for every 16 KiB and costs about a
         # third of the throughput (bench/endpoints.py). 0 restores the system default.
@@ -214,6 +213,7 @@ class FrameChannel:
         self.peer = peer
         self.budgets = budgets
         self.identity = identity
+        self.edge = edge
         self.where = where or Whereabouts(role)
         self.sent_bytes = 0
         self.received_bytes = 0
@@ -315,7 +315,7 @@ class FrameChannel:
                     nursery.start_soon(digest_behind)
                     await self._write((unsealed.header, unsealed.payload), ends_frame=False)
             except BaseExceptionGroup as group:
-                raise first_failure(group) from None
+                raise as_one_error(group) from None
             frame = unsealed.seal(found[0])
             await self._write((frame.trailer,), ends_frame=True)
         return frame.digest
@@ -356,7 +356,7 @@ class FrameChannel:
     async def _raise_pending_abort(self) -> None:
         """After a send found the connection broken: if the peer's ABORT arrived before the
         break, raise it, so the role names the original cause rather than the broken pipe."""
-        if self._reading or not self._read_whole or self.identity is None or self._ahead:
+        if self._reading or not self._read_whole or self.edge is None or self._ahead:
             # Mid-frame (no ABORT can follow), a receive will find it, or frames read ahead
             # come first (the watch takes an ABORT behind them).
             return
@@ -372,9 +372,8 @@ class FrameChannel:
                 self._release()
             if head != _ABORT_HEAD:
                 return
-            slot = ReceiveSlot(abort_spec(self.identity, self.peer, self.role))
             try:
-                payload = await self.receive(slot, step="receiving an abort")
+                payload = await self.receive(self.edge.abort_in(), step="receiving an abort")
             except (PeerLost, BudgetExhausted, FrameRefused):
                 return
             raise self._aborted(payload)
@@ -391,10 +390,9 @@ class FrameChannel:
         ``ABORT_SEND_WAIT`` seconds or the receive budget, whichever is smaller, for each of
         sending and the acknowledgement.
         """
-        if not self.can_abort or self.identity is None:
+        if not self.can_abort or self.edge is None:
             return False
-        slot = SendSlot(abort_spec(self.identity, self.role, self.peer))
-        frame = slot.prepare(encode_cause(cause))
+        frame = self.edge.abort_out().prepare(encode_cause(cause))
         wait = min(ABORT_SEND_WAIT, self.budgets.receive)
         try:
             await self._send_pieces(frame.pieces(), "sending an abort", wait)
@@ -507,7 +505,7 @@ class FrameChannel:
                     await self._read(reception, step)
                     arrived[0].set()
         except BaseExceptionGroup as group:
-            raise first_failure(group) from None
+            raise as_one_error(group) from None
 
     async def expect_eof(self, last: ReceiveSlot, *, step: str = "ending the edge") -> None:
         """Check that the peer ended its side after its last frame (``last``'s slot).
@@ -537,7 +535,7 @@ class FrameChannel:
 
     def expect(self, slot: ReceiveSlot, *, last: bool = False) -> ReceiveSlot:
         """Register ``slot``, a receive slot of this edge (the peer sends, this role
-        receives), so that the watch may read a frame of it past while the schedule waits
+        receives), so that the abort watch may read a frame of it past while the schedule waits
         elsewhere; ``last``: it is the peer's last frame on this edge, and its end-of-stream
         may follow. Registering the same slot again changes nothing. Returns ``slot``.
 
@@ -549,14 +547,7 @@ class FrameChannel:
             self._expected.append((slot, last))
         return slot
 
-    def slot_for(self, spec: FrameSpec) -> ReceiveSlot:
-        """The registered slot receiving ``spec``'s frames, or a new one (not registered)."""
-        for known, _ in self._expected:
-            if known.spec == spec:
-                return known
-        return ReceiveSlot(spec)
-
-    async def watch(self) -> None:
+    async def watch_for_abort(self) -> None:
         """Run beside the role's work: while no receive is in progress, wait for bytes and
         look at them. An ABORT frame is received (bounded by the receive budget) and raised as
         :class:`RoundAborted`. A frame whose header one of the registered slots
@@ -571,7 +562,7 @@ class FrameChannel:
             FrameRefused: the ABORT frame itself was refused.
             BudgetExhausted: an ABORT frame began but did not complete in time.
         """
-        assert self.identity is not None, "a watched channel knows its run identity"
+        assert self.edge is not None, "a watched channel knows its run identity"
         sock = self.stream.socket
         raw = socket.socket(fileno=sock.dup().detach())  # to read without a checkpoint
         try:
@@ -699,11 +690,10 @@ class FrameChannel:
             self._ahead_left = 0
 
     async def _take_abort(self) -> None:
-        assert self.identity is not None
+        assert self.edge is not None
         self._taking_abort = True
         try:
-            slot = ReceiveSlot(abort_spec(self.identity, self.peer, self.role))
-            reception = slot.arm()
+            reception = self.edge.abort_in().arm()
             sock = self.stream.socket
             with self._bounded(self.where.at("receiving an abort", self.peer)):
                 while not reception.verified:
@@ -756,11 +746,4 @@ class FrameChannel:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             raise self._lost(step, str(error)) from None
         if scope.cancelled_caught:
-            raise BudgetExhausted(
-                role=self.role,
-                peer=self.peer,
-                step=step,
-                budget=budget,
-                seconds=limit,
-                when=self.where.when(),
-            )
+            raise self.where.exhausted(budget, limit, peer=self.peer, step=step)

@@ -28,21 +28,18 @@ from typing import Final
 import trio
 
 from alpha.core.budgets import Budgets
-from alpha.core.identity import RunIdentity
-from alpha.errors import AlphaError, BudgetExhausted, LauncherLost, PeerLost, PortMissing
+from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing
 from alpha.runtime.channel import FrameChannel
+from alpha.runtime.edge import HELLO_SLOT, EdgeEnd, hello_spec
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
+# HELLO_SLOT and hello_spec live in alpha.runtime.edge; named here too for the runtime's face.
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
 
 PORT_BYTES: Final = 2
 """Each announced port is two bytes, big-endian: a TCP port number."""
-
-HELLO_SLOT: Final = 0
-"""The slot of the hello frame on every edge (the kind, HELLO, keeps it apart from data)."""
 
 # A pending connection waits in the kernel until its accept; one is all an edge ever needs,
 # and a stranger taking that place is refused on its hello.
@@ -59,16 +56,12 @@ keeps a failing role from lingering on a peer that will never come."""
 _RETRY_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EAGAIN})
 
 
-def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
-    """The hello frame from ``sender`` to ``receiver``: no payload, everything in the header."""
-    return FrameSpec(identity, FrameKind.HELLO, sender, receiver, HELLO_SLOT, 0)
-
-
 class Establishment:
     """The live state of steps 1-4 for one role: listeners, then channels.
 
     ``where`` always says what the role is doing, so a deadline that strikes names it; the
-    channels made here share it.
+    channels made here share it. ``edges`` holds the role's end of each of its edges, one
+    per peer, which every connection on that edge carries.
     """
 
     def __init__(self, description: RoleDescription) -> None:
@@ -76,6 +69,10 @@ class Establishment:
         self.listeners: dict[int, trio.socket.SocketType] = {}
         self.channels: dict[int, FrameChannel] = {}
         self.where = Whereabouts(description.role)
+        self.edges = {
+            edge.peer: EdgeEnd(description.role, edge.peer, description.identity)
+            for edge in description.edges
+        }
 
     @property
     def step(self) -> str:
@@ -93,17 +90,20 @@ class Establishment:
     def waiting_for(self, value: int | None) -> None:
         self.where.peer = value
 
-    def channel(self, stream: trio.SocketStream, peer: int) -> FrameChannel:
-        channel = FrameChannel(
+    def channel(
+        self, stream: trio.SocketStream, peer: int, where: Whereabouts | None = None
+    ) -> FrameChannel:
+        """A channel on the edge to ``peer`` over ``stream``, sharing this role's whereabouts
+        (or ``where``); not registered in :attr:`channels`."""
+        return FrameChannel(
             stream,
             role=self.role,
             peer=peer,
             budgets=self.budgets,
             identity=self.description.identity,
-            where=self.where,
+            where=self.where if where is None else where,
+            edge=self.edges[peer],
         )
-        self.channels[peer] = channel
-        return channel
 
     @property
     def role(self) -> int:
@@ -158,23 +158,12 @@ class Establishment:
                 stream = trio.SocketStream(sock)
                 break
         if stream is None:
-            raise BudgetExhausted(
-                role=self.role,
-                peer=edge.peer,
-                step=self.step,
-                budget="connect",
-                seconds=budgets.connect,
-                when=self.where.when(),
-            )
-        channel = self.channel(stream, edge.peer)
-        identity = self.description.identity
+            raise self.where.exhausted("connect", budgets.connect, peer=edge.peer)
+        channel = self.channels[edge.peer] = self.channel(stream, edge.peer)
+        end = self.edges[edge.peer]
         self.step = f"greeting role {edge.peer}"
-        await channel.send(
-            SendSlot(hello_spec(identity, self.role, edge.peer)), b"", step=self.step
-        )
-        await channel.receive(
-            ReceiveSlot(hello_spec(identity, edge.peer, self.role)), step=self.step
-        )
+        await channel.send(end.hello_out(), b"", step=self.step)
+        await channel.receive(end.hello_in(), step=self.step)
         self.waiting_for = None
         return channel
 
@@ -192,23 +181,12 @@ class Establishment:
         with trio.move_on_after(self.budgets.accept):
             sock, _ = await listener.accept()
         if sock is None:
-            raise BudgetExhausted(
-                role=self.role,
-                peer=edge.peer,
-                step=self.step,
-                budget="accept",
-                seconds=self.budgets.accept,
-                when=self.where.when(),
-            )
-        channel = self.channel(trio.SocketStream(sock), edge.peer)
-        identity = self.description.identity
+            raise self.where.exhausted("accept", self.budgets.accept, peer=edge.peer)
+        channel = self.channels[edge.peer] = self.channel(trio.SocketStream(sock), edge.peer)
+        end = self.edges[edge.peer]
         self.step = f"checking the hello of role {edge.peer}"
-        await channel.receive(
-            ReceiveSlot(hello_spec(identity, edge.peer, self.role)), step=self.step
-        )
-        await channel.send(
-            SendSlot(hello_spec(identity, self.role, edge.peer)), b"", step=self.step
-        )
+        await channel.receive(end.hello_in(), step=self.step)
+        await channel.send(end.hello_out(), b"", step=self.step)
         listener.close()
         del self.listeners[edge.peer]
         self.waiting_for = None
@@ -227,26 +205,14 @@ class Establishment:
             return greeted
 
         async def one(peer: int, listener: trio.socket.SocketType) -> None:
-            identity = self.description.identity
+            end = self.edges[peer]
             while True:
                 sock, _ = await listener.accept()
-                stream = trio.SocketStream(sock)
-                channel = FrameChannel(
-                    stream,
-                    role=self.role,
-                    peer=peer,
-                    budgets=self.budgets,
-                    identity=identity,
-                    where=Whereabouts(self.role),
-                )
+                channel = self.channel(trio.SocketStream(sock), peer, Whereabouts(self.role))
                 try:
                     step = f"greeting role {peer} to tell it why this role failed"
-                    await channel.receive(
-                        ReceiveSlot(hello_spec(identity, peer, self.role)), step=step
-                    )
-                    await channel.send(
-                        SendSlot(hello_spec(identity, self.role, peer)), b"", step=step
-                    )
+                    await channel.receive(end.hello_in(), step=step)
+                    await channel.send(end.hello_out(), b"", step=step)
                 except (AlphaError, OSError, trio.BrokenResourceError):
                     await channel.aclose()
                     continue
@@ -270,18 +236,26 @@ class Establishment:
 
 
 async def read_ports(
-    stream: trio.abc.ReceiveStream, count: int, *, role: int, peers: list[int], budgets: Budgets
+    stream: trio.abc.ReceiveStream,
+    count: int,
+    *,
+    role: int,
+    peers: list[int],
+    budgets: Budgets,
+    where: Whereabouts | None = None,
 ) -> list[int]:
     """Read ``count`` announced ports (two bytes each) for ``peers`` from the launcher.
 
     Each port comes once its listener started and announced it; every role starts at once, so
     the listener may still be starting. That is a wait for a peer to come up, as an accept is,
-    and the accept budget bounds each port.
+    and the accept budget bounds each port. ``where`` is the role's whereabouts (by default
+    its own, before the first round).
 
     Raises:
         BudgetExhausted: a port did not arrive within the accept budget (it names the peer).
         PortMissing: the stream ended first.
     """
+    where = Whereabouts(role) if where is None else where
     data = bytearray()
     ports: list[int] = []
     for peer in peers[:count]:
@@ -296,14 +270,7 @@ async def read_ports(
                     )
                 data += chunk
         if scope.cancelled_caught:
-            raise BudgetExhausted(
-                role=role,
-                peer=peer,
-                step=step,
-                budget="accept",
-                seconds=budgets.accept,
-                when="before the first round",
-            )
+            raise where.exhausted("accept", budgets.accept, peer=peer, step=step)
         ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
         del data[:PORT_BYTES]
     return ports
@@ -339,7 +306,12 @@ async def establish(
         state.step = f"waiting for the port of role {edge.peer} on stdin"
         state.waiting_for = edge.peer
         (port,) = await read_ports(
-            ports_in, 1, role=description.role, peers=peers[index:], budgets=description.budgets
+            ports_in,
+            1,
+            role=description.role,
+            peers=peers[index:],
+            budgets=description.budgets,
+            where=state.where,
         )
         channel = await state.connect(edge, port)
         stack.push_async_callback(channel.aclose)

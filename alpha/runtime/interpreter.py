@@ -1,7 +1,8 @@
 """Running a role's local schedule over its frame channels.
 
-The interpreter owns the role's regions (numpy arrays allocated once), a send and a receive
-slot per (peer, slot, kind), and the loop counters. Receives land straight in the region or
+The interpreter owns the role's regions (numpy arrays allocated once) and the loop counters;
+each edge's end (:class:`~alpha.runtime.edge.EdgeEnd`, the channel's) owns its send and receive
+slots, one per (slot, kind) and direction. Receives land straight in the region or
 scratch buffer the instruction names (the receive slot is lent that buffer). Folds add in the
 order the schedule lists, elementwise.
 
@@ -15,7 +16,7 @@ refuses a word that is not canonical (``NoncanonicalWord``).
 
 Every receive slot of the schedule is made when the interpreter is, and registered with its
 edge's channel (:meth:`~alpha.runtime.channel.FrameChannel.expect`), so that the channel's
-watch can read a frame of it past while the schedule waits on another edge, and see an ABORT
+abort watch can read a frame of it past while the schedule waits on another edge, and see an ABORT
 queued behind it (``docs/failure.md``).
 """
 
@@ -33,11 +34,13 @@ import trio
 
 from alpha.core.identity import RunIdentity
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
-from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first_failure
+from alpha.runtime.cause import as_one_error
+from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest
+from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
 from alpha.schedule.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -144,8 +147,11 @@ class Interpreter:
                 ]
         for name, like in schedule.scratch:
             self.buffers[name] = np.zeros_like(self.buffers[like])
-        self.sending: dict[tuple[int, int, FrameKind], SendSlot] = {}
-        self.receiving: dict[tuple[int, int, FrameKind], ReceiveSlot] = {}
+        # Each edge's end, the one its channel carries; a peer without a channel (a schedule
+        # looked at, not run) gets an end of its own.
+        self.edges: dict[int, EdgeEnd] = {
+            peer: channel.edge for peer, channel in channels.items() if channel.edge is not None
+        }
         self.heard: set[int] = set()  # peers whose first frame after the hello has arrived
         # SHA-256 of a region's bytes, for as long as nothing wrote to any region since it was
         # sent or received: a region sent to several peers, or forwarded after it arrived, is
@@ -161,22 +167,20 @@ class Interpreter:
 
     # --- slots ------------------------------------------------------------------------------
 
+    def _edge(self, peer: int) -> EdgeEnd:
+        edge = self.edges.get(peer)
+        if edge is None:
+            edge = self.edges[peer] = EdgeEnd(self.role, peer, self.identity)
+        return edge
+
     def _send_slot(self, peer: int, slot: int, kind: FrameKind, extent: int) -> SendSlot:
-        key = (peer, slot, kind)
-        if key not in self.sending:
-            spec = FrameSpec(self.identity, kind, self.role, peer, slot, extent)
-            self.sending[key] = SendSlot(spec)
-        return self.sending[key]
+        return self._edge(peer).sending(kind, slot, extent)
 
     def _receive_slot(
         self, peer: int, slot: int, kind: FrameKind, extent: int, buffer: np.ndarray | None
     ) -> ReceiveSlot:
-        key = (peer, slot, kind)
-        if key not in self.receiving:
-            spec = FrameSpec(self.identity, kind, peer, self.role, slot, extent)
-            lent = None if buffer is None else buffer.data
-            self.receiving[key] = ReceiveSlot(spec, buffer=lent)
-        return self.receiving[key]
+        edge = self._edge(peer)
+        return edge.receiving(kind, slot, extent, None if buffer is None else buffer.data)
 
     def _expect(self, body: Sequence[Instruction]) -> None:
         """Make the receive slot of every receive in ``body`` (both arms of a choice) and
@@ -307,7 +311,7 @@ class Interpreter:
                 else:
                     self._receive_all(nursery, step.recvs, step.fold)
         except BaseExceptionGroup as group:
-            raise first_failure(group) from None
+            raise as_one_error(group) from None
 
     def _receive_all(self, nursery: trio.Nursery, recvs: Sequence[Recv], fold: Fold | None) -> None:
         self.digests_known.clear()

@@ -23,7 +23,13 @@ import trio
 
 from alpha.errors import LauncherLost, UsageError
 
-__all__ = ["FAILURE_CLOCK", "LAUNCHER_PID_ENV", "LAUNCHER_POLL", "launcher_pid", "watch_launcher"]
+__all__ = [
+    "FAILURE_CLOCK",
+    "LAUNCHER_PID_ENV",
+    "LAUNCHER_POLL",
+    "launcher_pid",
+    "watch_for_launcher_loss",
+]
 
 FAILURE_CLOCK: Final = "failure-clock"
 """The word before the monotonic time of a failure, on the line a failing participant logs
@@ -56,9 +62,10 @@ def launcher_pid(environ: Mapping[str, str]) -> int | None:
     return int(text)
 
 
-async def watch_launcher(environ: Mapping[str, str] | None = None) -> None:
-    """Return at once when no launcher is named in ``environ`` (default ``os.environ``);
-    otherwise look at the parent pid every :data:`LAUNCHER_POLL` seconds, forever.
+async def watch_for_launcher_loss(environ: Mapping[str, str] | None = None) -> None:
+    """Watch this process's parent for the loss of its launcher: return at once when no
+    launcher is named in ``environ`` (default ``os.environ``); otherwise look at the parent
+    pid every :data:`LAUNCHER_POLL` seconds, forever.
 
     Raises:
         LauncherLost: the parent is no longer the launcher: it died and this process was

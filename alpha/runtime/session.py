@@ -1,10 +1,10 @@
 """One participant's session: establish every edge, do its work, complete or abort the run.
 
-The work is the role's compiled schedule. After it comes the completion (``docs/failure.md``):
-completion digests travel up the participant tree in DONE frames, role 0 publishes the commit
-record (the run's one commit point), and COMMIT frames carry the news down; each role publishes
-its staged report only when it learns of the commit. A role that fails sends an ABORT frame
-with the cause on every edge it can still write, discards its staged report, and raises it.
+The work is the role's compiled schedule. After it comes the completion
+(:mod:`alpha.runtime.completion`, ``docs/failure.md``): the news of the commit comes down the
+participant tree, and each role publishes its staged report only when it learns of it. A role
+that fails sends an ABORT frame with the cause on every edge it can still write, discards its
+staged report, and raises the cause (:mod:`alpha.runtime.cause` says which failure that is).
 """
 
 from __future__ import annotations
@@ -13,55 +13,37 @@ import contextlib
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import trio
 
-from alpha.errors import (
-    AlphaError,
-    BudgetExhausted,
-    CheckpointWriteFailed,
-    CommitUnknown,
-    FrameRefused,
-    RoundAborted,
-    TrailingBytes,
-    WrongFrame,
-)
-from alpha.files import fsync_folder, write_bytes_atomically
-from alpha.records.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
+from alpha.errors import AlphaError, CommitUnknown, FrameRefused, RoundAborted
+from alpha.runtime.cause import first_alpha_error
 from alpha.runtime.channel import FrameChannel
+from alpha.runtime.completion import ReportFiles, complete, expect_completion
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
-from alpha.runtime.parent import watch_launcher
+from alpha.runtime.parent import watch_for_launcher_loss
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 from alpha.schedule.local import LocalSchedule
 from alpha.schedule.role import RoleDescription
 from alpha.wire.abort import AbortCause
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
     from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
 
+# first_alpha_error lives in alpha.runtime.cause; named here too for the runtime's face.
 __all__ = [
-    "COMPLETION_SLOT",
     "EdgeReport",
     "RoleReport",
     "first_alpha_error",
     "run_role",
 ]
-
-COMPLETION_SLOT: Final = 0
-"""The slot of the END, DONE and COMMIT frames of an edge (their kinds keep them apart)."""
-
-STAGED_SUFFIX: Final = ".staged"
-"""A report waiting for the commit is ``role-NNNNNN.json.staged``; the commit renames it."""
 
 
 @dataclass
@@ -110,60 +92,6 @@ class RoleReport:
             },
             indent=1,
         )
-
-
-class _Reports:
-    """Where this role's report goes: staged first, published only through the commit."""
-
-    def __init__(self, path: str | None, role: int) -> None:
-        self.final = None if path is None else Path(path)
-        self.role = role
-        self.staged = None if self.final is None else Path(f"{self.final}{STAGED_SUFFIX}")
-        self.commit = None if self.final is None else self.final.parent / COMMIT_NAME
-
-    def clear(self) -> None:
-        """Remove what an earlier run left: this role's report, and role 0's commit record.
-        Nothing of this run exists yet, and a stale report must never pass for a new one."""
-        stale = [self.final, self.staged] + ([self.commit] if self.role == 0 else [])
-        for path in stale:
-            if path is not None:
-                path.unlink(missing_ok=True)
-
-    def stage(self, data: bytes) -> None:
-        if self.staged is not None:
-            write_bytes_atomically(self.staged, data)
-
-    def write_commit(self, record: CommitRecord) -> None:
-        """The commit point: one atomic, durable rename of the commit record into place."""
-        if self.commit is not None:
-            write_bytes_atomically(self.commit, record.encode())
-
-    def publish(self) -> None:
-        if self.staged is not None and self.final is not None:
-            os.replace(self.staged, self.final)
-            fsync_folder(self.final.parent)
-
-    def discard(self) -> None:
-        if self.staged is not None:
-            self.staged.unlink(missing_ok=True)
-
-
-def first_alpha_error(error: BaseException) -> AlphaError | None:
-    """The cause among what ``error`` holds, looking inside exception groups (trio's
-    nurseries wrap what their tasks raise), or None. An abort from a peer wins over the broken
-    connections it leaves behind; otherwise the first :class:`AlphaError` found."""
-    found: list[AlphaError] = []
-
-    def collect(inner: BaseException) -> None:
-        if isinstance(inner, AlphaError):
-            found.append(inner)
-        elif isinstance(inner, BaseExceptionGroup):
-            for each in inner.exceptions:
-                collect(each)
-
-    collect(error)
-    aborts = [each for each in found if isinstance(each, RoundAborted)]
-    return (aborts or found or [None])[0]
 
 
 def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
@@ -232,7 +160,7 @@ async def run_role(
     state = Establishment(description)
     where = state.where
     budgets = description.budgets
-    reports = _Reports(description.report or report_path, description.role)
+    reports = ReportFiles(description.report or report_path, description.role)
     reports.clear()
     failure: AlphaError | None = None
     limit = math.inf if budgets.deadline is None else budgets.deadline
@@ -242,7 +170,7 @@ async def run_role(
                 try:
                     async with trio.open_nursery() as guard:
                         # A launched participant dies with its launcher (alpha.runtime.parent).
-                        guard.start_soon(watch_launcher)
+                        guard.start_soon(watch_for_launcher_loss)
                         await _session(
                             description, stack, state, report, reports, announce, ports_in,
                             started, schedule, learner, saver,
@@ -250,14 +178,7 @@ async def run_role(
                         guard.cancel_scope.cancel()
                 except BaseException as error:
                     if deadline.cancel_called:
-                        failure = BudgetExhausted(
-                            role=description.role,
-                            peer=where.peer,
-                            step=where.step,
-                            budget="deadline",
-                            seconds=limit,
-                            when=where.when(),
-                        )
+                        failure = where.exhausted("deadline", limit, peer=where.peer)
                     else:
                         failure = first_alpha_error(error)
                     if failure is not None and on_failure is not None:
@@ -283,7 +204,7 @@ async def run_role(
 async def _fail(
     state: Establishment,
     where: Whereabouts,
-    reports: _Reports,
+    reports: ReportFiles,
     error: BaseException,
 ) -> None:
     """What a failing role does before it raises: unless the run already committed, tell every
@@ -310,7 +231,7 @@ async def _session(
     stack: AsyncExitStack,
     state: Establishment,
     report: RoleReport,
-    reports: _Reports,
+    reports: ReportFiles,
     announce: Callable[[bytes], Awaitable[None]],
     ports_in: trio.abc.ReceiveStream,
     started: float,
@@ -334,10 +255,10 @@ async def _session(
         for peer, channel in sorted(channels.items())
     ]
     report.edges = edges
-    _expect_completion(description, channels)
+    expect_completion(description, channels)
     async with trio.open_nursery() as watches:
         for channel in channels.values():
-            watches.start_soon(channel.watch)
+            watches.start_soon(channel.watch_for_abort)
         where.phase = RUNNING
         interpreter = Interpreter(
             schedule,
@@ -364,140 +285,11 @@ async def _session(
             where.at("writing its part of the checkpoint")
             owner = await trio.to_thread.run_sync(saver.write_owner, interpreter.buffers["w"])
             report.checkpoint = {"generation": saver.generation, "owner_manifest_sha256": owner}
-        await _complete(description, channels, where, report, reports, saver)
+        try:
+            await complete(
+                description, channels, where, report.to_json().encode(), report.rounds, reports,
+                saver,
+            )  # fmt: skip
+        finally:
+            report.committed = where.committed
         watches.cancel_scope.cancel()
-
-
-def _expect_completion(description: RoleDescription, channels: dict[int, FrameChannel]) -> None:
-    """Register the completion's receive slots with their channels (END and COMMIT from the
-    parent, DONE from each child; COMMIT and DONE end their edge), so that each watch can read
-    them past too, and see an ABORT behind them (``docs/failure.md``)."""
-    role = description.role
-
-    def expect(kind: FrameKind, peer: int, *, last: bool) -> None:
-        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
-        spec = FrameSpec(description.identity, kind, peer, role, COMPLETION_SLOT, extent)
-        channels[peer].expect(ReceiveSlot(spec), last=last)
-
-    if description.lower:
-        parent = description.lower[0].peer
-        expect(FrameKind.END, parent, last=False)
-        expect(FrameKind.COMMIT, parent, last=True)
-    for edge in description.higher:
-        expect(FrameKind.DONE, edge.peer, last=True)
-
-
-async def _receive_completion(
-    channel: FrameChannel, slot: ReceiveSlot, step: str, *, last: bool
-) -> bytes:
-    """Receive an END, DONE or COMMIT frame. Bytes of another kind of frame there (a frame
-    sent twice, or anything after the schedule's last frame) are bytes where the schedule has
-    none: ``TrailingBytes``."""
-    try:
-        return bytes(await channel.receive(slot, step=step, last=last))
-    except WrongFrame as error:
-        raise error.recast(
-            TrailingBytes,
-            f"bytes arrived after the last frame of the schedule, where the {slot.spec.kind.name} "
-            f"frame was due ({error.detail})",
-        ) from None
-
-
-async def _complete(
-    description: RoleDescription,
-    channels: dict[int, FrameChannel],
-    where: Whereabouts,
-    report: RoleReport,
-    reports: _Reports,
-    saver: Saver | None = None,
-) -> None:
-    """The completion of ``docs/failure.md``, at one role: END down, END from the parent, DONE
-    (and end-of-stream) from each child, the report staged, DONE up; then the commit (role 0)
-    or COMMIT from the parent; the report published; COMMIT down; the parent's end-of-stream."""
-    role = description.role
-    parent = description.lower[0].peer if description.lower else None
-    children = [edge.peer for edge in description.higher]
-    unpointed: CheckpointWriteFailed | None = None
-
-    def spec(kind: FrameKind, sender: int, receiver: int) -> FrameSpec:
-        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
-        return FrameSpec(description.identity, kind, sender, receiver, COMPLETION_SLOT, extent)
-
-    for child in children:
-        step = where.at(f"ending its schedule toward role {child}", child)
-        await channels[child].send(SendSlot(spec(FrameKind.END, role, child)), b"", step=step)
-    if parent is not None:
-        step = where.at(f"waiting for the end of role {parent}'s schedule", parent)
-        end = channels[parent].slot_for(spec(FrameKind.END, parent, role))
-        await _receive_completion(channels[parent], end, step, last=False)
-    subtrees: list[bytes] = []
-    for child in children:
-        step = where.at(f"waiting for the completion of role {child}'s subtree", child)
-        done = channels[child].slot_for(spec(FrameKind.DONE, child, role))
-        subtrees.append(await _receive_completion(channels[child], done, step, last=True))
-        await channels[child].expect_eof(done, step=f"checking that role {child} ended its side")
-    data = report.to_json().encode()
-    reports.stage(data)
-    mine = subtree_digest(data, subtrees)
-    if parent is None:
-        where.at("committing the run")
-        record = CommitRecord(
-            identity=description.identity.encode().hex(),
-            participants=description.participants,
-            reports=mine.hex(),
-            rounds=report.rounds,
-        )
-        if saver is not None:
-            where.at("publishing the checkpoint generation")
-            await trio.to_thread.run_sync(saver.publish)
-        reports.write_commit(record)  # the commit point
-        commit = record.digest()
-        if saver is not None:
-            where.at("pointing the checkpoint at the new generation")
-
-            def log(text: str) -> None:
-                print(f"role {role}: {text}", file=sys.stderr, flush=True)
-
-            try:
-                saver.point(log)
-            except CheckpointWriteFailed as error:
-                # After the commit point nothing can be undone: the children learn of the
-                # commit, and this role fails with the cause once they have (its generation
-                # is published; the pointer still names the one before).
-                unpointed = error
-    else:
-        upward = channels[parent]
-        step = where.at(f"reporting its subtree's completion to role {parent}", parent)
-        await upward.send(SendSlot(spec(FrameKind.DONE, role, parent)), mine, step=step)
-        await upward.send_eof(step=step)
-        step = where.at(f"waiting for role {parent} to say whether the run committed", parent)
-        slot = upward.slot_for(spec(FrameKind.COMMIT, parent, role))
-        try:
-            commit = await _receive_completion(upward, slot, step, last=True)
-        except RoundAborted:
-            raise
-        except AlphaError as error:
-            raise CommitUnknown(
-                f"role {role} reported its completion but cannot learn whether the run "
-                f"committed: {error}; role 0's {COMMIT_NAME} says whether it did. Its report "
-                "stays staged, not final"
-            ) from error
-    where.committed = report.committed = True
-    reports.publish()
-    failures: list[AlphaError] = []
-    for child in children:
-        step = where.at(f"telling role {child} that the run committed", child)
-        try:
-            await channels[child].send(
-                SendSlot(spec(FrameKind.COMMIT, role, child)), commit, step=step
-            )
-            await channels[child].send_eof(step=step)
-        except AlphaError as error:
-            failures.append(error)
-    if failures:
-        raise failures[0]
-    if unpointed is not None:
-        raise unpointed
-    if parent is not None:
-        step = where.at(f"checking that role {parent} ended its side", parent)
-        await channels[parent].expect_eof(slot, step=step)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from alpha.errors import BudgetExhausted
+
 __all__ = ["COMPLETING", "ESTABLISHING", "RUNNING", "Whereabouts"]
 
 ESTABLISHING: Final = "establishing"
@@ -36,6 +38,22 @@ class Whereabouts:
         self.step = step
         self.peer = peer
         return step
+
+    def exhausted(
+        self, budget: str, seconds: float, *, peer: int | None, step: str | None = None
+    ) -> BudgetExhausted:
+        """The refusal for a wait on ``peer`` (None: on no one peer) that ran past the budget
+        named ``budget`` (``seconds`` long) while this role was at ``step`` (default: the
+        step it is at), in the round it is in. Every spent budget of a participant is
+        built here, so each names the role, the peer, the step and the round alike."""
+        return BudgetExhausted(
+            role=self.role,
+            peer=peer,
+            step=self.step if step is None else step,
+            budget=budget,
+            seconds=seconds,
+            when=self.when(),
+        )
 
     def when(self) -> str:
         """The round, in words: ``round 3``, ``before the first round``, ``after round 29``."""
