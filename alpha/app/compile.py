@@ -18,22 +18,20 @@ from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
 from alpha.app._options import print_json
-from alpha.artifact import (
-    ARTIFACT_FORMAT,
-    RUN_FORMAT,
-    RUN_JSON,
-    build_artifact,
-    file_sha256,
-    package_code_digest,
-    write_run_json,
-)
-from alpha.compiler import Protocol, check, encode, project
+from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.payload import ARTIFACT_FORMAT
+from alpha.artifact.read import file_sha256
+from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, write_run_json
+from alpha.compiler.checks import check
+from alpha.compiler.forms import Protocol
 from alpha.compiler.plan import Plan, load_plan
 from alpha.compiler.program import protocol_for, run_identity
+from alpha.compiler.projection import project
 from alpha.core.identity import RunIdentity, bind_code
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder
+from alpha.schedule.local import encode
 from alpha.schedule.operations import unimplemented
 from alpha.schedule.role import Edge, RoleDescription
 

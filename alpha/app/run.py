@@ -31,7 +31,7 @@ import trio
 from alpha.app.compile import compile_plan, parse_roles
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
-from alpha.artifact import REPORTS_DIR
+from alpha.artifact.entry import REPORTS_DIR
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
