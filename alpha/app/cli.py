@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from importlib import import_module
+from typing import Final, NoReturn
 
 from alpha import __version__
 from alpha.app._options import (
@@ -25,7 +26,6 @@ from alpha.app._options import (
     add_interpreter_option,
     add_json_option,
     add_output_option,
-    interpreters,
     nonnegative_int,
     shard,
 )
@@ -33,7 +33,15 @@ from alpha.errors import AlphaError, UsageError
 from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # The exit codes are re-exported: a caller of main() compares its result with them.
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "command_handler",
+    "main",
+]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,74 +53,31 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{command}: {message}" if command else message)
 
 
-# The dispatch: each command's module is imported when that command runs, not before.
+# Each command is named by its module and function, as text, and its module is imported only
+# when that command runs (as pip's command table does): building the parser loads no command's
+# module, so `alpha --help` is cheap, and this module stands below the commands instead of on
+# top of all of them (tests/app/test_cli_dispatch.py resolves every name the parser holds).
+_DESCRIBE_GROUP: Final = "alpha.app.describe:describe_group"
+_DESCRIBE_DEPLOY: Final = "alpha.app.describe:describe_deploy"
+_DESCRIBE_TREE: Final = "alpha.app.describe:describe_tree"
+_RUN: Final = "alpha.app.run:run_command"
+_REPLICATE: Final = "alpha.app.run:replicate_command"
+_COMPILE: Final = "alpha.app.compile:compile_command"
+_LAUNCH: Final = "alpha.app.launch_command:launch_command"
+_EXCHANGE: Final = "alpha.app.exchange:exchange"
+_CHECKPOINT: Final = "alpha.app.checkpoint_command:checkpoint_command"
+_GATE: Final = "alpha.app.observe:observe_gate"
 
 
-def _describe_group(args: argparse.Namespace) -> int:
-    from alpha.app.describe import describe_group
+def command_handler(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function ``MODULE:FUNCTION`` names, its module imported now: a command's body.
 
-    return describe_group(args)
-
-
-def _describe_deploy(args: argparse.Namespace) -> int:
-    from alpha.app.describe import describe_deploy
-
-    return describe_deploy(args)
-
-
-def _describe_tree(args: argparse.Namespace) -> int:
-    from alpha.app.describe import describe_tree
-
-    return describe_tree(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from alpha.app.run import main_run
-
-    return main_run(
-        args.plan,
-        args.output,
-        interpreters("run", args.interpreter),
-        args.resume,
-        as_json=args.json,
-        warm=not args.cold,
-    )
-
-
-def _replicate(args: argparse.Namespace) -> int:
-    from alpha.app.run import main_replicate
-
-    return main_replicate(args.plan, as_json=args.json)
-
-
-def _compile(args: argparse.Namespace) -> int:
-    from alpha.app.compile import compile_command
-
-    return compile_command(args)
-
-
-def _launch(args: argparse.Namespace) -> int:
-    from alpha.app.launch_command import launch_command
-
-    return launch_command(args)
-
-
-def _exchange(args: argparse.Namespace) -> int:
-    from alpha.app.exchange import exchange
-
-    return exchange(args)
-
-
-def _checkpoint(args: argparse.Namespace) -> int:
-    from alpha.app.checkpoint_command import checkpoint_command
-
-    return checkpoint_command(args)
-
-
-def _gate(args: argparse.Namespace) -> int:
-    from alpha.app.observe import observe_gate
-
-    return observe_gate(args)
+    Raises:
+        ModuleNotFoundError, AttributeError: ``name`` names no module or no function in it.
+    """
+    module, _, function = name.partition(":")
+    handler: Callable[[argparse.Namespace], int] = getattr(import_module(module), function)
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--epoch", type=nonnegative_int, default=0, help="membership epoch")
     group.add_argument("--json", action="store_true", help="print JSON instead of text")
-    group.set_defaults(handler=_describe_group)
+    group.set_defaults(handler=_DESCRIBE_GROUP)
 
     deploy = what.add_parser(
         "deploy",
@@ -153,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deploy.add_argument("file", metavar="FILE", help="a deployment file")
     deploy.add_argument("--json", action="store_true", help="print JSON instead of text")
-    deploy.set_defaults(handler=_describe_deploy)
+    deploy.set_defaults(handler=_DESCRIBE_DEPLOY)
 
     tree = what.add_parser(
         "tree",
@@ -164,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("fanout", type=nonnegative_int, metavar="F", help="fan-out")
     tree.add_argument("--role", type=nonnegative_int, default=None, help="describe this role")
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
-    tree.set_defaults(handler=_describe_tree)
+    tree.set_defaults(handler=_DESCRIBE_TREE)
 
     run = commands.add_parser(
         "run",
@@ -185,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_interpreter_option(run)
     add_cold_option(run)
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_RUN)
 
     replicate = commands.add_parser(
         "replicate",
@@ -193,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replicate.add_argument("plan", metavar="PLAN")
     add_json_option(replicate, "the digest, rounds and history")
-    replicate.set_defaults(handler=_replicate)
+    replicate.set_defaults(handler=_REPLICATE)
 
     compile_ = commands.add_parser(
         "compile",
@@ -207,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "--roles", default=None, metavar="SPEC", help="roles to build: all, or e.g. 0,3,5-7"
     )
-    compile_.set_defaults(handler=_compile)
+    compile_.set_defaults(handler=_COMPILE)
 
     launch = commands.add_parser(
         "launch",
@@ -235,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_interpreter_option(launch)
     add_cold_option(launch)
     add_json_option(launch, "the outcome")
-    launch.set_defaults(handler=_launch)
+    launch.set_defaults(handler=_LAUNCH)
 
     exchange = commands.add_parser(
         "exchange",
@@ -254,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
     add_cold_option(exchange)
-    exchange.set_defaults(handler=_exchange)
+    exchange.set_defaults(handler=_EXCHANGE)
 
     checkpoint = commands.add_parser(
         "checkpoint",
@@ -278,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "-o", "--output", default=None, metavar="FILE", help="also write the arrays as .npz"
             )
-        sub.set_defaults(handler=_checkpoint)
+        sub.set_defaults(handler=_CHECKPOINT)
 
     observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
@@ -295,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard", type=shard, default=None, metavar="K/N", help="run every N-th gate from K"
     )
     gate.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
-    gate.set_defaults(handler=_gate)
+    gate.set_defaults(handler=_GATE)
     return parser
 
 
@@ -307,8 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        return command_handler(args.handler)(args)
     except AlphaError as error:
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
         return error.exit_code  # its family's: InputInvalid is 2, RunFailed 1
