@@ -51,7 +51,7 @@ def launch_folder(
     total = len(specs)
     up = 0
 
-    async def progress(role: int, ports: tuple[int, ...]) -> None:
+    async def announced(role: int, ports: tuple[int, ...]) -> None:
         nonlocal up
         up += 1
         print(f"launch: role {role} announced {len(ports)} port(s) ({up}/{total})", file=sys.stderr)
@@ -59,7 +59,7 @@ def launch_folder(
     async def main() -> LaunchResult:
         try:
             return await launch(
-                specs, deadline=deadline, on_announce=progress, route=route, warm=warm
+                specs, deadline=deadline, on_announce=announced, route=route, warm=warm
             )
         finally:
             if close is not None:

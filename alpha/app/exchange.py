@@ -17,10 +17,10 @@ from alpha.files import hold_folder, output_folder
 if TYPE_CHECKING:
     from alpha.compiler.plan import Plan
 
-__all__ = ["exchange"]
+__all__ = ["exchange_command"]
 
 
-def exchange(args: argparse.Namespace) -> int:
+def exchange_command(args: argparse.Namespace) -> int:
     """``alpha exchange``: 0 when every edge checked both ways; 1 when a role failed or an edge
     is missing from the committed reports; 128 + the signal that stopped the launch.
 

@@ -28,7 +28,7 @@ EXPECTED = {
     ("replicate",): "alpha.app.run:replicate_command",
     ("compile",): "alpha.app.compile:compile_command",
     ("launch",): "alpha.app.launch_command:launch_command",
-    ("exchange",): "alpha.app.exchange:exchange",
+    ("exchange",): "alpha.app.exchange:exchange_command",
     ("checkpoint", "inspect"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "verify"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "restore"): "alpha.app.checkpoint_command:checkpoint_command",
