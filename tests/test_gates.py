@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import alpha.app.cli
+import alpha.app.observe
 from alpha.app.cli import main
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
@@ -92,9 +92,9 @@ def test_outside_a_checkout_the_command_says_where_the_gates_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # An installed wheel carries alpha alone: no gates/ or harness/ beside the package.
-    monkeypatch.setattr(alpha.app.cli, "_CHECKOUT", tmp_path)
+    monkeypatch.setattr(alpha.app.observe, "_CHECKOUT", tmp_path)
     with pytest.raises(UsageError) as info:
-        alpha.app.cli._checkout_gates()
+        alpha.app.observe._checkout_gates()
     assert type(info.value) is UsageError
     assert main(["observe", "gate", "--list"]) == EXIT_USAGE
     assert capsys.readouterr().err == (

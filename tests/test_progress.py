@@ -1,4 +1,4 @@
-"""The control side's display (alpha/app/progress.py) and what feeds it: role 0 writes a record a
+"""The control side's display (alpha/app/display.py) and what feeds it: role 0 writes a record a
 round into its run folder, the launcher reads only what was appended, and shows it as a
 terminal-sized bar or, off a terminal, as a few plain lines. Participants never load the
 display's libraries."""
@@ -16,8 +16,8 @@ import pytest
 import trio
 from rich.console import Console
 
-from alpha.app import progress as progress_module
-from alpha.app.progress import RoundProgress, follow, summary_table
+from alpha.app import display as progress_module
+from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.compiler.plan import parse_plan
 from alpha.learner.data import load_digits
 from alpha.learner.program import LearnerState

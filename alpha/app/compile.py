@@ -8,6 +8,7 @@ plan is as quick as compiling a small plan.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterable
@@ -16,21 +17,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
-from alpha.artifact import (
-    ARTIFACT_FORMAT,
-    RUN_FORMAT,
-    RUN_JSON,
-    build_artifact,
-    file_sha256,
-    package_code_digest,
-    write_run_json,
-)
-from alpha.compiler import Protocol, check, encode, project
-from alpha.compiler.plan import Plan
+from alpha.app._options import print_json
+from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.payload import ARTIFACT_FORMAT
+from alpha.artifact.read import file_sha256
+from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, write_run_json
+from alpha.compiler.checks import check
+from alpha.compiler.forms import Protocol
+from alpha.compiler.plan import Plan, load_plan
 from alpha.compiler.program import protocol_for, run_identity
+from alpha.compiler.projection import project
 from alpha.core.identity import RunIdentity, bind_code
 from alpha.errors import ProtocolRejected, UsageError
-from alpha.files import output_folder
+from alpha.exitcodes import EXIT_OK
+from alpha.files import hold_folder, output_folder
+from alpha.schedule.local import encode
 from alpha.schedule.operations import unimplemented
 from alpha.schedule.role import Edge, RoleDescription
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL_ROLES_LIMIT",
     "CompileResult",
+    "compile_command",
     "compile_plan",
     "compiled_identity",
     "parse_roles",
@@ -264,3 +266,39 @@ def _segment_io(plan: Plan) -> SegmentIO | None:
 def print_progress(done: int, total: int) -> None:
     if done == total or done % 64 == 0:
         print(f"compile: {done}/{total} artifact(s) written", file=sys.stderr, flush=True)
+
+
+def compile_command(args: argparse.Namespace) -> int:
+    """``alpha compile PLAN -o DIR``: :func:`compile_plan` for the roles ``--roles`` names, and
+    what was written, as a line or (``--json``) one object.
+
+    Raises:
+        PlanInvalid: the plan does not read or check (the first wrong field named).
+        UsageError: ``--roles`` does not parse or names a role outside the run.
+        FolderInUse: another command holds ``DIR``.
+        ProtocolRejected: the plan's protocol is refused (every refusal named).
+    """
+    plan = load_plan(args.plan)
+    roles = parse_roles(args.roles, plan.participants)
+    directory = Path(args.output)
+    with hold_folder(directory, "alpha compile"):
+        # Looked up here, when the command runs: tests stand in their own.
+        result = compile_plan(plan, directory, roles, progress=print_progress)
+    total = sum(result.artifact_bytes)
+    if args.json:
+        print_json(
+            {
+                "plan": plan.name,
+                "participants": plan.participants,
+                "directory": str(result.directory),
+                "run_json": str(result.run_json),
+                "roles": list(result.roles),
+                "artifact_bytes": total,
+            }
+        )
+        return EXIT_OK
+    print(
+        f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
+        f"{total} bytes of artifacts in {result.directory}"
+    )
+    return EXIT_OK

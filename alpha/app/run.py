@@ -11,6 +11,7 @@ still gets its summary, history and plots (exit 1).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -28,10 +29,11 @@ from typing import Any, Final, TextIO
 
 import trio
 
+from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles
+from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
-from alpha.app.progress import RoundProgress, follow, summary_table
-from alpha.artifact import REPORTS_DIR
+from alpha.artifact.entry import REPORTS_DIR
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
@@ -507,6 +509,22 @@ def committed_reports(
     return record, {role: json.loads(text) for role, text in data.items()}
 
 
+def run_command(args: argparse.Namespace) -> int:
+    """``alpha run``'s options as :func:`main_run`'s arguments.
+
+    Raises:
+        UsageError: ``--interpreter`` names a target twice.
+    """
+    return main_run(
+        args.plan,
+        args.output,
+        interpreters("run", args.interpreter),
+        args.resume,
+        as_json=args.json,
+        warm=not args.cold,
+    )
+
+
 def main_run(
     plan_path: str | None,
     directory: str | None,
@@ -602,6 +620,11 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
         "history_csv": None if summary.csv is None else str(summary.csv),
         "logs": str(folder / "logs"),
     }
+
+
+def replicate_command(args: argparse.Namespace) -> int:
+    """``alpha replicate``'s options as :func:`main_replicate`'s arguments."""
+    return main_replicate(args.plan, as_json=args.json)
 
 
 def main_replicate(plan_path: str, *, as_json: bool = False) -> int:

@@ -1,0 +1,92 @@
+"""Start a compiled folder's roles and report how they ended, for ``alpha launch`` and
+``alpha exchange``: a line on stderr as each role announces its ports, the warm starter's notes,
+the role that failed first and where the logs are, and with ``--json`` the outcome as one
+object on stdout.
+
+The ``--deploy`` preparation (copying artifacts, SSH tunnels) is ``alpha launch``'s alone and
+lives in :mod:`alpha.app.launch_command`: this module imports the local launcher only, so
+``alpha exchange`` does not stand on the remote launcher.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from alpha.app._options import print_json
+from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
+
+if TYPE_CHECKING:
+    from alpha.launch.launcher import LaunchSpec, RouteHook
+
+__all__ = ["launch_folder", "signal_exit"]
+
+
+def signal_exit(number: int | None) -> int | None:
+    """A run stopped by a signal exits 128 + its number, as shells expect (130: Ctrl-C)."""
+    return None if number is None else 128 + number
+
+
+def launch_folder(
+    directory: Path,
+    specs: Sequence[LaunchSpec],
+    deadline: float | None,
+    *,
+    route: RouteHook | None = None,
+    close: Callable[[], Awaitable[None]] | None = None,
+    as_json: bool = False,
+    warm: bool = True,
+) -> int:
+    """Launch ``specs`` (the roles of ``directory``) and wait for every role; the exit code:
+    0 when all finished, else 1, or 128 + the signal that stopped the launch. ``route`` turns
+    announced ports into the ports connectors get (SSH tunnels); ``close`` runs once the
+    launch is over, however it ended (it ends the tunnels)."""
+    import trio
+
+    from alpha.launch.launcher import LaunchResult, launch
+
+    total = len(specs)
+    up = 0
+
+    async def announced(role: int, ports: tuple[int, ...]) -> None:
+        nonlocal up
+        up += 1
+        print(f"launch: role {role} announced {len(ports)} port(s) ({up}/{total})", file=sys.stderr)
+
+    async def main() -> LaunchResult:
+        try:
+            return await launch(
+                specs, deadline=deadline, on_announce=announced, route=route, warm=warm
+            )
+        finally:
+            if close is not None:
+                await close()
+
+    result = trio.run(main)
+    failure = result.first_failure
+    for note in result.notes:  # a warm starter's fault that did not fail the run
+        print(f"launch: note: {note}", file=sys.stderr)
+    if as_json:
+        print_json(
+            {
+                "ok": result.ok,
+                "directory": str(directory),
+                "roles": total,
+                "elapsed_s": result.elapsed_s,
+                "first_failure": None
+                if failure is None
+                else {"role": failure.role, "cause": failure.cause},
+                "signal": None if result.signal is None else signal.Signals(result.signal).name,
+                "logs": str(directory / "logs"),
+                "notes": result.notes,
+            }
+        )
+    if failure is not None:
+        print(f"launch: role {failure.role} failed first: {failure.cause}", file=sys.stderr)
+        print(f"launch: logs are in {directory / 'logs'}", file=sys.stderr)
+        return signal_exit(result.signal) or EXIT_FAILURE
+    print(f"launch: {total} role(s) finished in {result.elapsed_s:.2f} s", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,140 @@
+"""The options several commands share, in one place: their argument types (each refusal one
+line through :class:`argparse.ArgumentTypeError`, so ``alpha`` exits 2 naming the option), the
+``-o``/``--json``/``--cold``/``--interpreter`` options under the same names and help everywhere,
+and how a command prints its ``--json`` object.
+
+Only the parser (``alpha.app.cli``) and the command modules beside it import this module; it
+imports nothing heavier than the standard library at import time, so ``alpha --help`` stays
+cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+
+from alpha.errors import UsageError
+
+
+def nonnegative_int(text: str) -> int:
+    """A count or a role as typed: a decimal whole number, 0 or more."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def interpreter(text: str) -> tuple[str, tuple[str, ...]]:
+    """``TARGET=COMMAND`` as (target, argv prefix): COMMAND is split as a shell would, and its
+    first word must be a command this host has."""
+    # The light module that defines the targets: no numpy or trio for the command line.
+    from alpha.artifact.payload import TARGETS
+
+    target, equals, command = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"expected TARGET=COMMAND, got {text!r}")
+    if target not in TARGETS:
+        raise argparse.ArgumentTypeError(
+            f"no such target {target!r} in {text!r}; the targets are {', '.join(TARGETS)}"
+        )
+    try:
+        words = tuple(shlex.split(command))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"cannot split the command in {text!r}: {error}") from None
+    if not words:
+        raise argparse.ArgumentTypeError(f"no command for {target} in {text!r}")
+    if shutil.which(words[0]) is None:
+        raise argparse.ArgumentTypeError(f"{words[0]!r} in {text!r} is not a command on this host")
+    return target, words
+
+
+def interpreters(
+    command: str, given: Sequence[tuple[str, tuple[str, ...]]] | None
+) -> dict[str, tuple[str, ...]]:
+    """The ``--interpreter`` options of ``command`` as a map; a target given twice is refused."""
+    chosen: dict[str, tuple[str, ...]] = {}
+    for target, words in given or ():
+        if target in chosen:
+            raise UsageError(f"{command}: --interpreter gives {target} twice")
+        chosen[target] = words
+    return chosen
+
+
+def folder(text: str) -> str:
+    """An output folder's path as typed: an empty one names no folder (it would be the
+    current one, which no command should fill with its files unasked)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no folder; give one, e.g. -o runs/x")
+    return text
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``K/N`` (``alpha observe gate --shard``): the K-th of N shards, 1 <= K <= N."""
+    index, _, count = text.partition("/")
+    try:
+        k, n = int(index, 10), int(count, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N such as 2/3, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"a shard K/N needs 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def add_output_option(
+    parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
+) -> None:
+    """``-o DIR`` (also ``--output DIR`` and ``--dir DIR``): every command that writes a folder
+    takes it under the same names."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        "--dir",
+        dest="output",
+        type=folder,
+        required=required,
+        default=None,
+        metavar="DIR",
+        help=f"the folder to write{f' (default {default})' if default else ''}",
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: ``what`` as one object on stdout, printed by :func:`print_json`."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as one JSON object on stdout (docs/cli.md), progress still on stderr",
+    )
+
+
+def add_cold_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every role in an interpreter of its own instead of forking it from the "
+        "warm starter (docs/launch.md)",
+    )
+
+
+def add_interpreter_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interpreter",
+        type=interpreter,
+        action="append",
+        default=None,
+        metavar="TARGET=COMMAND",
+        help="start the roles built for TARGET (x86_64, aarch64) with COMMAND (split as a "
+        "shell would) before the artifact instead of this Python; repeatable, once per target "
+        "(see docs/emulation.md)",
+    )
+
+
+def print_json(data: Mapping[str, object]) -> None:
+    """A command's ``--json`` object: sorted keys, and no NaN (which is not JSON)."""
+    print(json.dumps(data, indent=2, sort_keys=True, allow_nan=False))

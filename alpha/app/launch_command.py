@@ -1,0 +1,82 @@
+"""``alpha launch DIR``: start every role a compiled folder holds, on this host or (``--deploy
+FILE``) on the nodes a deployment file names, and report how they ended. Named apart from the
+:mod:`alpha.launch` package, which does the launching; this module is the command around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from alpha.app._launching import launch_folder
+from alpha.app._options import interpreters
+from alpha.errors import UsageError
+from alpha.files import hold_folder
+
+__all__ = ["launch_command"]
+
+
+def launch_command(args: argparse.Namespace) -> int:
+    """``alpha launch``: the exit code of :func:`alpha.app._launching.launch_folder`.
+
+    Raises:
+        UsageError: ``DIR`` is not a folder, or ``--interpreter`` names a target twice.
+        InputInvalid: ``DIR`` has no ``run.json`` that ``alpha compile`` wrote, or the
+            deployment file is wrong (the first wrong field named).
+        FolderInUse: another command holds ``DIR``.
+    """
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise UsageError(f"alpha launch: {directory} is not a directory")
+    chosen = interpreters("launch", args.interpreter)
+    from alpha.artifact.run_json import read_run_json
+
+    read_run_json(directory)  # a folder compile did not write is refused before it is touched
+    with hold_folder(directory, "alpha launch"):
+        return _launch_dir(
+            directory,
+            chosen,
+            args.deploy,
+            args.ssh_option or (),
+            as_json=args.json,
+            warm=not args.cold,
+        )
+
+
+def _launch_dir(
+    directory: Path,
+    interpreters: Mapping[str, Sequence[str]] | None,
+    deploy: str | None,
+    ssh_options: Sequence[str],
+    *,
+    as_json: bool,
+    warm: bool,
+) -> int:
+    from alpha.launch.launcher import launch_specs
+
+    if deploy is None:
+        specs, deadline = launch_specs(directory, interpreters)
+        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm)
+    from alpha.launch.deploy import load_deployment
+    from alpha.launch.remote import Tunnels, deploy_specs, stage_artifacts
+
+    deployment = load_deployment(deploy)
+    local, _ = launch_specs(directory)
+    deployment.require_roles(len(local))
+    print(f"launch: copying {len(local)} artifact(s) to their nodes", file=sys.stderr)
+    stage_artifacts(local, deployment, ssh_options)
+    specs, deadline = deploy_specs(directory, deployment, interpreters, ssh_options)
+    logs = directory / "logs"
+    logs.mkdir(exist_ok=True)
+    tunnels = Tunnels(deployment, logs, ssh_options)
+    return launch_folder(
+        directory,
+        specs,
+        deadline,
+        route=tunnels.route,
+        close=tunnels.aclose,
+        as_json=as_json,
+        warm=warm,
+    )

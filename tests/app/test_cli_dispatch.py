@@ -1,0 +1,162 @@
+"""The command line's parser and its dispatch (alpha/app/cli.py): every command the parser holds
+names a function that exists, building the parser loads no command's module, a light command
+loads only its own, and the checkout goes on ``sys.path`` in one function only."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from alpha.app.cli import build_parser, command_handler
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "alpha"
+
+# Every command line's last word and the function its handler must name.
+EXPECTED = {
+    ("describe", "group"): "alpha.app.describe:describe_group",
+    ("describe", "deploy"): "alpha.app.describe:describe_deploy",
+    ("describe", "tree"): "alpha.app.describe:describe_tree",
+    ("run",): "alpha.app.run:run_command",
+    ("replicate",): "alpha.app.run:replicate_command",
+    ("compile",): "alpha.app.compile:compile_command",
+    ("launch",): "alpha.app.launch_command:launch_command",
+    ("exchange",): "alpha.app.exchange:exchange_command",
+    ("checkpoint", "inspect"): "alpha.app.checkpoint_command:checkpoint_command",
+    ("checkpoint", "verify"): "alpha.app.checkpoint_command:checkpoint_command",
+    ("checkpoint", "restore"): "alpha.app.checkpoint_command:checkpoint_command",
+    ("observe", "gate"): "alpha.app.observe:observe_gate",
+}
+
+
+def _commands(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every leaf command of ``parser`` with the words that reach it."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        yield words, parser
+        return
+    for action in subparsers:
+        for name, sub in action.choices.items():
+            yield from _commands(sub, (*words, name))
+
+
+def test_every_command_names_a_function_that_exists() -> None:
+    found = {words: sub.get_default("handler") for words, sub in _commands(build_parser())}
+    assert found == EXPECTED
+    for name in found.values():
+        handler = command_handler(name)
+        assert callable(handler)
+        assert f"{handler.__module__}:{handler.__name__}" == name
+
+
+def test_a_name_that_does_not_resolve_is_an_error_not_a_silent_default() -> None:
+    with pytest.raises(AttributeError):
+        command_handler("alpha.app.describe:no_such_command")
+    with pytest.raises(ModuleNotFoundError):
+        command_handler("alpha.app.no_such_module:describe_tree")
+
+
+def _loaded(argv: list[str]) -> dict[str, object]:
+    """Run ``alpha ARGV`` in a fresh interpreter; which modules it had loaded by the end."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from alpha.app.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        code = main(sys.argv[1:])\n"
+        "    except SystemExit as stop:\n"
+        "        code = stop.code\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded: dict[str, object] = json.loads(done.stdout)
+    return loaded
+
+
+def _app_modules(modules: object) -> set[str]:
+    assert isinstance(modules, list)
+    return {m for m in modules if m.startswith("alpha.app.")}
+
+
+def test_the_whole_help_loads_no_command_module() -> None:
+    loaded = _loaded(["--help"])
+    assert loaded["code"] == 0
+    assert _app_modules(loaded["modules"]) == {"alpha.app.cli", "alpha.app._options"}
+    assert isinstance(loaded["modules"], list)
+    assert {"trio", "numpy", "rich"}.isdisjoint(loaded["modules"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["describe", "tree", "10", "3", "--role", "1"], "alpha.app.describe"),
+        (["describe", "group", "(group (stride 0 1 8))"], "alpha.app.describe"),
+        (["observe", "gate", "--list"], "alpha.app.observe"),
+    ],
+)
+def test_a_light_command_loads_its_own_module_and_no_launcher(argv: list[str], module: str) -> None:
+    loaded = _loaded(argv)
+    assert loaded["code"] == 0
+    modules = loaded["modules"]
+    assert isinstance(modules, list)
+    if module == "alpha.app.observe":  # the gates import the launcher and trio themselves
+        assert _app_modules(modules) >= {"alpha.app.cli", "alpha.app._options", module}
+        return
+    assert _app_modules(modules) == {"alpha.app.cli", "alpha.app._options", module}
+    assert {"trio", "numpy", "rich", "alpha.launch.launcher"}.isdisjoint(modules)
+
+
+def _adds_to_path(node: ast.AST) -> bool:
+    """``sys.path.insert(...)``, ``.append(...)`` or ``.extend(...)``: a folder put on the path
+    (the warm server's removal of the working folder from it is not)."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("insert", "append", "extend")
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "path"
+        and isinstance(node.func.value.value, ast.Name)
+        and node.func.value.value.id == "sys"
+    )
+
+
+def _sites() -> set[tuple[str, str]]:
+    """Where in alpha/ a folder is put on ``sys.path`` or gates/harness is imported: (file, the
+    function that does it, or ``<module>``)."""
+    found: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        name = str(path.relative_to(ROOT))
+        stack: list[tuple[ast.AST, str]] = [(tree, "<module>")]
+        while stack:
+            node, where = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                inner = where
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    inner = child.name
+                if _adds_to_path(child):
+                    found.add((name, inner))
+                modules: list[str] = []
+                if isinstance(child, ast.Import):
+                    modules = [alias.name for alias in child.names]
+                elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                    modules = [child.module]
+                if any(m.split(".")[0] in ("gates", "harness") for m in modules):
+                    found.add((name, inner))
+                stack.append((child, inner))
+    return found
+
+
+def test_the_checkout_goes_on_the_path_in_one_function() -> None:
+    assert _sites() == {("alpha/app/observe.py", "_checkout_gates")}
