@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from importlib import import_module
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, NoReturn
 
 from alpha import __version__
@@ -34,12 +33,12 @@ from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # The exit codes are re-exported: a caller of main() compares its result with them.
 __all__ = [
+    "COMMANDS",
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "build_parser",
-    "command_handler",
     "main",
 ]
 
@@ -53,33 +52,88 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{command}: {message}" if command else message)
 
 
-# Each command is named by its module and function, as text, and its module is imported only
-# when that command runs (as pip's command table does): building the parser loads no command's
-# module, so `alpha --help` is cheap, and this module stands below the commands instead of on
-# top of all of them (tests/app/test_cli_dispatch.py resolves every name the parser holds).
-# A static reading of the imports (scripts/check_layers.py, the import floors) does not see
-# these edges; each is one inside app/, which may import itself.
-_DESCRIBE_GROUP: Final = "alpha.app.describe:describe_group"
-_DESCRIBE_DEPLOY: Final = "alpha.app.describe:describe_deploy"
-_DESCRIBE_TREE: Final = "alpha.app.describe:describe_tree"
-_RUN: Final = "alpha.app.run:run_command"
-_REPLICATE: Final = "alpha.app.run:replicate_command"
-_COMPILE: Final = "alpha.app.compile:compile_command"
-_LAUNCH: Final = "alpha.app.launch_command:launch_command"
-_EXCHANGE: Final = "alpha.app.exchange:exchange_command"
-_CHECKPOINT: Final = "alpha.app.checkpoint_command:checkpoint_command"
-_GATE: Final = "alpha.app.observe:observe_gate"
+# Each command's module is imported only when that command runs (as pip's command table does):
+# building the parser, and so `alpha --help`, loads no command's module, and a light command
+# (describe) loads neither trio nor the launcher. The imports are written out, inside the
+# functions below, so that the layering check and the import floors see every edge.
 
 
-def command_handler(name: str) -> Callable[[argparse.Namespace], int]:
-    """The function ``MODULE:FUNCTION`` names, its module imported now: a command's body.
+def _describe_group(args: argparse.Namespace) -> int:
+    from alpha.app.describe import describe_group
 
-    Raises:
-        ModuleNotFoundError, AttributeError: ``name`` names no module or no function in it.
-    """
-    module, _, function = name.partition(":")
-    handler: Callable[[argparse.Namespace], int] = getattr(import_module(module), function)
-    return handler
+    return describe_group(args)
+
+
+def _describe_deploy(args: argparse.Namespace) -> int:
+    from alpha.app.describe import describe_deploy
+
+    return describe_deploy(args)
+
+
+def _describe_tree(args: argparse.Namespace) -> int:
+    from alpha.app.describe import describe_tree
+
+    return describe_tree(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from alpha.app.run import run_command
+
+    return run_command(args)
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    from alpha.app.run import replicate_command
+
+    return replicate_command(args)
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from alpha.app.compile import compile_command
+
+    return compile_command(args)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from alpha.app.launch_command import launch_command
+
+    return launch_command(args)
+
+
+def _exchange(args: argparse.Namespace) -> int:
+    from alpha.app.exchange import exchange_command
+
+    return exchange_command(args)
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    from alpha.app.checkpoint_command import checkpoint_command
+
+    return checkpoint_command(args)
+
+
+def _observe_gate(args: argparse.Namespace) -> int:
+    from alpha.app.observe import observe_gate
+
+    return observe_gate(args)
+
+
+#: Every leaf command's words and the function that runs it.
+COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] = {
+    ("describe", "group"): _describe_group,
+    ("describe", "deploy"): _describe_deploy,
+    ("describe", "tree"): _describe_tree,
+    ("run",): _run,
+    ("replicate",): _replicate,
+    ("compile",): _compile,
+    ("launch",): _launch,
+    ("exchange",): _exchange,
+    **dict.fromkeys(
+        (("checkpoint", "inspect"), ("checkpoint", "verify"), ("checkpoint", "restore")),
+        _checkpoint,
+    ),
+    ("observe", "gate"): _observe_gate,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--epoch", type=nonnegative_int, default=0, help="membership epoch")
     group.add_argument("--json", action="store_true", help="print JSON instead of text")
-    group.set_defaults(handler=_DESCRIBE_GROUP)
+    group.set_defaults(handler=_describe_group)
 
     deploy = what.add_parser(
         "deploy",
@@ -120,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deploy.add_argument("file", metavar="FILE", help="a deployment file")
     deploy.add_argument("--json", action="store_true", help="print JSON instead of text")
-    deploy.set_defaults(handler=_DESCRIBE_DEPLOY)
+    deploy.set_defaults(handler=_describe_deploy)
 
     tree = what.add_parser(
         "tree",
@@ -131,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("fanout", type=nonnegative_int, metavar="F", help="fan-out")
     tree.add_argument("--role", type=nonnegative_int, default=None, help="describe this role")
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
-    tree.set_defaults(handler=_DESCRIBE_TREE)
+    tree.set_defaults(handler=_describe_tree)
 
     run = commands.add_parser(
         "run",
@@ -152,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_interpreter_option(run)
     add_cold_option(run)
-    run.set_defaults(handler=_RUN)
+    run.set_defaults(handler=_run)
 
     replicate = commands.add_parser(
         "replicate",
@@ -160,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replicate.add_argument("plan", metavar="PLAN")
     add_json_option(replicate, "the digest, rounds and history")
-    replicate.set_defaults(handler=_REPLICATE)
+    replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(
         "compile",
@@ -174,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "--roles", default=None, metavar="SPEC", help="roles to build: all, or e.g. 0,3,5-7"
     )
-    compile_.set_defaults(handler=_COMPILE)
+    compile_.set_defaults(handler=_compile)
 
     launch = commands.add_parser(
         "launch",
@@ -202,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_interpreter_option(launch)
     add_cold_option(launch)
     add_json_option(launch, "the outcome")
-    launch.set_defaults(handler=_LAUNCH)
+    launch.set_defaults(handler=_launch)
 
     exchange = commands.add_parser(
         "exchange",
@@ -221,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--deadline", type=float, default=120.0, help="session deadline in seconds"
     )
     add_cold_option(exchange)
-    exchange.set_defaults(handler=_EXCHANGE)
+    exchange.set_defaults(handler=_exchange)
 
     checkpoint = commands.add_parser(
         "checkpoint",
@@ -245,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "-o", "--output", default=None, metavar="FILE", help="also write the arrays as .npz"
             )
-        sub.set_defaults(handler=_CHECKPOINT)
+        sub.set_defaults(handler=_checkpoint)
 
     observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
@@ -262,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard", type=shard, default=None, metavar="K/N", help="run every N-th gate from K"
     )
     gate.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
-    gate.set_defaults(handler=_GATE)
+    gate.set_defaults(handler=_observe_gate)
     return parser
 
 
@@ -274,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return command_handler(args.handler)(args)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
     except AlphaError as error:
         print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
         return error.exit_code  # its family's: InputInvalid is 2, RunFailed 1
