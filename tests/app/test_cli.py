@@ -14,6 +14,7 @@ from alpha.app.compile import describe_role
 from alpha.compiler.program import exchange_plan
 from alpha.errors import UsageError
 from alpha.files import output_folder
+from tests.support import PLANS
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 
@@ -112,7 +113,7 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
     for folder in (blocker, blocker / "below"):
         with pytest.raises(UsageError):
             output_folder(folder)
-    plans = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
+    plans = PLANS
     for argv in (
         ["compile", str(plans / "pair.toml"), "-o", str(blocker)],
         ["run", str(plans / "digits.toml"), "--dir", str(blocker / "run")],
@@ -127,7 +128,7 @@ def test_an_output_folder_that_cannot_be_made_is_a_usage_error(
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     import signal
 
-    plans = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
+    plans = PLANS
     plan = tmp_path / "long.toml"
     plan.write_text((plans / "digits.toml").read_text().replace("rounds = 30", "rounds = 100000"))
     process = subprocess.Popen(

@@ -22,8 +22,8 @@ from alpha.errors import FolderInUse
 from alpha.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from alpha.files import LOCK_NAME, hold_folder
 from harness.processes import running
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PAIR = DEFAULT_PLAN.parent / "pair.toml"  # a sum check of 2 roles, 4 rounds
 COMMANDS = ("describe", "run", "replicate", "compile", "launch", "exchange", "checkpoint")
 

@@ -24,8 +24,7 @@ from alpha.app.plot import (
     history_csv,
     write_run_plots,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 Row = tuple[int, float, float, float]
 

@@ -27,9 +27,7 @@ from alpha.core.identity import (
 from alpha.errors import LearnerInputInvalid
 from alpha.launch.launcher import launch, launch_specs
 from alpha.schedule.role import RoleDescription
-from tests.support import raises_exactly
-
-PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
+from tests.support import PLANS, raises_exactly
 
 SOURCES = [("alpha/b.py", b"B = 2\n"), ("alpha/a.py", b"A = 1\n"), ("alpha/sub/c.py", b"")]
 

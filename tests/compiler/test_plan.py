@@ -49,10 +49,9 @@ from alpha.learner.optimizer import (
     SGD,
     Optimizer,
 )
-from tests.support import toml_value
+from tests.support import PLANS, ROOT, toml_value
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "alpha" / "data" / "plans"
+FIXTURES = PLANS
 DOCS = ROOT / "docs" / "plans.md"
 
 # --- rendering plans ----------------------------------------------------------------------

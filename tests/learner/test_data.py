@@ -41,8 +41,8 @@ from alpha.learner.data import (
     shipped_digits,
     split,
 )
+from tests.support import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "alpha" / "data" / "digits"
 DIGITS_FILE = DATA / "digits.csv.gz"
 LICENSE = DATA / "LICENSE-digits.txt"

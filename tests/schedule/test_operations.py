@@ -27,9 +27,7 @@ from alpha.schedule.operations import (
     SUM_CHECK_OPS,
     unimplemented,
 )
-
-PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
-
+from tests.support import PLANS
 
 # --- one set of names ----------------------------------------------------------------------
 
@@ -152,7 +150,7 @@ def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> 
     for kind, work in WORKS.items():
         assert work.kind == kind
     for name in ("pair.toml", "digits.toml"):
-        plan = load_plan(Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / name)
+        plan = load_plan(PLANS / name)
         work = work_of(plan)
         assert work.kind == plan.work_kind
         # Its protocol names only operations implemented in alpha.schedule.operations.

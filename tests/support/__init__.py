@@ -9,11 +9,15 @@ from .channels import BUDGETS, connected
 from .errors import raises_exactly
 from .identity import IDENTITY
 from .mounts import mount_tmpfs
+from .paths import FIXTURES, PLANS, ROOT
 from .plans import plan_of, plan_text, toml_value
 
 __all__ = [
     "BUDGETS",
+    "FIXTURES",
     "IDENTITY",
+    "PLANS",
+    "ROOT",
     "connected",
     "mount_tmpfs",
     "plan_of",

@@ -20,9 +20,7 @@ from alpha.errors import PlanInvalid, UsageError
 from alpha.launch.launcher import launch, launch_specs
 from alpha.records.commit import COMMIT_NAME
 from harness.compiled import CompiledRun
-from tests.support import plans
-
-PLANS = Path(__file__).resolve().parent.parent / "alpha" / "data" / "plans"
+from tests.support import PLANS, plans
 
 
 def plan_text(

@@ -36,6 +36,7 @@ from harness.emulation import (
     emulated,
 )
 from harness.processes import pid_running
+from tests.support import ROOT
 
 # The emulated role: a leaf of the chain 0 - 1 - 2 and of the tree 0 < (1, 2).
 EMULATED = 2
@@ -361,7 +362,7 @@ def test_the_home_of_the_build_can_be_moved_by_the_environment(tmp_path: Path) -
         capture_output=True,
         text=True,
         env={**os.environ, HOME_ENV: str(tmp_path)},
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=ROOT,
         check=False,
     )
     assert shown.stdout.strip() == str(tmp_path), shown.stderr
@@ -370,7 +371,7 @@ def test_the_home_of_the_build_can_be_moved_by_the_environment(tmp_path: Path) -
         capture_output=True,
         text=True,
         env={**os.environ, HOME_ENV: str(tmp_path)},
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=ROOT,
         check=False,
     )
     assert printed.returncode == 1

@@ -24,11 +24,10 @@ import pytest
 
 import alpha
 from alpha.compiler.plan import load_plan
+from tests.support import PLANS, ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-PLANS = ROOT / "alpha" / "data" / "plans"
 DIGITS = ROOT / "alpha" / "data" / "digits"
 
 #: What setuptools reads to build the wheel. The build runs on a copy of them, so that its

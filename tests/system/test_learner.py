@@ -20,7 +20,7 @@ from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
 from harness.compiled import CompiledRun
 from harness.processes import running
-from tests.support import plan_of
+from tests.support import PLANS, plan_of
 
 DIGITS = load_digits()
 
@@ -258,9 +258,6 @@ def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
-
-
-PLANS = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans"
 
 
 @pytest.mark.parametrize("command", ["run", "replicate"])

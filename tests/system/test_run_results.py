@@ -24,8 +24,7 @@ from alpha.errors import FolderInUse
 from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
 from harness.processes import running
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 
 def _alpha(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

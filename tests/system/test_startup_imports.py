@@ -25,6 +25,7 @@ from alpha.artifact.entry import BLAS_THREADS
 from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.exitcodes import EXIT_FAILURE
 from harness.compiled import CompiledRun
+from tests.support import PLANS
 
 COMPILE_ONLY = (
     "alpha.compiler.plan",
@@ -40,9 +41,9 @@ their checker and projection, and the artifact builder."""
 LEARNER_ONLY = ("alpha.learner.payload", "alpha.learner.saving")
 """What only a role with a learner needs: its learner state from the payload, and saving it."""
 
-SUM_CHECK = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "tree.toml"
+SUM_CHECK = PLANS / "tree.toml"
 
-DIGITS = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "digits.toml"
+DIGITS = PLANS / "digits.toml"
 
 ENTRY_IMPORTS = (
     "from alpha.artifact.entry import run_embedded",

@@ -34,6 +34,7 @@ from harness.processes import (
     state_of,
     unreaped,
 )
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +164,7 @@ def test_the_warm_starter_imports_no_alpha() -> None:
 def test_no_select_select_anywhere() -> None:
     # select() takes no descriptor numbered past FD_SETSIZE (1024), and a launch of a thousand
     # roles holds thousands: poll, selectors or trio wait on any.
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     found = [
         f"{path.relative_to(root)}:{number}"
         for folder in ("alpha", "harness", "gates")
