@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from alpha.app.compile import describe_role
 from alpha.compiler.program import exchange_plan
 from alpha.errors import UsageError
 from alpha.files import output_folder
-from tests.support import PLANS
+from tests.support import ALPHA, PLANS, run_alpha
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 
@@ -86,21 +85,11 @@ def test_bad_arguments_print_one_line_and_exit_2(
 
 
 def test_real_process_exit_code_and_no_traceback() -> None:
-    bad = subprocess.run(
-        [sys.executable, "-m", "alpha", "describe", "tree", "-5", "2"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = run_alpha("describe", "tree", "-5", "2")
     assert bad.returncode == EXIT_USAGE
     assert "Traceback" not in bad.stderr
     assert len(bad.stderr.splitlines()) == 1
-    good = subprocess.run(
-        [sys.executable, "-m", "alpha", "describe", "tree", "9", "2", "--role", "3"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    good = run_alpha("describe", "tree", "9", "2", "--role", "3")
     assert good.returncode == EXIT_OK, good.stderr
     assert "depth" in good.stdout
 
@@ -132,7 +121,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     plan = tmp_path / "long.toml"
     plan.write_text((plans / "digits.toml").read_text().replace("rounds = 30", "rounds = 100000"))
     process = subprocess.Popen(
-        [sys.executable, "-m", "alpha", "replicate", str(plan)],
+        [*ALPHA, "replicate", str(plan)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -22,7 +22,7 @@ from alpha.errors import FolderInUse
 from alpha.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from alpha.files import LOCK_NAME, hold_folder
 from harness.processes import running
-from tests.support import ROOT
+from tests.support import ALPHA, ROOT
 
 PAIR = DEFAULT_PLAN.parent / "pair.toml"  # a sum check of 2 roles, 4 rounds
 COMMANDS = ("describe", "run", "replicate", "compile", "launch", "exchange", "checkpoint")
@@ -197,7 +197,7 @@ def test_a_launch_stopped_by_ctrl_c_exits_130_and_leaves_nothing_running(
     compiled = tmp_path / "compiled"
     assert main(["compile", str(_long_learner(tmp_path)), "-o", str(compiled)]) == EXIT_OK
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "alpha", "launch", str(compiled), "--json"],
+        [*ALPHA, "launch", str(compiled), "--json"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

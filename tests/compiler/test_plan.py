@@ -49,7 +49,7 @@ from alpha.learner.optimizer import (
     SGD,
     Optimizer,
 )
-from tests.support import PLANS, ROOT, toml_value
+from tests.support import PLANS, ROOT, run_alpha, toml_value
 
 FIXTURES = PLANS
 DOCS = ROOT / "docs" / "plans.md"
@@ -231,15 +231,7 @@ def test_load_plan_refuses_a_plan_of_max_plan_bytes_plus_one(tmp_path: pathlib.P
 
 
 def test_alpha_compile_refuses_dev_zero_in_one_line_and_exit_2(tmp_path: pathlib.Path) -> None:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "compile", "/dev/zero", "-o", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("compile", "/dev/zero", "-o", str(tmp_path / "out"))
     assert done.returncode == 2
     assert done.stderr.startswith("alpha: error: cannot read the plan /dev/zero: ")
     assert len(done.stderr.splitlines()) == 1

@@ -8,8 +8,6 @@ import hashlib
 import inspect
 import re
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,7 +44,7 @@ from alpha.core.identity import (
 from alpha.core.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
 from alpha.core.topology import MAX_ROLES, ParticipantTree
 from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
-from tests.support import raises_exactly
+from tests.support import raises_exactly, run_alpha
 
 # Hypothesis examples are kept small so the file runs in seconds; no deadline,
 # since a wall-clock bound in a test fails on a loaded machine, not on a bug.
@@ -873,12 +871,7 @@ def test_a_malformed_group_identity_is_refused_naming_the_field(value: str) -> N
 def test_compile_refuses_a_malformed_group_identity_with_exit_2(tmp_path: Path) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text(pair_plan('identity = "xyz"'))
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "compile", str(plan), "-o", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("compile", str(plan), "-o", str(tmp_path / "out"))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

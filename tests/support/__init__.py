@@ -6,6 +6,7 @@ and is never imported as a module.
 """
 
 from .channels import BUDGETS, connected
+from .cli import ALPHA, run_alpha
 from .errors import raises_exactly
 from .identity import IDENTITY
 from .mounts import mount_tmpfs
@@ -13,6 +14,7 @@ from .paths import FIXTURES, PLANS, ROOT
 from .plans import plan_of, plan_text, toml_value
 
 __all__ = [
+    "ALPHA",
     "BUDGETS",
     "FIXTURES",
     "IDENTITY",
@@ -23,5 +25,6 @@ __all__ = [
     "plan_of",
     "plan_text",
     "raises_exactly",
+    "run_alpha",
     "toml_value",
 ]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from alpha.errors import PlanInvalid, UsageError
 from alpha.launch.launcher import launch, launch_specs
 from alpha.records.commit import COMMIT_NAME
 from harness.compiled import CompiledRun
-from tests.support import PLANS, plans
+from tests.support import PLANS, plans, run_alpha
 
 
 def plan_text(
@@ -156,24 +154,18 @@ def test_sums_that_would_not_be_exact_are_refused() -> None:
     assert caught.value.field == "run.rounds"
 
 
-def _alpha(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "alpha", *args], capture_output=True, text=True, check=False
-    )
-
-
 @pytest.mark.slow
 def test_the_compile_and_launch_commands(tmp_path: Path) -> None:
     out = tmp_path / "pair"
-    compiled = _alpha("compile", str(PLANS / "pair.toml"), "-o", str(out))
+    compiled = run_alpha("compile", str(PLANS / "pair.toml"), "-o", str(out))
     assert compiled.returncode == 0, compiled.stderr
     assert "2 of 2 role(s)" in compiled.stdout
-    launched = _alpha("launch", str(out))
+    launched = run_alpha("launch", str(out))
     assert launched.returncode == 0, launched.stderr
     # Each artifact is an executable on its own: a bad plan field is one line, exit 2.
     bad = tmp_path / "bad.toml"
     bad.write_text(plan_text().replace("fanout = 2", "fanout = 0"))
-    refused = _alpha("compile", str(bad), "-o", str(tmp_path / "bad"))
+    refused = run_alpha("compile", str(bad), "-o", str(tmp_path / "bad"))
     assert refused.returncode == 2
     assert len(refused.stderr.splitlines()) == 1
     assert "topology.fanout" in refused.stderr

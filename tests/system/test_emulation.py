@@ -36,7 +36,7 @@ from harness.emulation import (
     emulated,
 )
 from harness.processes import pid_running
-from tests.support import ROOT
+from tests.support import ROOT, run_alpha
 
 # The emulated role: a leaf of the chain 0 - 1 - 2 and of the tree 0 < (1, 2).
 EMULATED = 2
@@ -268,12 +268,6 @@ def test_an_emulated_learner_trains_the_same_model_bit_for_bit(tmp_path: Path) -
 # --- the command line -----------------------------------------------------------------------
 
 
-def _alpha(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "alpha", *argv], capture_output=True, text=True, check=False
-    )
-
-
 @pytest.mark.slow
 def test_alpha_run_and_launch_start_aarch64_roles_with_the_interpreter_option(
     tmp_path: Path,
@@ -283,7 +277,7 @@ def test_alpha_run_and_launch_start_aarch64_roles_with_the_interpreter_option(
     folder = tmp_path / "run"
     option = f"aarch64={shlex.join(aarch64_interpreter())}"
 
-    ran = _alpha("run", str(plan), "--dir", str(folder), "--interpreter", option)
+    ran = run_alpha("run", str(plan), "--dir", str(folder), "--interpreter", option)
     assert ran.returncode == EXIT_OK, ran.stderr
     assert "equal bit for bit   yes" in ran.stdout.splitlines()
     replicated = replicate(_plan(LEARN, aarch64=True), load_digits()).digest
@@ -291,10 +285,10 @@ def test_alpha_run_and_launch_start_aarch64_roles_with_the_interpreter_option(
 
     # The folder `alpha run` compiled launches again with the option, and fails without it,
     # naming the aarch64 role that refused to start on this x86_64 host.
-    again = _alpha("launch", str(folder), "--interpreter", option)
+    again = run_alpha("launch", str(folder), "--interpreter", option)
     assert again.returncode == EXIT_OK, again.stderr
     assert "3 role(s) finished" in again.stderr
-    refused = _alpha("launch", str(folder))
+    refused = run_alpha("launch", str(folder))
     assert refused.returncode == EXIT_FAILURE
     assert f"launch: role {EMULATED} failed first: role {EMULATED}: this artifact is built " in (
         refused.stderr

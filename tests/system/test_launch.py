@@ -45,6 +45,7 @@ from harness.processes import (
     state_of,
     unreaped,
 )
+from tests.support import ALPHA, run_alpha
 
 pytestmark = pytest.mark.slow
 
@@ -255,42 +256,19 @@ choice = "const-2"
 
 
 def test_the_launch_and_exchange_commands(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    exchange = subprocess.run(
-        [sys.executable, "-m", "alpha", "exchange", "5", "2", "--dir", str(tmp_path / "x")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    exchange = run_alpha("exchange", "5", "2", "--dir", str(tmp_path / "x"))
     assert exchange.returncode == 0, exchange.stderr
     assert "4 of 4 edge(s) established once and checked both ways" in exchange.stdout
-    again = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(tmp_path / "x")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = run_alpha("launch", str(tmp_path / "x"))
     assert again.returncode == 0, again.stderr
     assert "5 role(s) finished" in again.stderr
     # A folder that `alpha compile` did not write is a usage error: one line, exit 2.
     (tmp_path / "empty").mkdir()
-    empty = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(tmp_path / "empty")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    empty = run_alpha("launch", str(tmp_path / "empty"))
     assert empty.returncode == 2
     assert len(empty.stderr.splitlines()) == 1 and "run.json" in empty.stderr
     # A run whose role fails: exit 1, naming the role that failed first.
-    failed = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(_failing_run(tmp_path / "fails"))],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    failed = run_alpha("launch", str(_failing_run(tmp_path / "fails")))
     assert failed.returncode == 1
     assert "failed first" in failed.stderr
 
@@ -380,9 +358,7 @@ def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path, star
     with progress.open("wb") as err:
         launcher = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "alpha",
+                *ALPHA,
                 "launch",
                 str(run.folder),
                 *(["--cold"] if start == "cold" else []),
@@ -469,12 +445,7 @@ async def test_no_role_is_started_once_the_launcher_stops(tmp_path: Path) -> Non
 
 def test_alpha_launch_names_the_first_failure_and_its_log(tmp_path: Path) -> None:
     folder = _failing_run(tmp_path / "fails")
-    failed = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    failed = run_alpha("launch", str(folder))
     assert failed.returncode == 1
     line = next(x for x in failed.stderr.splitlines() if "failed first" in x)
     role = int(line.removeprefix("launch: role ").split(" ", 1)[0])

@@ -20,7 +20,7 @@ from alpha.learner.data import load_digits
 from alpha.learner.model import Model, contribute, initial_parameters
 from harness.compiled import CompiledRun
 from harness.processes import running
-from tests.support import PLANS, plan_of
+from tests.support import PLANS, plan_of, run_alpha
 
 DIGITS = load_digits()
 
@@ -220,15 +220,7 @@ async def test_a_gpu_role_without_a_gpu_fails_and_never_falls_back(tmp_path: Pat
 
 @pytest.mark.slow
 def test_the_main_job_command(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "run", "--dir", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("run", "--dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     assert "equal bit for bit   yes" in done.stdout
     final = next(line for line in done.stdout.splitlines() if line.startswith("final parameters"))
@@ -241,21 +233,13 @@ def test_the_main_job_command(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     from alpha.learner.gpu import gpu_status
 
     if gpu_status()[0]:
         pytest.skip("this machine has a GPU: the GPU-bound role would not fail")
     plan = tmp_path / "gpu.toml"
     plan.write_text(GPU_PLAN.replace("KIND", "mlp"))
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "run", str(plan), "--dir", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("run", str(plan), "--dir", str(tmp_path / "run"))
     assert done.returncode == 1
     assert "run: failed: role 1" in done.stderr and "GpuUnavailable" in done.stderr
 
@@ -278,8 +262,6 @@ def test_the_main_job_reports_a_failed_role_and_exits_1(tmp_path: Path) -> None:
 def test_the_learner_commands_refuse_a_plan_that_is_not_a_learner(
     command: str, text: str, field: str, start: str, tmp_path: Path
 ) -> None:
-    import subprocess
-    import sys
 
     plan = tmp_path / "plan.toml"
     plan.write_text(text)
@@ -289,10 +271,10 @@ def test_the_learner_commands_refuse_a_plan_that_is_not_a_learner(
     if field == "contract.delivery":
         with pytest.raises(PlanInvalid):
             compile_plan(load_plan(plan), tmp_path / "compiled", parse_roles("all", 8))
-    args = [sys.executable, "-m", "alpha", command, str(plan)]
+    args = [command, str(plan)]
     if command == "run":
         args += ["--dir", str(tmp_path / "run")]
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    done = run_alpha(*args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"alpha: error: {field}: {start}")
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

@@ -22,6 +22,7 @@ from alpha.runtime.parent import LAUNCHER_POLL
 from alpha.runtime.session import STAGED_SUFFIX
 from harness.compiled import CompiledRun
 from harness.processes import EXEC_POLL, alive_children, descendants_of, running, state_of
+from tests.support import ALPHA
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +43,7 @@ def test_a_role_whose_launcher_died_while_it_announced_stops_with_launcher_lost(
     with err.open("wb") as out:
         launcher = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "alpha",
+                *ALPHA,
                 "launch",
                 str(run.folder),
                 *(["--cold"] if start == "cold" else []),

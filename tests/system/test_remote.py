@@ -29,6 +29,7 @@ from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
 from harness.processes import running, state_of
 from harness.sshd import Sshd, connect_error, namespace_nodes, running_sshd
+from tests.support import ALPHA
 
 pytestmark = pytest.mark.slow
 
@@ -247,7 +248,7 @@ def test_a_participant_stops_when_its_session_ends_though_the_relay_stands(
     logs = compiled / "logs"
     with running_sshd(tmp_path / "sshd") as sshd:
         deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
-        argv = [sys.executable, "-m", "alpha", "launch", str(compiled), "--deploy"]
+        argv = [*ALPHA, "launch", str(compiled), "--deploy"]
         argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *_options(sshd)]
         launcher = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         forwards: list[int] = []
@@ -287,7 +288,7 @@ def test_a_launcher_stopped_by_a_signal_ends_every_session_and_forward(
     remote = tmp_path / "remote"
     with running_sshd(tmp_path / "sshd") as sshd:
         deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
-        argv = [sys.executable, "-m", "alpha", "launch", str(compiled), "--deploy"]
+        argv = [*ALPHA, "launch", str(compiled), "--deploy"]
         argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *_options(sshd)]
         launcher = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True

@@ -11,8 +11,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +36,7 @@ from alpha.learner.data import load_digits
 from harness.processes import running, state_of
 from harness.relay import Fault
 from harness.runs import Interrupt, relayed_run
-from tests.support import plans
+from tests.support import plans, run_alpha
 
 pytestmark = pytest.mark.slow
 
@@ -229,12 +227,7 @@ def _assert_restore_and_resume_work(
     assert latest.round == 4
     latest.verify()
     # restore needs only the path
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "checkpoint", "restore", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("checkpoint", "restore", str(folder))
     assert done.returncode == 0, done.stderr
     summary = run_plan(
         plan_of(folder, rounds=6), tmp_path / "resumed", out=io.StringIO(), resume=folder
@@ -278,12 +271,7 @@ def test_a_kill_while_a_generation_is_removed_leaves_it_out_of_sight_then_finish
     latest = open_generation(folder)
     assert latest.round == 6
     latest.verify()
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "checkpoint", "verify", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_alpha("checkpoint", "verify", str(folder))
     assert done.returncode == 0, done.stderr
     # The next prune finishes the removal.
     assert prune(folder, 2, latest.about["plan_sha256"]) == []  # type: ignore[arg-type]

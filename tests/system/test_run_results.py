@@ -11,7 +11,6 @@ import math
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,13 +23,7 @@ from alpha.errors import FolderInUse
 from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
 from harness.processes import running
-from tests.support import ROOT
-
-
-def _alpha(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "alpha", *argv], cwd=cwd, capture_output=True, text=True, check=False
-    )
+from tests.support import ALPHA, ROOT, run_alpha
 
 
 @pytest.mark.slow
@@ -42,7 +35,7 @@ def test_a_diverging_learner_stops_at_its_first_non_finite_loss_and_keeps_its_re
     expected = replicate(load_plan(plan), load_digits())
     assert expected.diverged_at is not None, "this rate must diverge for the test to mean much"
     folder = tmp_path / "run"
-    done = _alpha("run", str(plan), "-o", str(folder), "--json")
+    done = run_alpha("run", str(plan), "-o", str(folder), "--json", cwd=ROOT)
     assert done.returncode == 1, done.stderr
     # One line says what happened; numpy's overflow warnings and tracebacks do not leak.
     said = [line for line in done.stderr.splitlines() if line.startswith("run: ")]
@@ -79,13 +72,13 @@ def test_a_diverging_learner_stops_at_its_first_non_finite_loss_and_keeps_its_re
     assert Path(result["loss_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # Off --json, the same as a table of plain lines.
-    again = _alpha("run", str(plan), "-o", str(tmp_path / "again"))
+    again = run_alpha("run", str(plan), "-o", str(tmp_path / "again"), cwd=ROOT)
     assert again.returncode == 1
     assert f"rounds              {expected.diverged_at} of 30: diverged at round" in again.stdout
     assert f"diverges at round {expected.diverged_at} too" in again.stdout
 
     # The replicated learner alone says the same, exit 1.
-    alone = _alpha("replicate", str(plan), "--json")
+    alone = run_alpha("replicate", str(plan), "--json", cwd=ROOT)
     assert alone.returncode == 1
     assert json.loads(alone.stdout)["diverged_at"] == expected.diverged_at
     assert "Warning" not in alone.stderr
@@ -106,7 +99,7 @@ def test_a_run_holds_its_folder_and_ctrl_c_stops_it_with_130_committing_nothing(
     plan.write_text(DEFAULT_PLAN.read_text().replace("rounds = 30", "rounds = 100000"))
     folder = tmp_path / "run"
     first = subprocess.Popen(
-        [sys.executable, "-m", "alpha", "run", str(plan), "-o", str(folder), "--json"],
+        [*ALPHA, "run", str(plan), "-o", str(folder), "--json"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -117,7 +110,7 @@ def test_a_run_holds_its_folder_and_ctrl_c_stops_it_with_130_committing_nothing(
         records = folder / "progress" / "role-000000.jsonl"
         _when(lambda: records.exists() and records.read_text().count("\n") >= 3)
         # A second run into the same folder is refused at once, touching nothing.
-        second = _alpha("run", str(plan), "-o", str(folder))
+        second = run_alpha("run", str(plan), "-o", str(folder), cwd=ROOT)
         assert second.returncode == 2
         assert second.stderr == (
             f"alpha: error: {folder} is in use by alpha run (pid {first.pid}): wait for it to "

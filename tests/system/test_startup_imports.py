@@ -25,7 +25,7 @@ from alpha.artifact.entry import BLAS_THREADS
 from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.exitcodes import EXIT_FAILURE
 from harness.compiled import CompiledRun
-from tests.support import PLANS
+from tests.support import PLANS, run_alpha
 
 COMPILE_ONLY = (
     "alpha.compiler.plan",
@@ -137,13 +137,12 @@ def _launched_imports(plan: Plan, folder: Path, *options: str) -> dict[int, set[
     by the warm starter or not), and return every role's imported modules, read from its log.
     The run must succeed."""
     run = CompiledRun(plan, folder)
-    done = subprocess.run(
-        [sys.executable, "-m", "alpha", "launch", str(folder), *options],
+    done = run_alpha(
+        "launch",
+        str(folder),
+        *options,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
         env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(run.found_reports()) == list(range(plan.participants))

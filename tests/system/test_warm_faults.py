@@ -11,7 +11,6 @@ import errno
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -41,6 +40,7 @@ from harness.processes import (
     running,
     state_of,
 )
+from tests.support import ALPHA
 
 pytestmark = pytest.mark.slow
 
@@ -305,7 +305,7 @@ def test_alpha_launch_names_a_starter_killed_while_forking_in_one_line(tmp_path:
     environment = {**os.environ, FAILPOINTS_ENV: "warm.forking@2"}
     with err.open("wb") as out:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "alpha", "launch", str(run.folder)],
+            [*ALPHA, "launch", str(run.folder)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=out,
