@@ -31,6 +31,7 @@ from alpha.checkpoint.store import (
 )
 from alpha.errors import CheckpointCorrupt, GenerationExists
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
+from tests.support import FIXTURES
 
 
 def state(size: int, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
@@ -251,19 +252,7 @@ def test_the_checkpoint_commands_need_only_the_path(
     assert err.startswith("alpha: error: ") and shard.file in err and "\n" not in err
 
 
-PLAN = """
-[run]
-name = "p"
-rounds = 6
-[membership]
-group = "(group (stride 0 1 2))"
-[topology]
-shape = "pair"
-[work]
-kind = "learn"
-[learner]
-rate = 0.1
-"""
+PLAN = (FIXTURES / "plans" / "learn-pair.toml").read_text()
 
 
 @pytest.mark.parametrize(
