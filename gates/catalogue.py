@@ -511,7 +511,7 @@ PINNED: Final[Mapping[str, Mapping[str, str]]] = {
     },
 }
 """Every role's final region digests in a learn scenario's control run, as the independent
-reference computes them (``tests/test_gates.py`` checks it still does): the control fails
+reference computes them (``tests/gates/test_gates.py`` checks it still does): the control fails
 on any other bits, so a changed fold order, split or learner step is caught even where the
 product's replicated learner changes with it."""
 

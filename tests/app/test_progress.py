@@ -373,7 +373,7 @@ async def test_role_0_writes_a_record_a_round_and_no_participant_imports_the_dis
     # interpreter of every participant lists its imports on its stderr: its log.
     # Cold, each participant is an interpreter of its own, whose log lists every import; warm,
     # trio and numpy were imported by the warm starter (whose text imports nothing else,
-    # tests/test_warm.py), and the log lists what the role imported after the fork.
+    # tests/system/test_warm.py), and the log lists what the role imported after the fork.
     monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
     run = CompiledRun(parse_plan(learn_plan(4)), tmp_path)
     for warm, listed in ((False, {"alpha", "numpy", "trio"}), (True, {"alpha"})):

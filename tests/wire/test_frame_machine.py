@@ -140,7 +140,7 @@ def reference(data: bytes, spec: FrameSpec, version: int) -> Verdict:
 
 
 def class_by_field(offset: int, original: bytes, mutated: bytes) -> type[FrameRefused]:
-    """The refusal one changed byte implies by the field it lies in (as tests/test_frame.py
+    """The refusal one changed byte implies by the field it lies in (as tests/wire/test_frame.py
     predicts it), for a frame the receiver would otherwise accept."""
     name = field_at(offset)
     if name == "body":
