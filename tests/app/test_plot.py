@@ -239,5 +239,5 @@ def test_importing_alpha_plot_imports_no_matplotlib() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     loaded, where = done.stdout.split()
-    assert Path(where) == ROOT / "alpha" / "plot.py", "the module under test was imported"
+    assert Path(where) == ROOT / "alpha" / "app" / "plot.py", "the module under test was imported"
     assert loaded == "False"
