@@ -36,61 +36,13 @@ from harness.emulation import (
     emulated,
 )
 from harness.processes import pid_running
-from tests.support import ROOT, run_alpha
+from tests.support import FIXTURES, ROOT, run_alpha
 
 # The emulated role: a leaf of the chain 0 - 1 - 2 and of the tree 0 < (1, 2).
 EMULATED = 2
 
-# An emulated participant needs 2-3 s to import trio and numpy (more on a loaded host) before
-# it connects: its peers' accept and first-frame waits get room for that, beyond the defaults.
-# The session deadline bounds the launch as a whole, the tests' hooks included.
-_BUDGETS = """
-[budgets]
-accept = 60.0
-start = 60.0
-receive = 30.0
-deadline = 300.0
-"""
-
-SUM_CHECK = f"""
-[run]
-name = "emulated-sum-check"
-rounds = 4
-[membership]
-group = "(group (stride 0 1 3))"
-[topology]
-shape = "tree"
-fanout = 1
-[work]
-kind = "sum-check"
-size = 16
-choice = "parity"
-{_BUDGETS}"""
-
-# The shipped default plan (alpha/data/plans/digits.toml), shrunk to 3 roles and 2 rounds.
-LEARN = f"""
-[run]
-name = "emulated-digits"
-rounds = 2
-[membership]
-group = "(group (stride 0 1 3))"
-[topology]
-shape = "tree"
-fanout = 2
-[contract]
-dtype = "float32"
-delivery = "all"
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 64
-rate = 0.15
-seed = 7
-dataset = "digits"
-batch = 32
-holdout = 0.2
-{_BUDGETS}"""
+SUM_CHECK = (FIXTURES / "plans" / "emulated-sum-check.toml").read_text()
+LEARN = (FIXTURES / "plans" / "emulated-digits.toml").read_text()
 
 AARCH64_ROLE = f"""
 [targets]
