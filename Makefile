@@ -18,7 +18,7 @@ system:
 
 $(STAMP): pyproject.toml | system
 	$(PYTHON) -m venv $(VENV)
-	# setuptools too: tests/test_install.py builds the wheel with this one (pyproject.toml says
+	# setuptools too: tests/system/test_install.py builds the wheel with this one (pyproject.toml says
 	# which it needs), not in an isolated environment.
 	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=77'
 	$(BIN)/python -m pip install -q -e '.[test]'

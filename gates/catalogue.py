@@ -30,6 +30,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from alpha.compiler.plan import parse_plan
@@ -38,7 +39,25 @@ from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt
 
-__all__ = ["GATES", "PINNED", "REFERENCES", "SCENARIOS", "Gate", "Scenario"]
+__all__ = [
+    "GATES",
+    "PINNED",
+    "REFERENCES",
+    "SCENARIOS",
+    "SCENARIO_PLANS",
+    "Gate",
+    "Scenario",
+    "scenario_plan",
+]
+
+SCENARIO_PLANS: Final = Path(__file__).resolve().parents[1] / "fixtures" / "gates"
+"""The scenarios' plans: files of the checkout's ``fixtures/gates/`` beside ``gates/``
+(``fixtures/README.md``), read once, when this module is imported."""
+
+
+def scenario_plan(name: str) -> str:
+    """The text of the scenario plan ``fixtures/gates/<name>``, as the file holds it."""
+    return (SCENARIO_PLANS / name).read_text()
 
 
 @dataclass(frozen=True)
@@ -73,22 +92,7 @@ class Scenario:
 
 PAIR: Final = Scenario(
     "pair",
-    """
-[run]
-name = "gate-pair"
-rounds = 3
-[membership]
-group = "(group (stride 0 1 2))"
-[topology]
-shape = "pair"
-[budgets]
-accept = 8.0
-receive = 4.0
-start = 8.0
-[work]
-kind = "sum-check"
-size = 16
-""",
+    scenario_plan("pair.toml"),
     roles=2,
     start=8.0,
     receive=4.0,
@@ -97,26 +101,7 @@ size = 16
 
 CHAIN: Final = Scenario(
     "chain",
-    """
-[run]
-name = "gate-chain"
-rounds = 4
-[membership]
-group = "(group (stride 0 1 3))"
-[topology]
-shape = "tree"
-fanout = 1
-[budgets]
-accept = 60.0
-receive = 15.0
-start = 60.0
-[targets]
-aarch64 = [1]
-[work]
-kind = "sum-check"
-size = 16
-choice = "parity"
-""",
+    scenario_plan("chain.toml"),
     roles=3,
     start=60.0,
     receive=15.0,
@@ -126,30 +111,7 @@ choice = "parity"
 
 LEARN: Final = Scenario(
     "learn",
-    """
-[run]
-name = "gate-learn"
-rounds = 2
-[membership]
-group = "(group (stride 0 1 4))"
-[topology]
-shape = "tree"
-fanout = 3
-[budgets]
-accept = 30.0
-receive = 10.0
-start = 30.0
-[contract]
-dtype = "float32"
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 16
-rate = 0.15
-seed = 7
-batch = 16
-""",
+    scenario_plan("learn.toml"),
     roles=4,
     start=30.0,
     receive=10.0,
@@ -161,32 +123,7 @@ batch = 16
 # all-native run's bits and the independent reference's (PINNED).
 CHAIN_LEARN: Final = Scenario(
     "lchain",
-    """
-[run]
-name = "gate-lchain"
-rounds = 2
-[membership]
-group = "(group (stride 0 1 3))"
-[topology]
-shape = "tree"
-fanout = 1
-[budgets]
-accept = 60.0
-receive = 15.0
-start = 60.0
-[targets]
-aarch64 = [1]
-[contract]
-dtype = "float32"
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 16
-rate = 0.15
-seed = 7
-batch = 16
-""",
+    scenario_plan("lchain.toml"),
     roles=3,
     start=60.0,
     receive=15.0,
@@ -574,7 +511,7 @@ PINNED: Final[Mapping[str, Mapping[str, str]]] = {
     },
 }
 """Every role's final region digests in a learn scenario's control run, as the independent
-reference computes them (``tests/test_gates.py`` checks it still does): the control fails
+reference computes them (``tests/gates/test_gates.py`` checks it still does): the control fails
 on any other bits, so a changed fold order, split or learner step is caught even where the
 product's replicated learner changes with it."""
 
@@ -656,24 +593,7 @@ def _checks() -> tuple[Gate, ...]:
 
 FAN: Final = Scenario(
     "fan",
-    """
-[run]
-name = "gate-fan"
-rounds = 3
-[membership]
-group = "(group (stride 0 1 3))"
-[topology]
-shape = "tree"
-fanout = 2
-[budgets]
-accept = 12.0
-receive = 4.0
-start = 12.0
-[work]
-kind = "sum-check"
-size = 16
-choice = "parity"
-""",
+    scenario_plan("fan.toml"),
     roles=3,
     start=12.0,
     receive=4.0,

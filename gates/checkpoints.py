@@ -39,39 +39,15 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from gates.catalogue import Gate, Scenario
+from gates.catalogue import Gate, Scenario, scenario_plan
 
 if TYPE_CHECKING:
     from gates.run import Verdict
 
 __all__ = ["CHECKPOINT", "gates", "run_checkpoint_gate"]
 
-_PLAN: Final = """
-[run]
-name = "gate-checkpoint"
-rounds = {rounds}
-[membership]
-group = "(group (stride 0 1 4))"
-[topology]
-shape = "tree"
-fanout = 2
-[budgets]
-accept = 30.0
-receive = 10.0
-start = 30.0
-[work]
-kind = "learn"
-[learner]
-kind = "mlp"
-hidden = 8
-rate = {rate}
-seed = {seed}
-batch = 8
-optimizer = "adam"
-[checkpoint]
-every = 1
-folder = "{folder}"
-"""
+# Its plan is a template: {rounds}, {rate}, {seed} and {folder} are filled in per run.
+_PLAN: Final = scenario_plan("checkpoint.toml.template")
 
 CHECKPOINT: Final = Scenario(
     "checkpoint",

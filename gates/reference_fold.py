@@ -8,7 +8,7 @@ an explicit map of children, not derived from a fan-out. So a change to the prod
 order, learner arithmetic, split or batches moves the product's final digest away from this
 one, where the product's own replicated learner (which shares the product's code) would move
 with it. ``gates/catalogue.py`` pins the digests this computes (``PINNED``), and
-``tests/test_gates.py`` checks that this reference still computes them.
+``tests/gates/test_gates.py`` checks that this reference still computes them.
 
 Every operation is an IEEE operation in the contract's dtype, in the declared order: a value
 is folded left to right from its first term (a bias, or zero), and the tree folds a node's own

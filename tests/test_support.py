@@ -14,12 +14,24 @@ from alpha.compiler.plan import parse_plan
 from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import AlphaError, FrameRefused, WrongEdge
 from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from tests.support import IDENTITY, connected, plan_of, plan_text, raises_exactly, toml_value
+from tests.support import (
+    ALPHA,
+    FIXTURES,
+    IDENTITY,
+    PLANS,
+    ROOT,
+    connected,
+    plan_of,
+    plan_text,
+    raises_exactly,
+    run_alpha,
+    toml_value,
+)
 
 TESTS = Path(__file__).resolve().parent
 SUPPORT = TESTS / "support"
 # The names that tests/support/ owns: a module elsewhere under tests/ must import them.
-OWNED = ("raises_exactly", "IDENTITY", "connected", "toml_value")
+OWNED = ("raises_exactly", "IDENTITY", "connected", "toml_value", "run_alpha", "ALPHA")
 
 
 def _raise(error: BaseException) -> None:
@@ -103,6 +115,47 @@ def test_no_test_module_writes_its_own_copy_of_a_support_helper() -> None:
                 assert name not in OWNED, (
                     f"{path.name}:{node.lineno} defines {name}; import it from tests.support"
                 )
+
+
+def _spells_the_command_line(node: ast.AST) -> bool:
+    """``[..., "-m", "alpha", ...]``: the argv that starts ``alpha``, written out again."""
+    if not isinstance(node, ast.List | ast.Tuple):
+        return False
+    words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+    return any(words[i : i + 2] == list(ALPHA[1:]) for i in range(len(words) - 1))
+
+
+def test_no_test_module_spells_the_alpha_command_line() -> None:
+    # One CLI runner: run_alpha for a run to its end, [*ALPHA, ...] for a process a test drives.
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            assert not _spells_the_command_line(node), (
+                f"{path.name}:{getattr(node, 'lineno', '?')} writes python -m alpha; "
+                "use tests.support.run_alpha or ALPHA"
+            )
+
+
+def test_run_alpha_is_a_real_process_whose_exit_code_is_the_tests_to_judge() -> None:
+    assert " ".join(ALPHA[1:]) == "-m alpha"  # the package the tests import, not an install
+    said = run_alpha("--version")
+    assert (said.returncode, said.stderr) == (0, "") and said.stdout.startswith("alpha ")
+    refused = run_alpha("describe", "tree", "-5", "2")  # a usage error: exit 2, not an exception
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("alpha: error: ") and refused.stderr.count("\n") == 1
+
+
+def test_run_alpha_passes_the_folder_and_environment_given(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    said = run_alpha("describe", "tree", "3", "2", "--role", "1", cwd=tmp_path, env=env)
+    assert said.returncode == 0, said.stderr
+    assert "depth" in said.stdout
+
+
+def test_the_paths_are_the_checkouts() -> None:
+    assert (ROOT / "alpha" / "__init__.py").is_file() and (ROOT / "pyproject.toml").is_file()
+    assert TESTS == ROOT / "tests"
+    assert (PLANS / "digits.toml").is_file()
+    assert (FIXTURES / "README.md").is_file()
 
 
 # --- the plan builder -----------------------------------------------------------------------

@@ -6,18 +6,25 @@ and is never imported as a module.
 """
 
 from .channels import BUDGETS, connected
+from .cli import ALPHA, run_alpha
 from .errors import raises_exactly
 from .identity import IDENTITY
 from .mounts import mount_tmpfs
+from .paths import FIXTURES, PLANS, ROOT
 from .plans import plan_of, plan_text, toml_value
 
 __all__ = [
+    "ALPHA",
     "BUDGETS",
+    "FIXTURES",
     "IDENTITY",
+    "PLANS",
+    "ROOT",
     "connected",
     "mount_tmpfs",
     "plan_of",
     "plan_text",
     "raises_exactly",
+    "run_alpha",
     "toml_value",
 ]
