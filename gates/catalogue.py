@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from alpha.compiler.plan import parse_plan
-from alpha.wire.frame import FrameKind
+from alpha.compiler import parse_plan
+from alpha.wire import FrameKind
 from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt
