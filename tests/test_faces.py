@@ -69,7 +69,7 @@ def _face(folder: str) -> ModuleType:
 
 
 def _homes(folder: str) -> dict[str, str]:
-    """name -> module, from the face's ``if TYPE_CHECKING:`` imports (what mypy and a reader see)."""
+    """name -> module, from the face's ``if TYPE_CHECKING:`` imports (what mypy reads)."""
     tree = ast.parse((PACKAGE / folder / "__init__.py").read_text())
     homes: dict[str, str] = {}
     for node in tree.body:
