@@ -81,6 +81,19 @@ def _homes(folder: str) -> dict[str, str]:
     return homes
 
 
+def _lazy_homes(folder: str) -> dict[str, str]:
+    """name -> module, from the face's call of ``lazy`` (what it loads at run time)."""
+    tree = ast.parse((PACKAGE / folder / "__init__.py").read_text())
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy"
+    ]
+    assert len(calls) == 1, folder
+    table: dict[str, tuple[str, ...]] = ast.literal_eval(calls[0].args[1])
+    return {name: module for module, names in table.items() for name in names}
+
+
 def _public_modules(folder: str) -> list[str]:
     return [
         f"alpha.{folder}.{path.stem}"
@@ -117,6 +130,12 @@ def test_every_name_of_a_face_resolves_to_its_module_in_the_folder(folder: str) 
             assert home.startswith(f"alpha.{folder}."), (name, home)
         value = getattr(face, name)
         assert value is getattr(importlib.import_module(home), name), (name, home)
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_a_face_loads_each_name_from_the_module_it_shows_the_type_checker(folder: str) -> None:
+    # scripts/check_layers.py reads the TYPE_CHECKING imports to know what a face loads.
+    assert _lazy_homes(folder) == _homes(folder)
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
