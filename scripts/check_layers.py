@@ -49,6 +49,10 @@ The rules, each with its own message (one line per violation, importer and impor
     modules (a circle counts as one floor); the check prints the chain when it fails. And
     ``circle``: at most one import circle, inside artifact/ only (the loader's hand-off to the
     entry, which reads the artifact with the loader's own reader).
+(j) ``concrete``: inside alpha, a module imports the module a name lives in
+    (``from alpha.core.membership import ...``), never a folder's face, its own included: a face
+    is for harness/, gates/, bench/ and users, and importing one from inside deepens the graph
+    and risks a half-initialised package. The top-level package ``alpha`` is no folder's face.
 
 What an import is: ``import a.b`` and ``from a.b import c`` (``a.b.c`` too when that is a module),
 relative ones resolved, at module level or inside functions (they run). Imports under
@@ -139,6 +143,17 @@ KNOWN: dict[tuple[str, str], str] = {
     ),
     ("alpha.schedule.operations", "alpha.compiler"): (
         "the same import, which runs the compiler's face first"
+    ),
+    **dict.fromkeys(
+        (
+            ("alpha.app.compile", "alpha.artifact"),
+            ("alpha.app.compile", "alpha.compiler"),
+            ("alpha.app.run", "alpha.artifact"),
+            ("alpha.launch.launcher", "alpha.artifact"),
+            ("alpha.launch.remote", "alpha.artifact"),
+        ),
+        "imports through a face, as before the faces were for users only: the cli split and the "
+        "launcher's concrete imports (issue 23) name the modules",
     ),
     ("alpha", "floors"): (
         "18 floors at the move (3da7aa9): alpha.__main__ -> app.cli -> launch.remote -> "
@@ -386,6 +401,13 @@ def rank_rules(pkg: Package) -> Iterator[Violation]:
                     imported,
                     "learner-free: every participant runs it, a sum check's too: it imports "
                     "the learner for types only, and is handed the learner's state",
+                )
+            if imported == f"{PACKAGE}.{theirs}" and not item.via_face:
+                yield Violation(
+                    module,
+                    imported,
+                    f"concrete: inside alpha, import the module itself, not {_show(theirs)}'s "
+                    "face (faces are for harness/, gates/, bench/ and users)",
                 )
 
 

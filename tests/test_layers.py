@@ -3,7 +3,7 @@ on the package, and each of its rules fails, with that rule's message, on a copy
 broken on purpose: an upward import, a same-rank import, an impure import in a pure folder, a
 private module imported from another folder, a participant reaching the compiler, a non-stdlib
 import in the loader, alpha importing gates, harness importing a module behind a face, and a
-chain of 13 floors."""
+chain of 13 floors; and inside alpha, an import of a folder's face."""
 
 from __future__ import annotations
 
@@ -341,6 +341,32 @@ def test_harness_importing_through_faces_and_top_level_modules_passes(tree: Path
         tree.parent / "harness" / "relay.py",
         "from alpha.wire import FrameKind; from alpha.errors import AlphaError; import alpha",
     )
+    assert _run(tree).returncode == 0
+
+
+# --- (j) inside alpha, concrete modules ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "face"),
+    [
+        ("runtime/session.py", "from alpha.wire import FrameSpec", "wire/"),
+        ("artifact/entry.py", "import alpha.runtime", "runtime/"),
+        ("compiler/checks.py", "from alpha.core import Budgets", "core/"),
+        ("core/budgets.py", "from alpha.core import Contract", "core/"),
+    ],
+)
+def test_alpha_importing_a_face_fails_the_check(
+    tree: Path, module: str, line: str, face: str
+) -> None:
+    _late(tree / module, line)
+    assert f"concrete: inside alpha, import the module itself, not {face}'s face" in (
+        _failures(tree)
+    )
+
+
+def test_the_top_level_package_is_no_face(tree: Path) -> None:
+    _late(tree / "core" / "budgets.py", "from alpha import errors, AlphaError")
     assert _run(tree).returncode == 0
 
 
