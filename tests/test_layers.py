@@ -428,6 +428,18 @@ def test_thirteen_floors_added_to_a_copy_of_the_package_fail_the_check(
     assert floors[0].endswith("alpha.core.deep12 -> alpha.core.deep13")
 
 
+@pytest.mark.parametrize(("off", "what"), [(-1, "cut it back"), (1, "lower KNOWN_FLOORS")])
+def test_while_the_floors_are_known_the_chain_neither_grows_nor_shrinks_unsaid(
+    off: int, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if ("alpha", "floors") not in CHECK.KNOWN:
+        pytest.skip("the package is within its floors: nothing known to hold")
+    floors = len(CHECK.longest_chain(CHECK.Package.read(ROOT / "alpha")))
+    monkeypatch.setattr(CHECK, "KNOWN_FLOORS", floors + off)
+    lines = [v.line() for v in CHECK.violations(ROOT / "alpha")]
+    assert any("floors: KNOWN lets" in line and what in line for line in lines), lines
+
+
 def test_a_circle_counts_as_one_floor(tmp_path: Path) -> None:
     files = _chain(CHECK.MAX_FLOORS)
     files["artifact/__init__.py"] = ""
