@@ -34,7 +34,7 @@ run: bytecode
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	# Imports run one way, from the shell to the pure core (docs/architecture.md).
+	# Folders are ranks: imports run down the rank table (the rules: scripts/check_layers.py).
 	$(BIN)/python scripts/check_layers.py
 
 typecheck: $(STAMP)

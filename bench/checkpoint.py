@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from alpha.checkpoint.store import (
+from alpha.checkpoint import (
     move_pointer,
     open_generation,
     owner_ranges,

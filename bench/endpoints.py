@@ -35,15 +35,13 @@ from pathlib import Path
 
 import trio
 
-from alpha.app.compile import compile_plan
-from alpha.app.run import committed_reports
-from alpha.artifact.entry import BLAS_THREADS
-from alpha.compiler.program import exchange_plan
-from alpha.core.budgets import Budgets
-from alpha.core.identity import RunIdentity
-from alpha.launch.launcher import LaunchResult, launch, launch_specs
-from alpha.runtime.channel import FrameChannel
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.app import committed_reports, compile_plan
+from alpha.artifact import BLAS_THREADS
+from alpha.compiler import exchange_plan
+from alpha.core import Budgets, RunIdentity
+from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.runtime import FrameChannel
+from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from bench._timing import median_seconds, rate
 
 NAME = "endpoints"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-from alpha.core.identity import RunIdentity
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.core import RunIdentity
+from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from bench._timing import median_seconds, peak_bytes, rate
 
 Pieces = tuple[bytes, memoryview, bytes]

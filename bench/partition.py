@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha.compiler.plan import parse_plan
-from alpha.compiler.program import protocol_for
-from alpha.compiler.projection import project
-from alpha.learner.data import load_digits
-from alpha.learner.program import LearnerState
+from alpha.compiler import parse_plan, project, protocol_for
+from alpha.learner import LearnerState, load_digits
 
 NAME = "partition"
 

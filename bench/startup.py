@@ -19,10 +19,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from alpha.app.compile import compile_plan, parse_roles
-from alpha.artifact import artifact_name
-from alpha.artifact.loader import MANIFEST_NAME, decode_manifest, encode_manifest
-from alpha.compiler.plan import load_plan
+from alpha.app import compile_plan, parse_roles
+from alpha.artifact import MANIFEST_NAME, artifact_name, decode_manifest, encode_manifest
+from alpha.compiler import load_plan
 
 NAME = "startup"
 PLAN = Path(__file__).resolve().parents[1] / "alpha" / "data" / "plans" / "pair.toml"

@@ -15,10 +15,9 @@ import time
 
 import trio
 
-from alpha.core.budgets import Budgets
-from alpha.core.identity import RunIdentity
-from alpha.runtime.channel import FrameChannel
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.core import Budgets, RunIdentity
+from alpha.runtime import FrameChannel
+from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 NAME = "watch"
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from alpha.compiler.plan import parse_plan
-from alpha.wire.frame import FrameKind
+from alpha.compiler import parse_plan
+from alpha.wire import FrameKind
 from gates.reference_fold import Learn
 from harness.relay import Fault
 from harness.runs import Interrupt

@@ -68,8 +68,8 @@ _CHILD: Final = """
 import io, json, sys
 from pathlib import Path
 from alpha.errors import AlphaError
-from alpha.compiler.plan import load_plan
-from alpha.app.run import run_plan
+from alpha.compiler import load_plan
+from alpha.app import run_plan
 plan = load_plan(sys.argv[1])
 resume = Path(sys.argv[3]) if len(sys.argv) > 3 else None
 try:
@@ -167,7 +167,7 @@ def _failed_class(cause: str) -> str:
 
 
 def _generation_problems(folder: Path, round: int) -> list[str]:
-    from alpha.checkpoint.store import open_generation
+    from alpha.checkpoint import open_generation
     from alpha.errors import CheckpointCorrupt
 
     try:
@@ -281,7 +281,7 @@ def _enospc(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]
 
 
 def _concurrent(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:
-    from alpha.checkpoint.store import LOCK
+    from alpha.checkpoint import LOCK
 
     folder = where / "ckpt"
     first_plan = _plan_file(where / "first", folder, rounds=4)
@@ -354,7 +354,7 @@ def _resume_refused(
 
 
 def _damaged(gate: Gate, where: Path, control: Path) -> tuple[str, float | None, list[str], str]:
-    from alpha.checkpoint.store import open_generation
+    from alpha.checkpoint import open_generation
 
     folder = where / "ckpt"
     shutil.copytree(control, folder)

@@ -26,9 +26,9 @@ from typing import Final, TextIO
 
 import trio
 
-from alpha.app.compile import compile_plan
+from alpha.app import compile_plan
 from alpha.artifact import artifact_name
-from alpha.compiler.plan import parse_plan
+from alpha.compiler import parse_plan
 from gates.catalogue import GATES, PINNED, Gate, Scenario
 from harness.adversary import build_adversary, compile_with_code, foreign_artifact
 from harness.emulation import EmulationUnavailable, aarch64_interpreter

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Final
 
 import alpha
-from alpha.app.compile import compile_plan
+from alpha.app import compile_plan
 from alpha.artifact import artifact_name
-from alpha.compiler.plan import parse_plan
+from alpha.compiler import parse_plan
 
 __all__ = [
     "BEHAVIOURS",
@@ -312,8 +312,8 @@ build_artifact(pathlib.Path(sys.argv[2]), read_artifact(pathlib.Path(sys.argv[1]
 """
 
 _COMPILE: Final = """
-from alpha.app.compile import compile_plan
-from alpha.compiler.plan import parse_plan
+from alpha.app import compile_plan
+from alpha.compiler import parse_plan
 plan = parse_plan(pathlib.Path(sys.argv[1]).read_text(), source=sys.argv[1])
 compile_plan(plan, pathlib.Path(sys.argv[2]), [int(r) for r in sys.argv[3].split(",")])
 """

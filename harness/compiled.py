@@ -7,14 +7,12 @@ import json
 from pathlib import Path
 from typing import Any, final
 
-from alpha.app.compile import compile_plan
+from alpha.app import compile_plan
 from alpha.artifact import artifact_name, read_artifact
-from alpha.compiler.plan import Plan
-from alpha.compiler.program import exchange_plan
-from alpha.core.budgets import Budgets
-from alpha.core.topology import ParticipantTree
-from alpha.launch.launcher import LaunchResult, launch, launch_specs
-from alpha.schedule.role import RoleDescription
+from alpha.compiler import Plan, exchange_plan
+from alpha.core import Budgets, ParticipantTree
+from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.schedule import RoleDescription
 
 __all__ = ["CompiledRun"]
 

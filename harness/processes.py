@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import trio
 
 if TYPE_CHECKING:
-    from alpha.launch.launcher import LaunchResult, RoleOutcome
+    from alpha.launch import LaunchResult, RoleOutcome
 
 __all__ = [
     "EXEC_POLL",

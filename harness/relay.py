@@ -22,7 +22,7 @@ from typing import Literal
 
 import trio
 
-from alpha.wire.frame import HEADER_SIZE, TRAILER_SIZE, FrameKind
+from alpha.wire import HEADER_SIZE, TRAILER_SIZE, FrameKind
 
 __all__ = ["Fault", "FaultKind", "Relay"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import trio
 
-from alpha.launch.launcher import LaunchResult, LaunchSpec, launch, launch_specs
-from alpha.records.commit import COMMIT_NAME
+from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
+from alpha.records import COMMIT_NAME
 from harness.processes import running
 from harness.relay import Fault, Relay
 

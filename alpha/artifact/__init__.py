@@ -12,112 +12,172 @@ the participant the payload describes.
 
 Artifacts are deterministic: the same payload and the same sources give byte-identical files
 (fixed order, timestamps, permissions and compression level). ``run.json`` lists what a build
-wrote, with each file's size and SHA-256, and :func:`launch_specs` checks it against the
-artifacts (and each artifact against its manifest) and turns it into what
-:func:`alpha.launch.launcher.launch` starts. The formats are documented in ``docs/artifacts.md``.
+wrote, with each file's size and SHA-256, and :func:`verified_roles` checks it against the
+artifacts (and each artifact against its manifest). The formats are documented in
+``docs/artifacts.md``.
 
-This module is the public face; each job lives in a private module beside it:
-``_artifact_payload`` (formats, targets, a payload's checks), ``_artifact_build`` (bundled
-sources and bytecode, the archive, :func:`build_artifact`), ``_artifact_read`` (a payload, the
-whole check, a ``run.json`` entry), ``_artifact_entry`` (:func:`run_embedded`), ``_run_json``
-(``run.json``) and ``_verified_roles`` (a folder checked against its ``run.json``). They import
-only the standard library and Alpha's light modules at import time, so an artifact can name a
-wrong target (or a missing numpy or trio) before it imports either.
+Each job has its module: ``payload`` (formats, targets, a payload's checks), ``build`` (bundled
+sources and bytecode, the archive, :func:`build_artifact`), ``read`` (a payload, the whole
+check, a ``run.json`` entry), ``loader`` (the standard-library-only start, and the manifest),
+``entry`` (:func:`run_embedded`), ``participant`` (a payload run as a role), ``run_json`` and
+``verified`` (a folder checked against its ``run.json``). This face loads each name on first
+use, so that a participant's start imports the loader, the entry and what its role runs, and
+not the builder.
 """
 
-from __future__ import annotations
-
-from importlib import import_module
 from typing import TYPE_CHECKING
 
-# Each name is loaded from its module on first use: a participant passes through this package on
-# its way to alpha.artifact.entry and must not pay for the builder, run.json or the reader.
-# Beside __all__, the names others import from here: package_code_digest, REPORTS_DIR, and the
-# private helpers the tests probe.
+from alpha.faces import lazy
+
 if TYPE_CHECKING:
+    # Beside __all__: the private helpers the tests probe (written `as` themselves so that
+    # mypy sees them re-exported).
     from alpha.artifact.build import _bytecode as _bytecode
     from alpha.artifact.build import _member as _member
     from alpha.artifact.build import _package_sources as _package_sources
-    from alpha.artifact.build import build_artifact
-    from alpha.artifact.build import package_code_digest as package_code_digest
-    from alpha.artifact.entry import REPORTS_DIR as REPORTS_DIR
-    from alpha.artifact.entry import run_embedded
-    from alpha.artifact.loader import MANIFEST_NAME
+    from alpha.artifact.build import (
+        build_artifact,
+        package_code_digest,
+    )
+    from alpha.artifact.entry import (
+        BLAS_THREADS,
+        REPORTS_DIR,
+        run_embedded,
+    )
+    from alpha.artifact.loader import (
+        MANIFEST_NAME,
+        decode_manifest,
+        encode_manifest,
+    )
+    from alpha.artifact.participant import (
+        FAILURE_CLOCK,
+        TRACEBACK_ENV,
+        run_description,
+        run_payload,
+        unexpected,
+    )
     from alpha.artifact.payload import (
         ARTIFACT_FORMAT,
         MAX_PAYLOAD_BYTES,
         PAYLOAD_NAME,
         TARGETS,
         artifact_name,
+        check_payload_fields,
         check_target,
+        checked_role,
+        description_view,
         host_target,
+        payload_description,
     )
-    from alpha.artifact.read import artifact_entry, file_sha256, read_artifact, verify_artifact
-    from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, read_run_json, write_run_json
-    from alpha.artifact.verified import VerifiedRole, verified_roles
+    from alpha.artifact.read import (
+        artifact_entry,
+        file_sha256,
+        read_artifact,
+        verify_artifact,
+    )
+    from alpha.artifact.run_json import (
+        RUN_FORMAT,
+        RUN_JSON,
+        read_run_json,
+        write_run_json,
+    )
+    from alpha.artifact.verified import (
+        VerifiedRole,
+        verified_roles,
+    )
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "BLAS_THREADS",
+    "FAILURE_CLOCK",
     "MANIFEST_NAME",
     "MAX_PAYLOAD_BYTES",
     "PAYLOAD_NAME",
+    "REPORTS_DIR",
     "RUN_FORMAT",
     "RUN_JSON",
     "TARGETS",
+    "TRACEBACK_ENV",
     "VerifiedRole",
     "artifact_entry",
     "artifact_name",
     "build_artifact",
+    "check_payload_fields",
     "check_target",
+    "checked_role",
+    "decode_manifest",
+    "description_view",
+    "encode_manifest",
     "file_sha256",
     "host_target",
+    "package_code_digest",
+    "payload_description",
     "read_artifact",
     "read_run_json",
+    "run_description",
     "run_embedded",
+    "run_payload",
+    "unexpected",
     "verified_roles",
     "verify_artifact",
     "write_run_json",
 ]
 
-
-_HOMES = {
-    **dict.fromkeys(
-        ("_bytecode", "_member", "_package_sources", "build_artifact", "package_code_digest"),
-        "alpha.artifact.build",
-    ),
-    **dict.fromkeys(("REPORTS_DIR", "run_embedded"), "alpha.artifact.entry"),
-    "MANIFEST_NAME": "alpha.artifact.loader",
-    **dict.fromkeys(
-        (
+__getattr__, __dir__ = lazy(
+    __name__,
+    {
+        "alpha.artifact.build": (
+            "build_artifact",
+            "package_code_digest",
+            "_bytecode",
+            "_member",
+            "_package_sources",
+        ),
+        "alpha.artifact.entry": (
+            "BLAS_THREADS",
+            "REPORTS_DIR",
+            "run_embedded",
+        ),
+        "alpha.artifact.loader": (
+            "MANIFEST_NAME",
+            "decode_manifest",
+            "encode_manifest",
+        ),
+        "alpha.artifact.participant": (
+            "FAILURE_CLOCK",
+            "TRACEBACK_ENV",
+            "run_description",
+            "run_payload",
+            "unexpected",
+        ),
+        "alpha.artifact.payload": (
             "ARTIFACT_FORMAT",
             "MAX_PAYLOAD_BYTES",
             "PAYLOAD_NAME",
             "TARGETS",
             "artifact_name",
+            "check_payload_fields",
             "check_target",
+            "checked_role",
+            "description_view",
             "host_target",
+            "payload_description",
         ),
-        "alpha.artifact.payload",
-    ),
-    **dict.fromkeys(
-        ("artifact_entry", "file_sha256", "read_artifact", "verify_artifact"),
-        "alpha.artifact.read",
-    ),
-    **dict.fromkeys(
-        ("RUN_FORMAT", "RUN_JSON", "read_run_json", "write_run_json"), "alpha.artifact.run_json"
-    ),
-    **dict.fromkeys(("VerifiedRole", "verified_roles"), "alpha.artifact.verified"),
-}
-
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+        "alpha.artifact.read": (
+            "artifact_entry",
+            "file_sha256",
+            "read_artifact",
+            "verify_artifact",
+        ),
+        "alpha.artifact.run_json": (
+            "RUN_FORMAT",
+            "RUN_JSON",
+            "read_run_json",
+            "write_run_json",
+        ),
+        "alpha.artifact.verified": (
+            "VerifiedRole",
+            "verified_roles",
+        ),
+    },
+)

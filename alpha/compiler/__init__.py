@@ -1,16 +1,26 @@
-"""The global protocol: forms written once for every role, checked, and projected per role.
+"""The compiler: a plan read and checked table by table, the global protocol's forms written once
+for every role, their checks, projection to one role's local schedule, one module per kind of
+work, and the replicated learner a distributed run must equal bit for bit.
 
-Each name is loaded from its module on first use: a participant imports this package only for
-its local schedule (``alpha.schedule.local``), and its start pays for neither the forms, nor
-their checks, nor projection, which are the compiler's.
+Each name is loaded from its module on first use: the forms, their checks and projection are
+the compiler's, and whoever imports one name pays for its module only.
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
+from alpha.faces import lazy
+
 if TYPE_CHECKING:
-    from alpha.compiler.checks import check, require_valid
+    # Borrowed from schedule/: what projection returns and compiling encodes, kept here for the
+    # compiler's users (alpha.app.compile and tests) until they import alpha.schedule.
+    from alpha.compiler.checks import (
+        COMPARE_LIMIT,
+        check,
+        require_valid,
+    )
     from alpha.compiler.forms import (
+        DTYPES,
+        MAX_ITERATIONS,
         Children,
         Choice,
         Combine,
@@ -21,18 +31,105 @@ if TYPE_CHECKING:
         Local,
         Operation,
         Protocol,
+        Region,
         Repeat,
         Roles,
         RoleSet,
         Seq,
         Targets,
         Transfer,
+        walk,
     )
-    from alpha.compiler.projection import project, slots
+    from alpha.compiler.learner import (
+        GPU_TARGET,
+        LEARNER_PROGRAM,
+        learner_digest_of,
+        learner_operations,
+        learner_protocol,
+        require_learner,
+    )
+    from alpha.compiler.plan import (
+        CHOICES,
+        DATASETS,
+        DEFAULT_ADDRESS,
+        LEARNER_KINDS,
+        MAX_BATCH,
+        MAX_CONTRIBUTORS,
+        MAX_GPU_UUID_CHARS,
+        MAX_HIDDEN,
+        MAX_HOLDOUT,
+        MAX_KEEP,
+        MAX_NAME_CHARS,
+        MAX_PLAN_BYTES,
+        MAX_ROUNDS,
+        MAX_SEED,
+        MAX_WORK_SIZE,
+        MAY_CHANGE,
+        PARTITIONS,
+        SHAPES,
+        TARGETS,
+        WORK_KINDS,
+        CheckpointSpec,
+        LearnerSpec,
+        Plan,
+        Segment,
+        load_plan,
+        parse_plan,
+    )
+    from alpha.compiler.program import (
+        OPERATIONS,
+        SUM_CHECK_PROGRAM,
+        WORKS,
+        Work,
+        exchange_plan,
+        protocol_for,
+        run_identity,
+        work_of,
+    )
+    from alpha.compiler.projection import (
+        informed,
+        project,
+        project_form,
+        scratch_name,
+        slots,
+    )
+    from alpha.compiler.replicate import (
+        Replica,
+        RoundHook,
+        Start,
+    )
     from alpha.schedule.local import LocalSchedule, decode, encode
-    from alpha.schedule.regions import Region
 
 __all__ = [
+    "CHOICES",
+    "COMPARE_LIMIT",
+    "DATASETS",
+    "DEFAULT_ADDRESS",
+    "DTYPES",
+    "GPU_TARGET",
+    "LEARNER_KINDS",
+    "LEARNER_PROGRAM",
+    "MAX_BATCH",
+    "MAX_CONTRIBUTORS",
+    "MAX_GPU_UUID_CHARS",
+    "MAX_HIDDEN",
+    "MAX_HOLDOUT",
+    "MAX_ITERATIONS",
+    "MAX_KEEP",
+    "MAX_NAME_CHARS",
+    "MAX_PLAN_BYTES",
+    "MAX_ROUNDS",
+    "MAX_SEED",
+    "MAX_WORK_SIZE",
+    "MAY_CHANGE",
+    "OPERATIONS",
+    "PARTITIONS",
+    "SHAPES",
+    "SUM_CHECK_PROGRAM",
+    "TARGETS",
+    "WORKS",
+    "WORK_KINDS",
+    "CheckpointSpec",
     "Children",
     "Choice",
     "Combine",
@@ -40,29 +137,58 @@ __all__ = [
     "Everyone",
     "Form",
     "GroupRoles",
+    "LearnerSpec",
     "Local",
     "LocalSchedule",
     "Operation",
+    "Plan",
     "Protocol",
     "Region",
     "Repeat",
+    "Replica",
     "RoleSet",
     "Roles",
+    "RoundHook",
+    "Segment",
     "Seq",
+    "Start",
     "Targets",
     "Transfer",
+    "Work",
     "check",
     "decode",
     "encode",
+    "exchange_plan",
+    "informed",
+    "learner_digest_of",
+    "learner_operations",
+    "learner_protocol",
+    "load_plan",
+    "parse_plan",
     "project",
+    "project_form",
+    "protocol_for",
+    "require_learner",
     "require_valid",
+    "run_identity",
+    "scratch_name",
     "slots",
+    "walk",
+    "work_of",
 ]
 
-# The module each name lives in.
-_HOMES = {
-    **dict.fromkeys(
-        (
+__getattr__, __dir__ = lazy(
+    __name__,
+    {
+        "alpha.schedule.local": ("LocalSchedule", "decode", "encode"),
+        "alpha.compiler.checks": (
+            "COMPARE_LIMIT",
+            "check",
+            "require_valid",
+        ),
+        "alpha.compiler.forms": (
+            "DTYPES",
+            "MAX_ITERATIONS",
             "Children",
             "Choice",
             "Combine",
@@ -73,26 +199,72 @@ _HOMES = {
             "Local",
             "Operation",
             "Protocol",
+            "Region",
             "Repeat",
             "RoleSet",
             "Roles",
             "Seq",
             "Targets",
             "Transfer",
+            "walk",
         ),
-        "alpha.compiler.forms",
-    ),
-    "Region": "alpha.schedule.regions",
-    **dict.fromkeys(("LocalSchedule", "decode", "encode"), "alpha.schedule.local"),
-    **dict.fromkeys(("project", "slots"), "alpha.compiler.projection"),
-    **dict.fromkeys(("check", "require_valid"), "alpha.compiler.checks"),
-}
-
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+        "alpha.compiler.learner": (
+            "GPU_TARGET",
+            "LEARNER_PROGRAM",
+            "learner_digest_of",
+            "learner_operations",
+            "learner_protocol",
+            "require_learner",
+        ),
+        "alpha.compiler.plan": (
+            "CHOICES",
+            "DATASETS",
+            "DEFAULT_ADDRESS",
+            "LEARNER_KINDS",
+            "MAX_BATCH",
+            "MAX_CONTRIBUTORS",
+            "MAX_GPU_UUID_CHARS",
+            "MAX_HIDDEN",
+            "MAX_HOLDOUT",
+            "MAX_KEEP",
+            "MAX_NAME_CHARS",
+            "MAX_PLAN_BYTES",
+            "MAX_ROUNDS",
+            "MAX_SEED",
+            "MAX_WORK_SIZE",
+            "MAY_CHANGE",
+            "PARTITIONS",
+            "SHAPES",
+            "TARGETS",
+            "WORK_KINDS",
+            "CheckpointSpec",
+            "LearnerSpec",
+            "Plan",
+            "Segment",
+            "load_plan",
+            "parse_plan",
+        ),
+        "alpha.compiler.program": (
+            "OPERATIONS",
+            "SUM_CHECK_PROGRAM",
+            "WORKS",
+            "Work",
+            "exchange_plan",
+            "protocol_for",
+            "run_identity",
+            "work_of",
+        ),
+        "alpha.compiler.projection": (
+            "informed",
+            "project",
+            "project_form",
+            "scratch_name",
+            "slots",
+        ),
+        "alpha.compiler.replicate": (
+            "Replica",
+            "RoundHook",
+            "Start",
+        ),
+    },
+)

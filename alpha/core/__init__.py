@@ -1,1 +1,179 @@
-"""core"""
+"""The values every role agrees on before a byte is sent: membership (values, and their text
+grammar), the topology that derives each edge, the run identity and its digests, the numerical
+contract with its one fold order, and budgets.
+
+Pure code over values: no sockets, trio, os or pycuda. Everything above builds on it.
+"""
+
+from typing import TYPE_CHECKING
+
+from alpha.faces import lazy
+
+if TYPE_CHECKING:
+    from alpha.core.budgets import (
+        DEFAULT_BUDGETS,
+        Budgets,
+    )
+    from alpha.core.combine import (
+        OPERATIONS,
+        Contract,
+        fold_order,
+        ordered_sum,
+    )
+    from alpha.core.identity import (
+        CODE_BOUND_LEARNER_DOMAIN,
+        CODE_DOMAIN,
+        CONTRACT_DOMAIN,
+        DELIVERIES,
+        DTYPES,
+        IDENTITY_PART_SIZE,
+        IDENTITY_PARTS,
+        IDENTITY_SIZE,
+        LEARNER_DOMAIN,
+        TOPOLOGIES,
+        RunIdentity,
+        bind_code,
+        canonical_fanout,
+        code_digest,
+        contract_digest,
+        learner_digest,
+        membership_digest,
+    )
+    from alpha.core.membership import (
+        DEFAULT_INDEX_BUDGET,
+        DIGEST_DOMAIN,
+        DIGEST_SIZE,
+        MAX_EPOCH,
+        MAX_IDENTITY_BYTES,
+        MAX_NUMBER_DIGITS,
+        MAX_ROLE,
+        MAX_ROLES,
+        ROLE_WIDTH,
+        Join,
+        ParticipantGroup,
+        Repeat,
+        Selection,
+        Stride,
+        group,
+        join,
+        parse_group,
+        repeat,
+        stride,
+    )
+    from alpha.core.topology import (
+        ParticipantTree,
+        certify_cover,
+        pair,
+        star,
+    )
+
+__all__ = [
+    "CODE_BOUND_LEARNER_DOMAIN",
+    "CODE_DOMAIN",
+    "CONTRACT_DOMAIN",
+    "DEFAULT_BUDGETS",
+    "DEFAULT_INDEX_BUDGET",
+    "DELIVERIES",
+    "DIGEST_DOMAIN",
+    "DIGEST_SIZE",
+    "DTYPES",
+    "IDENTITY_PARTS",
+    "IDENTITY_PART_SIZE",
+    "IDENTITY_SIZE",
+    "LEARNER_DOMAIN",
+    "MAX_EPOCH",
+    "MAX_IDENTITY_BYTES",
+    "MAX_NUMBER_DIGITS",
+    "MAX_ROLE",
+    "MAX_ROLES",
+    "OPERATIONS",
+    "ROLE_WIDTH",
+    "TOPOLOGIES",
+    "Budgets",
+    "Contract",
+    "Join",
+    "ParticipantGroup",
+    "ParticipantTree",
+    "Repeat",
+    "RunIdentity",
+    "Selection",
+    "Stride",
+    "bind_code",
+    "canonical_fanout",
+    "certify_cover",
+    "code_digest",
+    "contract_digest",
+    "fold_order",
+    "group",
+    "join",
+    "learner_digest",
+    "membership_digest",
+    "ordered_sum",
+    "pair",
+    "parse_group",
+    "repeat",
+    "star",
+    "stride",
+]
+
+__getattr__, __dir__ = lazy(
+    __name__,
+    {
+        "alpha.core.budgets": (
+            "DEFAULT_BUDGETS",
+            "Budgets",
+        ),
+        "alpha.core.combine": (
+            "OPERATIONS",
+            "Contract",
+            "fold_order",
+            "ordered_sum",
+        ),
+        "alpha.core.identity": (
+            "CODE_BOUND_LEARNER_DOMAIN",
+            "CODE_DOMAIN",
+            "CONTRACT_DOMAIN",
+            "DELIVERIES",
+            "DTYPES",
+            "IDENTITY_PARTS",
+            "IDENTITY_PART_SIZE",
+            "IDENTITY_SIZE",
+            "LEARNER_DOMAIN",
+            "TOPOLOGIES",
+            "RunIdentity",
+            "bind_code",
+            "canonical_fanout",
+            "code_digest",
+            "contract_digest",
+            "learner_digest",
+            "membership_digest",
+        ),
+        "alpha.core.membership": (
+            "DEFAULT_INDEX_BUDGET",
+            "DIGEST_DOMAIN",
+            "DIGEST_SIZE",
+            "MAX_EPOCH",
+            "MAX_IDENTITY_BYTES",
+            "MAX_NUMBER_DIGITS",
+            "MAX_ROLE",
+            "MAX_ROLES",
+            "ROLE_WIDTH",
+            "Join",
+            "ParticipantGroup",
+            "Repeat",
+            "Selection",
+            "Stride",
+            "group",
+            "join",
+            "parse_group",
+            "repeat",
+            "stride",
+        ),
+        "alpha.core.topology": (
+            "ParticipantTree",
+            "certify_cover",
+            "pair",
+            "star",
+        ),
+    },
+)

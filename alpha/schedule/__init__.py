@@ -1,1 +1,110 @@
-"""schedule"""
+"""What a compiled role carries: its local schedule (instructions and their codec), the regions
+it sends and receives, its role description (peers, edges, addresses, budgets) and the registry
+of local operations a schedule may name.
+
+Pure: the compiler writes these values, the runtime reads and runs them, and neither imports the
+other.
+"""
+
+from typing import TYPE_CHECKING
+
+from alpha.faces import lazy
+
+if TYPE_CHECKING:
+    from alpha.schedule.local import (
+        SCHEDULE_FORMAT,
+        Choose,
+        Fold,
+        Instruction,
+        LocalSchedule,
+        Loop,
+        Op,
+        Recv,
+        Send,
+        decode,
+        encode,
+    )
+    from alpha.schedule.operations import (
+        LEARNER_OPS,
+        LOCAL_OPS,
+        SELECTORS,
+        SUM_CHECK_OPS,
+        Context,
+        LocalOp,
+        Selector,
+        unimplemented,
+    )
+    from alpha.schedule.regions import (
+        DTYPES,
+        Region,
+    )
+    from alpha.schedule.role import (
+        FORMAT,
+        Edge,
+        RoleDescription,
+    )
+
+__all__ = [
+    "DTYPES",
+    "FORMAT",
+    "LEARNER_OPS",
+    "LOCAL_OPS",
+    "SCHEDULE_FORMAT",
+    "SELECTORS",
+    "SUM_CHECK_OPS",
+    "Choose",
+    "Context",
+    "Edge",
+    "Fold",
+    "Instruction",
+    "LocalOp",
+    "LocalSchedule",
+    "Loop",
+    "Op",
+    "Recv",
+    "Region",
+    "RoleDescription",
+    "Selector",
+    "Send",
+    "decode",
+    "encode",
+    "unimplemented",
+]
+
+__getattr__, __dir__ = lazy(
+    __name__,
+    {
+        "alpha.schedule.local": (
+            "SCHEDULE_FORMAT",
+            "Choose",
+            "Fold",
+            "Instruction",
+            "LocalSchedule",
+            "Loop",
+            "Op",
+            "Recv",
+            "Send",
+            "decode",
+            "encode",
+        ),
+        "alpha.schedule.operations": (
+            "LEARNER_OPS",
+            "LOCAL_OPS",
+            "SELECTORS",
+            "SUM_CHECK_OPS",
+            "Context",
+            "LocalOp",
+            "Selector",
+            "unimplemented",
+        ),
+        "alpha.schedule.regions": (
+            "DTYPES",
+            "Region",
+        ),
+        "alpha.schedule.role": (
+            "FORMAT",
+            "Edge",
+            "RoleDescription",
+        ),
+    },
+)

@@ -236,10 +236,10 @@ def test_every_name_of_the_protocol_package_loads_from_its_module() -> None:
     # The package loads each name on first use, so that a participant, which needs only its
     # local schedule, loads none of the forms, checks or projection.
     import alpha.compiler as protocol
-    from alpha.compiler import checks, forms, projection
+    from alpha.compiler import checks, forms, learner, plan, program, projection, replicate
     from alpha.schedule import local, regions
 
-    modules = (checks, forms, local, projection, regions)
+    modules = (checks, forms, learner, plan, program, projection, replicate, local, regions)
     for name in protocol.__all__:
         value = getattr(protocol, name)
         assert any(getattr(module, name, None) is value for module in modules), name
