@@ -61,6 +61,13 @@ SHADOWED = {
         "named as its module: importing alpha.compiler.replicate binds the module to that name "
         "in the face, so the face cannot offer the function"
     ),
+    **{
+        (f"alpha.app.{name}", name): (
+            "a command's body, named as its module (launch and checkpoint are folders of "
+            "alpha): the command line calls it, through alpha.app.cli.COMMANDS"
+        )
+        for name in ("launch_command", "checkpoint_command")
+    },
 }
 
 

@@ -8,6 +8,7 @@ from alpha.faces import lazy
 
 if TYPE_CHECKING:
     from alpha.app.cli import (
+        COMMANDS,
         EXIT_FAILURE,
         EXIT_INTERRUPTED,
         EXIT_OK,
@@ -18,10 +19,29 @@ if TYPE_CHECKING:
     from alpha.app.compile import (
         ALL_ROLES_LIMIT,
         CompileResult,
+        compile_command,
         compile_plan,
         compiled_identity,
         parse_roles,
         require_runnable,
+    )
+    from alpha.app.describe import (
+        describe_deploy,
+        describe_group,
+        describe_tree,
+    )
+    from alpha.app.display import (
+        LINE_SECONDS,
+        POLL_SECONDS,
+        RoundProgress,
+        follow,
+        summary_table,
+    )
+    from alpha.app.exchange import (
+        exchange_command,
+    )
+    from alpha.app.observe import (
+        observe_gate,
     )
     from alpha.app.plot import (
         HISTORY_HEADER,
@@ -31,22 +51,15 @@ if TYPE_CHECKING:
         history_csv,
         write_run_plots,
     )
-    from alpha.app.progress import (
-        LINE_SECONDS,
-        POLL_SECONDS,
-        RoundProgress,
-        follow,
-        summary_table,
-    )
     from alpha.app.run import (
         DEFAULT_PLAN,
         RunSummary,
-        committed_reports,
         run_plan,
     )
 
 __all__ = [
     "ALL_ROLES_LIMIT",
+    "COMMANDS",
     "DEFAULT_PLAN",
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
@@ -61,13 +74,18 @@ __all__ = [
     "RunPlots",
     "RunSummary",
     "build_parser",
-    "committed_reports",
+    "compile_command",
     "compile_plan",
     "compiled_identity",
+    "describe_deploy",
+    "describe_group",
+    "describe_tree",
     "diverged_round",
+    "exchange_command",
     "follow",
     "history_csv",
     "main",
+    "observe_gate",
     "parse_roles",
     "require_runnable",
     "run_plan",
@@ -79,6 +97,7 @@ __getattr__, __dir__ = lazy(
     __name__,
     {
         "alpha.app.cli": (
+            "COMMANDS",
             "EXIT_FAILURE",
             "EXIT_INTERRUPTED",
             "EXIT_OK",
@@ -89,11 +108,26 @@ __getattr__, __dir__ = lazy(
         "alpha.app.compile": (
             "ALL_ROLES_LIMIT",
             "CompileResult",
+            "compile_command",
             "compile_plan",
             "compiled_identity",
             "parse_roles",
             "require_runnable",
         ),
+        "alpha.app.describe": (
+            "describe_deploy",
+            "describe_group",
+            "describe_tree",
+        ),
+        "alpha.app.display": (
+            "LINE_SECONDS",
+            "POLL_SECONDS",
+            "RoundProgress",
+            "follow",
+            "summary_table",
+        ),
+        "alpha.app.exchange": ("exchange_command",),
+        "alpha.app.observe": ("observe_gate",),
         "alpha.app.plot": (
             "HISTORY_HEADER",
             "LOSS_NAME",
@@ -102,18 +136,9 @@ __getattr__, __dir__ = lazy(
             "history_csv",
             "write_run_plots",
         ),
-        "alpha.app.progress": (
-            "LINE_SECONDS",
-            "POLL_SECONDS",
-            "RoundProgress",
-            "follow",
-            "summary_table",
-        ),
         "alpha.app.run": (
             "DEFAULT_PLAN",
             "RunSummary",
-            "committed_reports",
-            "committed_reports",
             "run_plan",
         ),
     },

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING
 from alpha.faces import lazy
 
 if TYPE_CHECKING:
+    from alpha.runtime.cause import (
+        as_one_error,
+        failures,
+        first_alpha_error,
+        first_cause,
+    )
     from alpha.runtime.channel import (
         ABORT_SEND_WAIT,
         HASH_PIECE,
@@ -17,14 +23,23 @@ if TYPE_CHECKING:
         READ_AHEAD_MAX,
         FrameChannel,
         SharedDigest,
-        first_failure,
+    )
+    from alpha.runtime.completion import (
+        ReportFiles,
+        complete,
+        expect_completion,
+    )
+    from alpha.runtime.edge import (
+        COMPLETION_SLOT,
+        HELLO_SLOT,
+        SCHEDULED,
+        EdgeEnd,
+        hello_spec,
     )
     from alpha.runtime.endpoint import (
-        HELLO_SLOT,
         PORT_BYTES,
         Establishment,
         establish,
-        hello_spec,
     )
     from alpha.runtime.interpreter import (
         GROUP_MIN,
@@ -44,13 +59,11 @@ if TYPE_CHECKING:
         LAUNCHER_PID_ENV,
         LAUNCHER_POLL,
         launcher_pid,
-        watch_launcher,
+        watch_for_launcher_loss,
     )
     from alpha.runtime.session import (
-        COMPLETION_SLOT,
         EdgeReport,
         RoleReport,
-        first_alpha_error,
         run_role,
     )
     from alpha.runtime.whereabouts import (
@@ -77,31 +90,44 @@ __all__ = [
     "PORT_BYTES",
     "READ_AHEAD_MAX",
     "RUNNING",
+    "SCHEDULED",
     "SELECTORS",
     "WORD_BYTES",
     "Context",
+    "EdgeEnd",
     "EdgeReport",
     "Establishment",
     "FrameChannel",
     "Interpreter",
+    "ReportFiles",
     "RoleReport",
     "SharedDigest",
     "Whereabouts",
+    "as_one_error",
+    "complete",
     "decode_word",
     "encode_word",
     "establish",
+    "expect_completion",
+    "failures",
     "first_alpha_error",
-    "first_failure",
+    "first_cause",
     "hello_spec",
     "launcher_pid",
     "run_role",
     "transient_array",
-    "watch_launcher",
+    "watch_for_launcher_loss",
 ]
 
 __getattr__, __dir__ = lazy(
     __name__,
     {
+        "alpha.runtime.cause": (
+            "as_one_error",
+            "failures",
+            "first_alpha_error",
+            "first_cause",
+        ),
         "alpha.runtime.channel": (
             "ABORT_SEND_WAIT",
             "HASH_PIECE",
@@ -110,14 +136,23 @@ __getattr__, __dir__ = lazy(
             "READ_AHEAD_MAX",
             "FrameChannel",
             "SharedDigest",
-            "first_failure",
+        ),
+        "alpha.runtime.completion": (
+            "ReportFiles",
+            "complete",
+            "expect_completion",
+        ),
+        "alpha.runtime.edge": (
+            "COMPLETION_SLOT",
+            "HELLO_SLOT",
+            "SCHEDULED",
+            "EdgeEnd",
+            "hello_spec",
         ),
         "alpha.runtime.endpoint": (
-            "HELLO_SLOT",
             "PORT_BYTES",
             "Establishment",
             "establish",
-            "hello_spec",
         ),
         "alpha.runtime.interpreter": (
             "GROUP_MIN",
@@ -137,13 +172,11 @@ __getattr__, __dir__ = lazy(
             "LAUNCHER_PID_ENV",
             "LAUNCHER_POLL",
             "launcher_pid",
-            "watch_launcher",
+            "watch_for_launcher_loss",
         ),
         "alpha.runtime.session": (
-            "COMPLETION_SLOT",
             "EdgeReport",
             "RoleReport",
-            "first_alpha_error",
             "run_role",
         ),
         "alpha.runtime.whereabouts": (
