@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from alpha.compiler.plan import parse_plan
-from alpha.compiler.program import protocol_for
 from alpha.compiler.projection import project
+from alpha.compiler.work import protocol_for
+from alpha.compiler.work_learn import learner_setup
 from alpha.learner.data import load_digits
-from alpha.learner.program import LearnerState
+from alpha.learner.state import LearnerState
 
 NAME = "partition"
 
@@ -49,7 +50,7 @@ def _per_role(partition: str) -> list[tuple[int, int, int]]:
     protocol = protocol_for(plan)
     out = []
     for role in range(_N):
-        state = LearnerState.for_role(plan, digits, role)
+        state = LearnerState.for_role(learner_setup(plan), digits, role)
         optimizer = sum(a.nbytes for a in state.optimizer_state.arrays.values())
         schedule = project(protocol, role)
         regions = {r.name: r for r in schedule.regions}

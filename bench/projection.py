@@ -26,7 +26,7 @@ from alpha.app.compile import compile_plan
 from alpha.artifact import PAYLOAD_NAME
 from alpha.compiler import Protocol, check, encode, project
 from alpha.compiler.plan import parse_plan
-from alpha.compiler.program import protocol_for
+from alpha.compiler.work import protocol_for
 from bench._timing import median_seconds, peak_bytes
 
 NAME = "projection"

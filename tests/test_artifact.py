@@ -59,7 +59,7 @@ from alpha.artifact.loader import (
     encode_manifest,
 )
 from alpha.compiler import encode, project
-from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.compiler.work import exchange_plan, protocol_for
 from alpha.core.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE

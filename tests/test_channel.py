@@ -13,7 +13,7 @@ import trio.testing
 
 from alpha.app.compile import describe_role
 from alpha.compiler import LocalSchedule, project
-from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.compiler.work import exchange_plan, protocol_for
 from alpha.core.budgets import Budgets
 from alpha.errors import (
     AlphaError,

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alpha.compiler import Combine, Protocol, Region, project
-from alpha.compiler.program import OPERATIONS
 from alpha.compiler.projection import scratch_name
+from alpha.compiler.work import OPERATIONS
 from alpha.core.combine import fold_order, ordered_sum
 from alpha.core.topology import ParticipantTree
 from alpha.schedule.local import Fold, Instruction, Recv, Send

@@ -8,7 +8,7 @@ import trio
 
 from alpha.compiler import Everyone, Local, Protocol, Region, project
 from alpha.compiler.forms import Choice, Combine, Dissemination, Seq
-from alpha.compiler.program import OPERATIONS
+from alpha.compiler.work import OPERATIONS
 from alpha.core.topology import pair
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange, WrongEdge
 from alpha.runtime import channel as channel_module

@@ -69,8 +69,8 @@ def test_the_package_has_no_new_violation_and_every_known_one_still_occurs() -> 
             "from alpha.app.run import main_run",
             "shell modules are independent",
         ),
-        ("runtime/session.py", "from alpha.learner import program", "a sum check's too"),
-        ("schedule/operations.py", "import alpha.learner.program", "a sum check's too"),
+        ("runtime/session.py", "from alpha.learner import state", "a sum check's too"),
+        ("schedule/operations.py", "import alpha.learner.state", "a sum check's too"),
     ],
 )
 def test_a_wrong_import_fails_the_check(tree: Path, module: str, line: str, what: str) -> None:

@@ -12,9 +12,9 @@ import alpha.runtime.ops
 from alpha.app.cli import main
 from alpha.app.compile import compile_plan
 from alpha.compiler import Everyone, Local, Protocol, Region, check
-from alpha.compiler.learner import GPU_TARGET, learner_operations, learner_protocol
 from alpha.compiler.plan import CHOICES, load_plan
-from alpha.compiler.program import OPERATIONS, protocol_for
+from alpha.compiler.work import OPERATIONS, protocol_for
+from alpha.compiler.work_learn import GPU_TARGET, learner_operations, learner_protocol
 from alpha.core.topology import ParticipantTree
 from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
@@ -146,7 +146,7 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
 
 def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> None:
     from alpha.compiler.plan import WORK_KINDS
-    from alpha.compiler.program import WORKS, work_of
+    from alpha.compiler.work import WORKS, work_of
 
     assert tuple(WORKS) == WORK_KINDS
     for kind, work in WORKS.items():

@@ -31,7 +31,7 @@ from alpha.compiler import (
     project,
     require_valid,
 )
-from alpha.compiler.program import OPERATIONS
+from alpha.compiler.work import OPERATIONS
 from alpha.core.membership import parse_group
 from alpha.core.topology import ParticipantTree
 from alpha.errors import (

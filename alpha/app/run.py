@@ -45,20 +45,20 @@ from alpha.checkpoint.store import (
 )
 from alpha.compiler.plan import Plan, Segment, load_plan
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
+from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.files import hold_folder, output_folder, package_data
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits
-from alpha.learner.program import LearnerState
 from alpha.learner.saving import (
     PARAMETERS,
     check_fits,
     identity_changes,
-    plan_identity,
     segment_record,
     state_specs,
 )
+from alpha.learner.state import LearnerState
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.records.progress import RoundRecord, progress_path
 
@@ -136,7 +136,7 @@ def _resume_point(
     )
     if refused:
         raise GenerationForeign(generation.path.name, refused)
-    check_fits(generation, LearnerState.for_role(plan, digits, 0))
+    check_fits(generation, LearnerState.for_role(learner_setup(plan), digits, 0))
     if generation.round >= plan.rounds:
         raise LearnerStateInvalid(
             f"checkpoint {generation.path.name} is of round {generation.round}: nothing is left "
@@ -248,7 +248,7 @@ def _run_plan(
     """:func:`run_plan`, its checkpoint folder (if any) held."""
     digits = load_digits()
     spec = plan.checkpoint
-    state = LearnerState.for_role(plan, digits, 0)
+    state = LearnerState.for_role(learner_setup(plan), digits, 0)
     identity = plan_identity(plan, digits, state)
     first, previous, start = 0, None, None
     changed: dict[str, tuple[object, object]] = {}

@@ -63,6 +63,7 @@ from alpha.errors import (
     TopologyError,
 )
 from alpha.files import read_regular_file
+from alpha.learner.data import MAX_SEED
 from alpha.learner.optimizer import (
     OPTIMIZER_CONSTANTS,
     OPTIMIZERS,
@@ -164,9 +165,6 @@ _DEFAULT_BATCH: Final = 32
 #: from than it is judged on.
 MAX_HOLDOUT: Final = 0.5
 _DEFAULT_HOLDOUT: Final = 0.2
-
-#: A learner's seed goes into the learner digest as an unsigned 64-bit value.
-MAX_SEED: Final = 2**64 - 1
 
 #: A GPU UUID as nvidia-smi prints it is 40 characters (``GPU-`` and 36 of hex and dashes); 64
 #: leaves room for other vendors' forms and keeps a pasted log line from passing as one.

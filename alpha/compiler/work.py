@@ -5,7 +5,7 @@ with ``(role + 1) * (round + 1)``, the tree combines it in contract order, and e
 checks the total against the closed form. With a choice, role 0 (the authority) evaluates the
 plan's selector each round and sends the word down the tree; arm 1 runs the same round on
 negated values. The learner's protocol and its part of the identity (``work.kind = "learn"``)
-are the learner's own (``alpha.compiler.learner``).
+are the learner's own (``alpha.compiler.work_learn``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from alpha.compiler.forms import (
     Seq,
     Targets,
 )
-from alpha.compiler.learner import learner_digest_of, learner_protocol
 from alpha.compiler.plan import TARGETS, Plan, parse_plan
+from alpha.compiler.work_learn import learner_digest_of, learner_protocol
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.core.identity import RunIdentity, contract_digest, learner_digest, membership_digest
 from alpha.errors import PlanInvalid
@@ -121,7 +121,7 @@ def protocol_for(plan: Plan) -> Protocol:
 
     Raises:
         PlanInvalid: the plan's work is of no known kind, or its protocol refuses the plan
-            (see :func:`_sum_check_protocol` and ``alpha.compiler.learner.learner_protocol``).
+            (see :func:`_sum_check_protocol` and ``alpha.compiler.work_learn.learner_protocol``).
     """
     return work_of(plan).protocol(plan)
 

@@ -2,11 +2,12 @@
 
 What compiling a ``learn`` plan needs and a participant does not: this module reads the plan
 (``alpha.compiler.plan``) and builds protocol forms to check and project. The role's state and the
-operations that step it are in ``alpha.learner.program``, which participants load.
+operations that step it are in ``alpha.learner.state``, which participants load.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Final
 
@@ -32,7 +33,8 @@ from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits
 from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
-from alpha.learner.program import model_of
+from alpha.learner.saving import state_specs
+from alpha.learner.state import LearnerSetup, LearnerState
 from alpha.schedule.operations import LEARNER_OPS
 
 __all__ = [
@@ -41,6 +43,9 @@ __all__ = [
     "learner_digest_of",
     "learner_operations",
     "learner_protocol",
+    "learner_setup",
+    "model_of",
+    "plan_identity",
     "require_learner",
 ]
 
@@ -60,6 +65,45 @@ model has no kernels, so binding it a GPU is a compile error naming ``contribute
 silent fallback to the host."""
 
 _STAGED: Final = _HOSTS | {GPU_TARGET}
+
+
+def model_of(plan: Plan) -> Model:
+    """The model a plan's learner trains, in the plan's dtype.
+
+    Raises:
+        PlanInvalid: the plan has no learner.
+    """
+    if plan.learner is None:
+        raise PlanInvalid(
+            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
+            '"learn" trains (alpha compile and alpha launch run this one)',
+            field="work.kind",
+        )
+    return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+
+
+def learner_setup(plan: Plan) -> LearnerSetup:
+    """What every learner role of ``plan`` needs of it (``alpha.learner.state``): the model,
+    its numbers, the partition and the GPU bindings; the run-time learner never reads a plan.
+
+    Raises:
+        PlanInvalid: the plan has no learner.
+    """
+    model = model_of(plan)
+    learner = plan.learner
+    assert learner is not None  # model_of refuses a plan without one
+    return LearnerSetup(
+        model=model,
+        seed=learner.seed,
+        rate=learner.rate,
+        batch=learner.batch,
+        holdout=learner.holdout,
+        participants=plan.participants,
+        optimizer=learner.optimizer,
+        partition=learner.partition,
+        contributors=learner.contributors,
+        gpus=plan.gpus,
+    )
 
 
 def learner_operations(model: Model) -> dict[str, Operation]:
@@ -315,3 +359,31 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         rate=learner.rate,
         samples=[digits.pixels, digits.labels],
     )
+
+
+def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
+    """What a generation records of the plan that wrote it, field by field
+    (``docs/checkpoints.md``): everything that decides what the state after a round is, and
+    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
+    among them: every partition computes the same bits (``docs/learner.md``)."""
+    learner = plan.learner
+    assert learner is not None
+    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
+    return {
+        "run": plan.name,
+        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
+        "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
+        "membership": {"group": str(plan.group), "epoch": plan.epoch},
+        "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
+        "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
+        "state_layout": {
+            name: {"shape": list(shape), "dtype": dtype}
+            for name, (shape, dtype) in sorted(state_specs(state).items())
+        },
+        "rate": learner.rate,
+        "seed": learner.seed,
+        "batch": learner.batch,
+        "holdout": learner.holdout,
+        "contributors": learner.contributors,
+        "data": data,
+    }

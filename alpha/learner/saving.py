@@ -16,7 +16,6 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -36,11 +35,7 @@ from alpha.checkpoint.store import (
 from alpha.errors import LearnerStateInvalid
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
-from alpha.learner.program import LearnerState
-
-if TYPE_CHECKING:
-    from alpha.compiler.plan import Plan
-    from alpha.learner.data import Digits
+from alpha.learner.state import LearnerState
 
 __all__ = [
     "FREE_WITH_CONTRIBUTORS",
@@ -49,7 +44,6 @@ __all__ = [
     "SegmentIO",
     "identity_changes",
     "load_start",
-    "plan_identity",
     "segment_record",
     "state_arrays",
     "state_specs",
@@ -106,34 +100,6 @@ def about(state: LearnerState) -> dict[str, object]:
         "model": {"hidden": state.model.hidden, "dtype": state.model.dtype},
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "participants": state.participants,
-    }
-
-
-def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
-    """What a generation records of the plan that wrote it, field by field
-    (``docs/checkpoints.md``): everything that decides what the state after a round is, and
-    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
-    among them: every partition computes the same bits (``docs/learner.md``)."""
-    learner = plan.learner
-    assert learner is not None
-    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
-    return {
-        "run": plan.name,
-        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
-        "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
-        "membership": {"group": str(plan.group), "epoch": plan.epoch},
-        "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
-        "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
-        "state_layout": {
-            name: {"shape": list(shape), "dtype": dtype}
-            for name, (shape, dtype) in sorted(state_specs(state).items())
-        },
-        "rate": learner.rate,
-        "seed": learner.seed,
-        "batch": learner.batch,
-        "holdout": learner.holdout,
-        "contributors": learner.contributors,
-        "data": data,
     }
 
 

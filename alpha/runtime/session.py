@@ -46,8 +46,8 @@ from alpha.wire.abort import AbortCause
 from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
-    from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
+    from alpha.learner.state import LearnerState
 
 __all__ = [
     "COMPLETION_SLOT",

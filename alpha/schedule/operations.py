@@ -3,7 +3,7 @@
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
 (``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
-(``alpha.compiler.program.OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
+(``alpha.compiler.work.OPERATIONS``, ``alpha.compiler.work_learn.learner_operations``) and the
 interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
 implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.
@@ -30,7 +30,7 @@ from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, P
 
 if TYPE_CHECKING:
     from alpha.compiler.forms import Protocol
-    from alpha.learner.program import LearnerState
+    from alpha.learner.state import LearnerState
 
 __all__ = [
     "LEARNER_OPS",
@@ -99,7 +99,7 @@ SUM_CHECK_OPS: Final[dict[str, LocalOp]] = {
     "check_sum": lambda ctx, region: _check(ctx, region, 1),
     "check_neg_sum": lambda ctx, region: _check(ctx, region, -1),
 }
-"""The sum check's local operations (``alpha.compiler.program`` declares them on every host)."""
+"""The sum check's local operations (``alpha.compiler.work`` declares them on every host)."""
 
 
 def release(region: Array) -> None:
@@ -148,7 +148,7 @@ LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
 }
 LEARNER_OPS.update({name: _quiet(op) for name, op in LEARNER_OPS.items()})
-"""The learner's local operations (``alpha.compiler.learner`` declares where each runs)."""
+"""The learner's local operations (``alpha.compiler.work_learn`` declares where each runs)."""
 
 LOCAL_OPS: Final[Mapping[str, LocalOp]] = ChainMap(SUM_CHECK_OPS, LEARNER_OPS)
 """Every local operation, by name: a live view of the two tables above, not a copy."""
