@@ -346,7 +346,7 @@ def _run_plan(
                 if ": checkpoint: " in line:
                     print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
-    digests = {data["digests"]["w"] for data in found.values()}
+    digests = {data["digests"][PARAMETERS] for data in found.values()}
     replica = _replicated(plan, digits, start, out)
     plots = _plots(plan, directory, history, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"

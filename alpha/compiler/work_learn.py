@@ -35,6 +35,10 @@ from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
 from alpha.learner.saving import state_specs
 from alpha.learner.state import LearnerSetup, LearnerState
+from alpha.schedule.learner_regions import CONTRIBUTIONS as C
+from alpha.schedule.learner_regions import GRADIENT as G
+from alpha.schedule.learner_regions import PARAMETERS as W
+from alpha.schedule.learner_regions import STORE as P
 from alpha.schedule.operations import LEARNER_OPS
 
 __all__ = [
@@ -140,34 +144,34 @@ def learner_protocol(plan: Plan) -> Protocol:
         )
     count = plan.rounds - first
     regions = {
-        "w": Region("w", plan.dtype, model.size),
-        "g": Region("g", plan.dtype, model.contribution_size),
+        W: Region(W, plan.dtype, model.size),
+        G: Region(G, plan.dtype, model.contribution_size),
     }
     partition = "none" if plan.learner is None else plan.learner.partition
-    observe = Local(Roles((0,)), "observe", "g")
-    before: tuple[Form, ...] = (Local(Everyone(), "init", "w"),)
+    observe = Local(Roles((0,)), "observe", G)
+    before: tuple[Form, ...] = (Local(Everyone(), "init", W),)
     after: tuple[Form, ...] = ()
     logical = plan.learner is not None and plan.learner.contributors is not None
     if partition == "none" and logical:
         steps: tuple[Form, ...] = (
             *_logical_total(plan, model, regions),
-            *_flood(plan.tree, 0, "g"),
-            Local(Everyone(), "update", "g"),
+            *_flood(plan.tree, 0, G),
+            Local(Everyone(), "update", G),
             observe,
         )
     elif partition == "none":
         steps = (
-            Local(Everyone(), "contribute", "g"),
-            Combine("g", "all"),
-            Local(Everyone(), "update", "g"),
+            Local(Everyone(), "contribute", G),
+            Combine(G, "all"),
+            Local(Everyone(), "update", G),
             observe,
         )
     elif partition != "parameters":
         steps = (*_partitioned(plan, model, partition, regions), observe)
     else:
         steps = _partitioned(plan, model, partition, regions)
-        before += (Local(Everyone(), "keep_own", "p"), Local(Everyone(), "release", "w"))
-        after = (Local(Everyone(), "load_own", "p"), *_gather(plan))
+        before += (Local(Everyone(), "keep_own", P), Local(Everyone(), "release", W))
+        after = (Local(Everyone(), "load_own", P), *_gather(plan))
     return Protocol(
         participants=plan.participants,
         tree=plan.tree,
@@ -185,20 +189,20 @@ def _logical_total(plan: Plan, model: Model, regions: dict[str, Region]) -> list
     assert plan.learner is not None and plan.learner.contributors is not None
     contributors = plan.learner.contributors
     width = model.contribution_size
-    regions["c"] = Region("c", plan.dtype, contributors * width)
-    steps: list[Form] = [Local(Everyone(), "contribute_logical", "c")]
+    regions[C] = Region(C, plan.dtype, contributors * width)
+    steps: list[Form] = [Local(Everyone(), "contribute_logical", C)]
     for host, (first, last) in enumerate(owner_ranges(contributors, plan.participants)):
         for k in range(first, last):
-            regions[f"c@{k}"] = Region(f"c@{k}", plan.dtype, width, "c", k * width)
-            steps += _toward_root(plan.tree, host, f"c@{k}")
-    return [*steps, Local(Roles((0,)), "fold_logical", "g")]
+            regions[f"{C}@{k}"] = Region(f"{C}@{k}", plan.dtype, width, C, k * width)
+            steps += _toward_root(plan.tree, host, f"{C}@{k}")
+    return [*steps, Local(Roles((0,)), "fold_logical", G)]
 
 
 def _gather(plan: Plan) -> list[Form]:
     """Every range ``w@r`` from its owner to every role along the tree."""
     out: list[Form] = []
     for role in range(plan.participants):
-        out += _flood(plan.tree, role, f"w@{role}")
+        out += _flood(plan.tree, role, f"{W}@{role}")
     return out
 
 
@@ -228,40 +232,40 @@ def _partitioned(
         )
     ranges = owner_ranges(size, n)
     for role, (start, stop) in enumerate(ranges):
-        regions[f"w@{role}"] = Region(f"w@{role}", dtype, stop - start, "w", start)
+        regions[f"{W}@{role}"] = Region(f"{W}@{role}", dtype, stop - start, W, start)
         if partition != "optimizer":
-            regions[f"g@{role}"] = Region(f"g@{role}", dtype, stop - start, "g", start)
+            regions[f"{G}@{role}"] = Region(f"{G}@{role}", dtype, stop - start, G, start)
     steps: list[Form] = []
     if partition == "parameters":
         # The whole parameters exist only while they are used: gathered from their owners
         # for the contribution, released after, gathered to role 0 alone to observe.
-        regions["w"] = Region("w", dtype, size, transient=True)
-        regions["p"] = Region("p", dtype, ranges[0][1] - ranges[0][0])
-        steps += [Local(Everyone(), "load_own", "p"), *_gather(plan)]
+        regions[W] = Region(W, dtype, size, transient=True)
+        regions[P] = Region(P, dtype, ranges[0][1] - ranges[0][0])
+        steps += [Local(Everyone(), "load_own", P), *_gather(plan)]
     if logical:
         steps += _logical_total(plan, model, regions)
     else:
-        steps.append(Local(Everyone(), "contribute", "g"))
+        steps.append(Local(Everyone(), "contribute", G))
     if partition == "parameters":
-        steps.append(Local(Everyone(), "release", "w"))
+        steps.append(Local(Everyone(), "release", W))
     if partition == "optimizer":
-        steps += _flood(tree, 0, "g") if logical else [Combine("g", "all")]
+        steps += _flood(tree, 0, G) if logical else [Combine(G, "all")]
     else:
-        regions["g@stats"] = Region("g@stats", dtype, STATS, "g", size)
+        regions[f"{G}@stats"] = Region(f"{G}@stats", dtype, STATS, G, size)
         if not logical:  # with logical contributors role 0 holds the whole total already
-            steps += [Combine(f"g@{role}", "one") for role in range(n)]
+            steps += [Combine(f"{G}@{role}", "one") for role in range(n)]
         for role in range(1, n):
-            steps += _from_root(tree, role, f"g@{role}")
+            steps += _from_root(tree, role, f"{G}@{role}")
         if not logical:
-            steps.append(Combine("g@stats", "one"))
-    steps.append(Local(Everyone(), "update", "g"))
+            steps.append(Combine(f"{G}@stats", "one"))
+    steps.append(Local(Everyone(), "update", G))
     if partition != "parameters":
         steps += _gather(plan)
         return tuple(steps)
-    steps.append(Local(Everyone(), "load_own", "p"))
+    steps.append(Local(Everyone(), "load_own", P))
     for role in range(1, n):
-        steps += _toward_root(tree, role, f"w@{role}")
-    steps += [Local(Roles((0,)), "observe", "g"), Local(Everyone(), "release", "w")]
+        steps += _toward_root(tree, role, f"{W}@{role}")
+    steps += [Local(Roles((0,)), "observe", G), Local(Everyone(), "release", W)]
     return tuple(steps)
 
 

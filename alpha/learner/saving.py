@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +37,7 @@ from alpha.errors import LearnerStateInvalid
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
 from alpha.learner.state import LearnerState
+from alpha.schedule.learner_regions import PARAMETERS as LEARNER_PARAMETERS
 
 __all__ = [
     "FREE_WITH_CONTRIBUTORS",
@@ -49,8 +51,9 @@ __all__ = [
     "state_specs",
 ]
 
-PARAMETERS = "w"
-"""The parameters' array name in a checkpoint; the optimizer's arrays keep their own names."""
+PARAMETERS: Final = LEARNER_PARAMETERS
+"""The parameters' array name in a checkpoint, their region's name; the optimizer's arrays keep
+their own names."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_launcher
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
+from alpha.schedule.learner_regions import PARAMETERS
 from alpha.schedule.local import LocalSchedule
 from alpha.schedule.role import RoleDescription
 from alpha.wire.abort import AbortCause
@@ -362,7 +363,9 @@ async def _session(
         where.phase = COMPLETING
         if saver is not None:
             where.at("writing its part of the checkpoint")
-            owner = await trio.to_thread.run_sync(saver.write_owner, interpreter.buffers["w"])
+            owner = await trio.to_thread.run_sync(
+                saver.write_owner, interpreter.buffers[PARAMETERS]
+            )
             report.checkpoint = {"generation": saver.generation, "owner_manifest_sha256": owner}
         await _complete(description, channels, where, report, reports, saver)
         watches.cancel_scope.cancel()

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
+from alpha.schedule.learner_regions import CONTRIBUTIONS, PARAMETERS, STORE
 
 if TYPE_CHECKING:
     from alpha.compiler.forms import Protocol
@@ -118,7 +119,7 @@ def release(region: Array) -> None:
 
 
 def _update(ctx: Context, g: Array) -> None:
-    store = ctx.buffers["p"] if "p" in ctx.buffers else ctx.buffers["w"]
+    store = ctx.buffers[STORE] if STORE in ctx.buffers else ctx.buffers[PARAMETERS]
     ctx.need_learner().update(store, g)
 
 
@@ -136,16 +137,20 @@ def _quiet(op: LocalOp) -> LocalOp:
 
 LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "init": lambda ctx, w: ctx.need_learner().init(w),
-    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
-    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers["w"], p),
+    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers[PARAMETERS], p),
+    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers[PARAMETERS], p),
     "release": lambda ctx, region: release(region),
     "contribute_logical": lambda ctx, c: ctx.need_learner().contribute_logical(
-        ctx.buffers["w"], c, ctx.round
+        ctx.buffers[PARAMETERS], c, ctx.round
     ),
-    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers["c"], g),
-    "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
+    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers[CONTRIBUTIONS], g),
+    "contribute": lambda ctx, g: ctx.need_learner().contribute(
+        ctx.buffers[PARAMETERS], g, ctx.round
+    ),
     "update": _update,
-    "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
+    "observe": lambda ctx, g: ctx.need_learner().observe(
+        ctx.buffers[PARAMETERS], g, ctx.round, ctx.role
+    ),
 }
 LEARNER_OPS.update({name: _quiet(op) for name, op in LEARNER_OPS.items()})
 """The learner's local operations (``alpha.compiler.work_learn`` declares where each runs)."""
