@@ -38,7 +38,7 @@ import trio
 from alpha.app.compile import compile_plan
 from alpha.app.run import committed_reports
 from alpha.artifact.entry import BLAS_THREADS
-from alpha.compiler.work import exchange_plan
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.core.identity import RunIdentity
 from alpha.launch.launcher import LaunchResult, launch, launch_specs

@@ -10,7 +10,7 @@ from typing import Any, final
 from alpha.app.compile import compile_plan
 from alpha.artifact import artifact_name, read_artifact
 from alpha.compiler.plan import Plan
-from alpha.compiler.work import exchange_plan
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.core.topology import ParticipantTree
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
@@ -48,7 +48,7 @@ class CompiledRun:
         payload: int = 512,
         rounds: int = 1,
     ) -> CompiledRun:
-        """The edge exchange on ``tree`` (:func:`alpha.compiler.work.exchange_plan`, about
+        """The edge exchange on ``tree`` (:func:`alpha.compiler.work_sum_check.exchange_plan`, about
         ``payload`` bytes each way on each edge) compiled into ``base / "run"``."""
         plan = exchange_plan(tree.n, tree.fanout, payload=payload, budgets=budgets, rounds=rounds)
         return cls(plan, base / "run")

@@ -59,7 +59,8 @@ from alpha.artifact.loader import (
     encode_manifest,
 )
 from alpha.compiler import encode, project
-from alpha.compiler.work import exchange_plan, protocol_for
+from alpha.compiler.work import protocol_for
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE

@@ -11,7 +11,7 @@ import pytest
 
 from alpha.app.cli import EXIT_OK, EXIT_USAGE, main
 from alpha.app.compile import describe_role
-from alpha.compiler.work import exchange_plan
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.errors import UsageError
 from alpha.files import output_folder
 

@@ -411,7 +411,7 @@ def _replicate(args: argparse.Namespace) -> int:
 
 
 def _exchange(args: argparse.Namespace) -> int:
-    from alpha.compiler.work import exchange_plan
+    from alpha.compiler.work_sum_check import exchange_plan
     from alpha.core.budgets import Budgets
 
     tree = ParticipantTree(args.n, args.fanout)

@@ -1,8 +1,12 @@
-"""The data-parallel learner as a global protocol, and its part of the run identity (pure).
+"""The learner, one kind of work (``work.kind = "learn"``): the data-parallel learner as a
+global protocol, its part of the run identity, and the learner-side value its roles are built
+from (pure).
 
 What compiling a ``learn`` plan needs and a participant does not: this module reads the plan
-(``alpha.compiler.plan``) and builds protocol forms to check and project. The role's state and the
-operations that step it are in ``alpha.learner.state``, which participants load.
+(``alpha.compiler.plan``), builds protocol forms to check and project, and hands the run-time
+learner a :class:`alpha.learner.state.LearnerSetup` (:func:`learner_setup`) instead of the plan.
+The role's state and the operations that step it are in ``alpha.learner.state``, which
+participants load. The registry of every kind of work is ``alpha.compiler.work``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from alpha.compiler.plan import TARGETS, LearnerSpec, Plan
 from alpha.core.identity import learner_digest
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits
+from alpha.learner.data import Digits, load_digits
 from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
 from alpha.learner.saving import state_specs
@@ -44,6 +48,7 @@ from alpha.schedule.operations import LEARNER_OPS
 __all__ = [
     "GPU_TARGET",
     "LEARNER_PROGRAM",
+    "learn_identity",
     "learner_digest_of",
     "learner_operations",
     "learner_protocol",
@@ -317,9 +322,19 @@ def require_learner(plan: Plan) -> LearnerSpec:
     return plan.learner
 
 
+def learn_identity(plan: Plan, digits: Digits | None) -> bytes:
+    """The learner part of a ``learn`` plan's run identity, over ``digits`` or, when None, the
+    shipped data set (read here).
+
+    Raises:
+        PlanInvalid: whatever ``require_learner`` refuses.
+    """
+    return learner_digest_of(plan, digits or load_digits())
+
+
 def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     """The learner part of a ``learn`` plan's run identity: the learner's program,
-    configuration, initial parameters, rate and data (``program.run_identity`` adds the
+    configuration, initial parameters, rate and data (``work.run_identity`` adds the
     contract and the membership).
 
     The configuration binds the optimizer and its constants as ``optimizer = {"kind": ...,
