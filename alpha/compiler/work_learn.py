@@ -15,7 +15,7 @@ import hashlib
 import itertools
 from typing import Final
 
-from alpha.checkpoint.store import owner_ranges
+from alpha.checkpoint.manifest import owner_ranges
 from alpha.compiler.forms import (
     Combine,
     Everyone,

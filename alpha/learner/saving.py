@@ -21,13 +21,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from alpha.checkpoint.manifest import generation_name, owner_ranges
 from alpha.checkpoint.store import (
     Generation,
     Part,
-    generation_name,
     move_pointer,
     open_generation,
-    owner_ranges,
     prune,
     publish,
     staged_folder,

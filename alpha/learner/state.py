@@ -28,7 +28,7 @@ from typing import final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.checkpoint.store import owner_ranges
+from alpha.checkpoint.manifest import owner_ranges
 from alpha.core.combine import ordered_sum
 from alpha.core.topology import ParticipantTree
 from alpha.errors import LossNotFinite
