@@ -9,7 +9,7 @@ interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared 
 implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.
 
-The module is pure numpy (no trio, no runtime), so the pure layers (plan, program, protocol)
+The module is pure numpy (no trio, no runtime), so the pure layers (plan, kinds of work, forms)
 may import it: that is why it lives here and not in ``alpha.runtime``, whose package imports
 trio. Every operation is contract arithmetic: elementwise IEEE operations in a declared order,
 no BLAS and no transcendental functions, so x86-64 and AArch64 participants compute the same
