@@ -118,7 +118,8 @@ __all__ = [
 ]
 
 # Every table in documentation order, with the keys it knows (each table's module owns them;
-# messages list them in this order).
+# messages list them in this order). The private names are the schema's as tests/test_plan.py
+# reads them, to hold every key to docs/plans.md.
 _RUN_KEYS: Final = RUN_KEYS
 _MEMBERSHIP_KEYS: Final = MEMBERSHIP_KEYS
 _TOPOLOGY_KEYS: Final = TOPOLOGY_KEYS
