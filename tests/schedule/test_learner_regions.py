@@ -17,6 +17,15 @@ ALPHA = Path(__file__).resolve().parents[2] / "alpha"
 HOME = ALPHA / "schedule" / "learner_regions.py"
 
 
+# Calls whose "w" is a file mode, not a region.
+_FILE_OPENERS = frozenset({"open", "fdopen", "ZipFile", "TarFile", "NamedTemporaryFile"})
+
+
+def _opens_a_file(call: ast.Call) -> bool:
+    name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+    return name in _FILE_OPENERS
+
+
 def _region_literals(path: Path) -> list[int]:
     """Lines where ``path`` subscripts a mapping with, or names a region as, ``"w"``: a
     ``buffers["w"]``-style subscript, or a ``"w"`` argument or key (file modes aside)."""
@@ -25,10 +34,7 @@ def _region_literals(path: Path) -> list[int]:
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             if node.slice.value == PARAMETERS:
                 lines.append(node.lineno)
-        elif isinstance(node, ast.Call) and not (
-            isinstance(node.func, ast.Name | ast.Attribute)
-            and getattr(node.func, "id", getattr(node.func, "attr", "")) in ("open", "ZipFile")
-        ):
+        elif isinstance(node, ast.Call) and not _opens_a_file(node):
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and arg.value == PARAMETERS:
                     lines.append(arg.lineno)
