@@ -53,10 +53,11 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from alpha.app import committed_reports, compile_plan
+from alpha.app import compile_plan
 from alpha.compiler import Plan, parse_plan
 from alpha.core import Budgets, fold_order
 from alpha.launch import launch, launch_specs
+from alpha.records import committed_reports
 from alpha.schedule import SUM_CHECK_OPS, Context
 from bench._timing import median_seconds
 

@@ -35,11 +35,12 @@ from pathlib import Path
 
 import trio
 
-from alpha.app import committed_reports, compile_plan
+from alpha.app import compile_plan
 from alpha.artifact import BLAS_THREADS
 from alpha.compiler import exchange_plan
 from alpha.core import Budgets, RunIdentity
 from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.records import committed_reports
 from alpha.runtime import FrameChannel
 from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 from bench._timing import median_seconds, rate

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha.compiler import parse_plan, project, protocol_for
+from alpha.compiler import learner_setup, parse_plan, project, protocol_for
 from alpha.learner import LearnerState, load_digits
 
 NAME = "partition"
@@ -46,7 +46,7 @@ def _per_role(partition: str) -> list[tuple[int, int, int]]:
     protocol = protocol_for(plan)
     out = []
     for role in range(_N):
-        state = LearnerState.for_role(plan, digits, role)
+        state = LearnerState.for_role(learner_setup(plan), digits, role)
         optimizer = sum(a.nbytes for a in state.optimizer_state.arrays.values())
         schedule = project(protocol, role)
         regions = {r.name: r for r in schedule.regions}

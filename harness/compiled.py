@@ -46,7 +46,7 @@ class CompiledRun:
         payload: int = 512,
         rounds: int = 1,
     ) -> CompiledRun:
-        """The edge exchange on ``tree`` (:func:`alpha.compiler.program.exchange_plan`, about
+        """The edge exchange on ``tree`` (:func:`alpha.compiler.work_sum_check.exchange_plan`, about
         ``payload`` bytes each way on each edge) compiled into ``base / "run"``."""
         plan = exchange_plan(tree.n, tree.fanout, payload=payload, budgets=budgets, rounds=rounds)
         return cls(plan, base / "run")

@@ -251,9 +251,9 @@ def test_the_builder_may_use_the_compiler_where_no_participant_reaches_it(tree: 
 @pytest.mark.parametrize(
     ("module", "line"),
     [
-        ("runtime/session.py", "from alpha.learner import program"),
+        ("runtime/session.py", "from alpha.learner import state"),
         ("runtime/interpreter.py", "from alpha.learner import LearnerState"),
-        ("schedule/operations.py", "import alpha.learner.program"),
+        ("schedule/operations.py", "import alpha.learner.state"),
         ("schedule/role.py", "from alpha.learner.model import Model"),
     ],
 )

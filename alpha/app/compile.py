@@ -25,8 +25,8 @@ from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, write_run_json
 from alpha.compiler.checks import check
 from alpha.compiler.forms import Protocol
 from alpha.compiler.plan import Plan, load_plan
-from alpha.compiler.program import protocol_for, run_identity
 from alpha.compiler.projection import project
+from alpha.compiler.work import protocol_for, run_identity
 from alpha.core.identity import RunIdentity, bind_code
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
@@ -155,11 +155,12 @@ def compile_plan(
     digits = None
     parts = None
     if plan.work_kind == "learn":
+        from alpha.compiler.work_learn import learner_setup
         from alpha.learner.data import load_digits
-        from alpha.learner.program import split_of
+        from alpha.learner.state import split_of
 
         digits = load_digits()
-        parts = split_of(plan, digits)
+        parts = split_of(learner_setup(plan), digits)
     identity = compiled_identity(plan, digits, code=code)
     created = not directory.exists()
     output_folder(directory)
@@ -210,10 +211,11 @@ def _write_artifacts(
             "schedule": encode(project(protocol, role)),
         }
         if digits is not None:
+            from alpha.compiler.work_learn import learner_setup
             from alpha.learner.payload import learner_payload
-            from alpha.learner.program import LearnerState
+            from alpha.learner.state import LearnerState
 
-            state = LearnerState.for_role(plan, digits, role, parts)
+            state = LearnerState.for_role(learner_setup(plan), digits, role, parts)
             payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
         written.append(path)

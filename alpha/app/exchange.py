@@ -28,7 +28,7 @@ def exchange_command(args: argparse.Namespace) -> int:
         InputInvalid: the tree or the plan is refused (N or F out of range).
         FolderInUse: another command holds the output folder.
     """
-    from alpha.compiler.program import exchange_plan
+    from alpha.compiler.work_sum_check import exchange_plan
     from alpha.core.budgets import Budgets
 
     tree = ParticipantTree(args.n, args.fanout)
@@ -45,8 +45,8 @@ def _exchange_in(
 ) -> int:
     from alpha.app._launching import launch_folder
     from alpha.app.compile import compile_plan
-    from alpha.app.run import clear_reports, committed_reports
     from alpha.launch.launcher import launch_specs
+    from alpha.records.reports import clear_reports, committed_reports
 
     reports = output_folder(directory / "reports")
     clear_reports(reports)

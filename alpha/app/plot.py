@@ -6,7 +6,7 @@ never calls this module, and importing it imports no matplotlib, which is loaded
 backend (pyplot's) is chosen or changed for anyone else in the process.
 
 A history row is ``(round, loss, training accuracy, held-out accuracy)`` as the learner records
-it (``alpha.learner.program``, ``alpha.compiler.replicate``): the round counted from 0, the
+it (``alpha.learner.state``, ``alpha.compiler.replicate``): the round counted from 0, the
 round's training loss, the share of the round's batch predicted right (0..1), and the share of
 the held-out set predicted right after the round's step (0..1, or NaN without a held-out set).
 

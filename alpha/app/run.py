@@ -21,7 +21,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,22 +47,23 @@ from alpha.checkpoint.store import (
 )
 from alpha.compiler.plan import Plan, Segment, load_plan
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
+from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.files import hold_folder, output_folder, package_data
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits
-from alpha.learner.program import LearnerState
 from alpha.learner.saving import (
     PARAMETERS,
     check_fits,
     identity_changes,
-    plan_identity,
     segment_record,
     state_specs,
 )
-from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.learner.state import LearnerState
+from alpha.records.commit import COMMIT_NAME
 from alpha.records.progress import RoundRecord, progress_path
+from alpha.records.reports import clear_reports, committed_reports
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
@@ -138,7 +139,7 @@ def _resume_point(
     )
     if refused:
         raise GenerationForeign(generation.path.name, refused)
-    check_fits(generation, LearnerState.for_role(plan, digits, 0))
+    check_fits(generation, LearnerState.for_role(learner_setup(plan), digits, 0))
     if generation.round >= plan.rounds:
         raise LearnerStateInvalid(
             f"checkpoint {generation.path.name} is of round {generation.round}: nothing is left "
@@ -250,7 +251,7 @@ def _run_plan(
     """:func:`run_plan`, its checkpoint folder (if any) held."""
     digits = load_digits()
     spec = plan.checkpoint
-    state = LearnerState.for_role(plan, digits, 0)
+    state = LearnerState.for_role(learner_setup(plan), digits, 0)
     identity = plan_identity(plan, digits, state)
     first, previous, start = 0, None, None
     changed: dict[str, tuple[object, object]] = {}
@@ -348,7 +349,7 @@ def _run_plan(
                 if ": checkpoint: " in line:
                     print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
-    digests = {data["digests"]["w"] for data in found.values()}
+    digests = {data["digests"][PARAMETERS] for data in found.values()}
     replica = _replicated(plan, digits, start, out)
     plots = _plots(plan, directory, history, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"
@@ -477,36 +478,6 @@ def _diverged(
         diverged_at=diverged,
         replica_diverged_at=replica.diverged_at,
     )
-
-
-def clear_reports(folder: Path) -> None:
-    """Remove a previous launch's reports and commit record from the reports folder
-    ``folder`` (if it exists), so that only this launch's can count as committed."""
-    for stale in [*folder.glob("*.json"), *folder.glob("*.staged")]:
-        stale.unlink()
-
-
-def committed_reports(
-    folder: Path, children: Callable[[int], Sequence[int]]
-) -> tuple[CommitRecord, dict[int, dict[str, Any]]]:
-    """The run's commit record in the reports folder ``folder``, and every role's report
-    there, checked against it given each role's children in the tree: a run's results count
-    only once role 0 committed them (``docs/failure.md``).
-
-    Raises:
-        CommitInvalid: there is no commit record, or the reports are not the committed ones.
-    """
-    try:
-        record = CommitRecord.decode((folder / COMMIT_NAME).read_bytes())
-    except FileNotFoundError:
-        raise CommitInvalid(
-            f"{folder / COMMIT_NAME} does not exist: the run did not commit"
-        ) from None
-    data: dict[int, bytes] = {}
-    for path in folder.glob("role-*.json"):
-        data[int(path.stem.removeprefix("role-"))] = path.read_bytes()
-    check_reports(record, data, children)
-    return record, {role: json.loads(text) for role, text in data.items()}
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -40,8 +40,8 @@ from alpha.schedule.local import LocalSchedule, decode
 from alpha.schedule.role import RoleDescription
 
 if TYPE_CHECKING:
-    from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
+    from alpha.learner.state import LearnerState
 
 __all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
 

@@ -35,6 +35,11 @@ the seal its folder's name carries, and its round and name against the folder's.
 
 Writing refuses what the system refuses with :class:`CheckpointWriteFailed` (the path and the
 errno's words), never a bare ``OSError``.
+
+This module is the store: files, fsync, the folder's lock, publishing, pruning. What the names
+and manifests mean, and each manifest's encoding and checks, are pure and in
+:mod:`alpha.checkpoint.manifest`; the names it exports are exported here too, for callers of
+the store.
 """
 
 from __future__ import annotations
@@ -42,11 +47,9 @@ from __future__ import annotations
 import contextlib
 import errno as errnos
 import fcntl
-import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import socket
 import time
@@ -58,6 +61,38 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from alpha.checkpoint.manifest import (
+    DTYPES,
+    FORMAT,
+    LOCK,
+    MANIFEST,
+    MAX_ELEMENTS,
+    MAX_MANIFEST_BYTES,
+    OWNER_FORMAT,
+    POINTER,
+    POINTER_FORMAT,
+    REMOVING_PREFIX,
+    SHARDS,
+    ArraySpecs,
+    GenerationName,
+    Shard,
+    check_cover,
+    decode_json,
+    decode_owner_manifest,
+    decode_pointer,
+    decode_root_manifest,
+    encode_owner_manifest,
+    encode_pointer,
+    encode_root_manifest,
+    generation_name,
+    owner_manifest_name,
+    owner_ranges,
+    parse_generation,
+    sealed_name,
+    sha256_hex,
+    shard_file,
+    staged_name,
+)
 from alpha.errors import (
     CheckpointCorrupt,
     CheckpointFolderHeld,
@@ -71,6 +106,7 @@ __all__ = [
     "FORMAT",
     "LOCK",
     "MANIFEST",
+    "MAX_ELEMENTS",
     "OWNER_FORMAT",
     "POINTER",
     "POINTER_FORMAT",
@@ -101,94 +137,15 @@ __all__ = [
     "write_shards",
 ]
 
-FORMAT: Final = "alpha-checkpoint/2"
-"""/2: the generation's folder name is sealed by its root manifest's digest, and ``about``
-records the plan's identity (``docs/checkpoints.md``)."""
-OWNER_FORMAT: Final = "alpha-checkpoint-owner/1"
-POINTER_FORMAT: Final = "alpha-checkpoint-pointer/1"
-POINTER: Final = "LATEST"
-MANIFEST: Final = "manifest.json"
-REMOVING_PREFIX: Final = ".removing-"
-"""A generation being removed is first renamed to this prefix and its name: out of sight of
-every reader (no generation's name starts with a dot), so a removal that dies half way leaves
-nothing that looks like a generation; the next prune finishes it."""
-LOCK: Final = ".alpha-checkpoint.lock"
-"""The file a run holds locked (``flock``) for as long as it writes the folder; its content
-names the holder."""
-SEAL_DIGITS: Final = 16
-"""Hex digits of the root manifest's SHA-256 a generation's folder name ends with: 64 bits,
-so an edited manifest is noticed by its own folder's name (the pointer holds all 64 digits)."""
-MAX_ELEMENTS: Final = 2**34
-"""Elements of one array: far beyond any learner this project runs (a 16 GiB float32 array),
-and a bound that keeps a hostile shape from asking for an allocation it cannot have."""
-MAX_DIMENSIONS: Final = 8
-"""Dimensions of one array's shape; the state's arrays are flat, 8 is generous."""
-SHARDS: Final = "shards"
-DTYPES: Final = ("float32", "float64")
-MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
-"""A manifest lists shards, never their bytes: 16 MiB is far beyond any real one, and the bound
-keeps a damaged or hostile file from being read whole."""
+
+def _write_durably(path: Path, data: bytes) -> None:
+    with path.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+
 
 Array = npt.NDArray[np.floating]
-
-
-def generation_name(round: int, nonce: str) -> str:
-    """The base name of the generation holding the state after ``round`` rounds, written by
-    the segment whose nonce is ``nonce`` (8 hex digits, drawn when the segment is compiled).
-    Staged, it is ``BASE.staged``; published, ``BASE-SEAL`` (:func:`sealed_name`)."""
-    if len(nonce) != 8 or any(c not in "0123456789abcdef" for c in nonce):
-        raise ValueError(f"a generation's nonce is 8 lowercase hex digits, got {nonce!r}")
-    if not 0 <= round < 10**_ROUND_DIGITS_MAX:
-        raise ValueError(f"a generation's round is 0..{10**_ROUND_DIGITS_MAX - 1}, got {round}")
-    return f"gen-{round:09d}-{nonce}"
-
-
-def sealed_name(base: str, manifest_sha256: str) -> str:
-    """A published generation's folder name: its base name and the first
-    :data:`SEAL_DIGITS` hex digits of its root manifest's SHA-256."""
-    return f"{base}-{manifest_sha256[:SEAL_DIGITS]}"
-
-
-_ROUND_DIGITS_MAX: Final = 10  # MAX_ROUNDS (2**32 - 1) has 10 digits
-_SEALED: Final = re.compile(
-    rf"gen-([0-9]{{9,{_ROUND_DIGITS_MAX}}})-([0-9a-f]{{8}})-([0-9a-f]{{{SEAL_DIGITS}}})"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class GenerationName:
-    """A published generation's folder name, read: its round, nonce and seal."""
-
-    round: int
-    nonce: str
-    seal: str
-
-    @property
-    def base(self) -> str:
-        return generation_name(self.round, self.nonce)
-
-    def __str__(self) -> str:
-        return f"{self.base}-{self.seal}"
-
-
-def parse_generation(name: str) -> GenerationName | None:
-    """The round, nonce and seal a published generation's folder name records, or None for
-    any other name (a staged or removed one, ``LATEST``, a name with a NUL, a slash, ``..``,
-    or a round not written as :func:`generation_name` writes it)."""
-    found = _SEALED.fullmatch(name)
-    if found is None:
-        return None
-    digits, nonce, seal = found.groups()
-    round = int(digits)
-    if f"{round:09d}" != digits:
-        return None  # one spelling per round: 000000001, never 0000000001
-    return GenerationName(round, nonce, seal)
-
-
-def _round_of(name: str) -> int | None:
-    """The round a published generation's folder name records, or None for another name."""
-    parsed = parse_generation(name)
-    return None if parsed is None else parsed.round
 
 
 @contextlib.contextmanager
@@ -210,144 +167,7 @@ def _writing(action: str, path: Path) -> Iterator[None]:
 def staged_folder(folder: Path, round: int, nonce: str) -> Path:
     """Where the segment with ``nonce`` stages its generation of ``round``: named by its
     writer, so no other writer's prune or cleanup takes it for its own."""
-    return folder / f"{generation_name(round, nonce)}{STAGED_SUFFIX}"
-
-
-def owner_manifest_name(owner: int) -> str:
-    return f"owner-{owner:06d}.json"
-
-
-def owner_ranges(size: int, owners: int) -> list[tuple[int, int]]:
-    """``owners`` contiguous ranges covering ``[0, size)`` in order, sizes differing by at most
-    one, the larger first (as the tree cuts a subtree into chunks); some are empty when
-    ``owners > size``."""
-    if owners < 1 or size < 0:
-        raise ValueError(f"cannot cut {size} elements among {owners} owners")
-    q, rem = divmod(size, owners)
-    ranges = []
-    start = 0
-    for owner in range(owners):
-        stop = start + q + (1 if owner < rem else 0)
-        ranges.append((start, stop))
-        start = stop
-    return ranges
-
-
-def _canonical(value: object) -> bytes:
-    return (json.dumps(value, sort_keys=True, indent=1, allow_nan=False) + "\n").encode()
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Shard:
-    """One logical shard: elements ``[start, stop)`` of array ``name``, and where they lie."""
-
-    name: str
-    global_shape: tuple[int, ...]
-    start: int
-    stop: int
-    dtype: str
-    bytes: int
-    sha256: str
-    file: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "global_shape": list(self.global_shape),
-            "start": self.start,
-            "stop": self.stop,
-            "dtype": self.dtype,
-            "bytes": self.bytes,
-            "sha256": self.sha256,
-            "file": self.file,
-        }
-
-    @staticmethod
-    def from_dict(data: object, where: str) -> Shard:
-        """
-        Raises:
-            CheckpointCorrupt: a field is missing or wrong.
-        """
-        if not isinstance(data, dict):
-            raise CheckpointCorrupt(f"{where}: a shard must be a table")
-        try:
-            name, shape, start, stop = (
-                data["name"],
-                data["global_shape"],
-                data["start"],
-                data["stop"],
-            )
-            dtype, size, digest, file = data["dtype"], data["bytes"], data["sha256"], data["file"]
-        except KeyError as error:
-            raise CheckpointCorrupt(f"{where}: a shard lacks {error}") from None
-        ints = (start, stop, size)
-        if not isinstance(name, str) or not name or not all(type(v) is int for v in ints):
-            raise CheckpointCorrupt(f"{where}: a shard's name or range is wrong: {data!r}")
-        if _ARRAY_NAME.fullmatch(name) is None:
-            raise CheckpointCorrupt(f"{where}: a shard's array name {name!r} is not a name")
-        total = _elements(shape, f"{where}: shard {name}: global_shape")
-        if dtype not in DTYPES:
-            raise CheckpointCorrupt(
-                f"{where}: shard {name}: dtype {dtype!r} is not one of {DTYPES}"
-            )
-        if not 0 <= start < stop <= total or size != (stop - start) * np.dtype(dtype).itemsize:
-            raise CheckpointCorrupt(
-                f"{where}: shard {name}[{start}:{stop}] does not fit its array of {total} "
-                f"elements, or its byte length {size} does not match"
-            )
-        if not isinstance(digest, str) or _HEX64.fullmatch(digest) is None:
-            raise CheckpointCorrupt(f"{where}: shard {name}: sha256 is wrong: {digest!r}")
-        if file != shard_file(name, start, stop):
-            # One spelling per shard: no other path (absolute, with .., a NUL) is ever opened.
-            raise CheckpointCorrupt(
-                f"{where}: shard {name}: file {file!r} is not {shard_file(name, start, stop)!r}"
-            )
-        return Shard(name, tuple(shape), start, stop, dtype, size, digest, file)
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}[{self.start}:{self.stop}] ({self.file})"
-
-
-_ARRAY_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_HEX64: Final = re.compile(r"[0-9a-f]{64}")
-
-
-def shard_file(name: str, start: int, stop: int) -> str:
-    """The file of array ``name``'s shard ``[start, stop)``, inside its generation."""
-    return f"{SHARDS}/{name}.{start:012d}-{stop:012d}.bin"
-
-
-def _elements(shape: object, what: str) -> int:
-    """The elements of ``shape`` (a list of non-negative ints), at most :data:`MAX_ELEMENTS`.
-
-    Raises:
-        CheckpointCorrupt: it is not such a list, or its product is past the bound (computed
-            exactly: a product that would overflow a 64-bit integer is refused, not wrapped).
-    """
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_DIMENSIONS
-        or not all(type(v) is int and v >= 0 for v in shape)
-    ):
-        raise CheckpointCorrupt(f"{what} is wrong: {shape!r}")
-    total = math.prod(shape)  # Python integers: exact, whatever the sizes
-    if total > MAX_ELEMENTS:
-        raise CheckpointCorrupt(
-            f"{what} {shape!r} has {total} elements, past the bound of {MAX_ELEMENTS}"
-        )
-    return total
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    with path.open("wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    return folder / staged_name(round, nonce)
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,71 +225,35 @@ def _write_shards(
         file = shard_file(part.name, start, stop)
         _write_durably(staged / file, data)
         shards.append(
-            Shard(part.name, part.shape, start, stop, dtype, len(data), _sha256(data), file)
+            Shard(part.name, part.shape, start, stop, dtype, len(data), sha256_hex(data), file)
         )
         if on_shard is not None:
             on_shard(len(shards) - 1)
     fsync_folder(shards_dir)
-    manifest = _canonical(
-        {"format": OWNER_FORMAT, "owner": owner, "shards": [s.to_dict() for s in shards]}
-    )
+    manifest = encode_owner_manifest(owner, shards)
     write_bytes_atomically(staged / owner_manifest_name(owner), manifest)
-    return _sha256(manifest)
+    return sha256_hex(manifest)
 
 
 def _read_json(path: Path, what: str, expect: str | None = None) -> tuple[dict[str, object], str]:
+    """The JSON object in the file ``path`` and its SHA-256 (checked against ``expect``).
+
+    Raises:
+        CheckpointCorrupt: it cannot be read, is too large, or :func:`decode_json` refuses it.
+    """
     try:
         data = read_regular_file(path, MAX_MANIFEST_BYTES)
     except OSError as error:
         raise CheckpointCorrupt(
             f"{what} ({path}) cannot be read: {error.strerror or error}"
         ) from None
-    digest = _sha256(data)
-    if expect is not None and digest != expect:
-        raise CheckpointCorrupt(
-            f"{what} ({path}) is corrupt: its SHA-256 is {digest}, {expect} was recorded"
-        )
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointCorrupt(f"{what} ({path}) is not JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise CheckpointCorrupt(f"{what} ({path}) must be a JSON object")
-    return value, digest
+    return decode_json(data, f"{what} ({path})", expect)
 
 
 def _owner_shards(staged: Path, owner: int, expect: str | None) -> tuple[list[Shard], str]:
     what = f"owner {owner}'s manifest"
     data, digest = _read_json(staged / owner_manifest_name(owner), what, expect)
-    if data.get("format") != OWNER_FORMAT or data.get("owner") != owner:
-        raise CheckpointCorrupt(f"{what} is not owner {owner}'s {OWNER_FORMAT} manifest")
-    listed = data.get("shards")
-    if not isinstance(listed, list):
-        raise CheckpointCorrupt(f"{what}: shards must be a list")
-    return [Shard.from_dict(item, what) for item in listed], digest
-
-
-def _check_cover(
-    shards: Mapping[str, list[Shard]], arrays: Mapping[str, tuple[tuple[int, ...], str]]
-) -> None:
-    """Each array's shards, in order, cover it exactly once."""
-    unknown = sorted(set(shards) - set(arrays))
-    if unknown:
-        raise CheckpointCorrupt(f"shards of arrays the manifest does not list: {unknown}")
-    for name, (shape, dtype) in arrays.items():
-        parts = sorted(shards.get(name, []), key=lambda s: s.start)
-        total = math.prod(shape)
-        at = 0
-        for shard in parts:
-            if shard.start != at or shard.global_shape != shape or shard.dtype != dtype:
-                raise CheckpointCorrupt(
-                    f"array {name}: shard {shard.label} does not continue at element {at} "
-                    f"of shape {shape} and dtype {dtype}",
-                    shard=shard.label,
-                )
-            at = shard.stop
-        if at != total:
-            raise CheckpointCorrupt(f"array {name}: its shards cover {at} of {total} elements")
+    return decode_owner_manifest(data, owner, what), digest
 
 
 def publish(
@@ -478,7 +262,7 @@ def publish(
     nonce: str,
     *,
     owners: int,
-    arrays: Mapping[str, tuple[tuple[int, ...], str]],
+    arrays: ArraySpecs,
     about: Mapping[str, object],
 ) -> tuple[str, str]:
     """Publish the staged generation of ``round`` in ``folder``: check that every owner's
@@ -506,19 +290,9 @@ def publish(
         entries.append({"owner": owner, "file": owner_manifest_name(owner), "sha256": digest})
         for shard in found:
             shards.setdefault(shard.name, []).append(shard)
-    _check_cover(shards, arrays)
-    specs = {n: {"shape": list(shape), "dtype": dtype} for n, (shape, dtype) in arrays.items()}
-    manifest = _canonical(
-        {
-            "format": FORMAT,
-            "generation": base,
-            "round": round,
-            "owners": entries,
-            "arrays": specs,
-            "about": dict(about),
-        }
-    )
-    digest = _sha256(manifest)
+    check_cover(shards, arrays)
+    manifest = encode_root_manifest(base, round, entries, arrays, about)
+    digest = sha256_hex(manifest)
     name = sealed_name(base, digest)
     final = folder / name
     with _writing("publish the checkpoint generation at", staged):
@@ -546,13 +320,8 @@ def move_pointer(folder: Path, generation: str, manifest_sha256: str) -> None:
         CheckpointWriteFailed: the pointer cannot be written (its path and why); the old
             pointer stays as it was.
     """
-    pointer = {
-        "format": POINTER_FORMAT,
-        "generation": generation,
-        "manifest_sha256": manifest_sha256,
-    }
     with _writing("point", folder / POINTER):
-        write_bytes_atomically(folder / POINTER, _canonical(pointer))
+        write_bytes_atomically(folder / POINTER, encode_pointer(generation, manifest_sha256))
 
 
 def _generations(folder: Path) -> list[tuple[GenerationName, Path]]:
@@ -673,19 +442,7 @@ def _read_pointer(folder: Path) -> tuple[str, str]:
     except OSError as error:
         raise CheckpointCorrupt(f"{path} cannot be read: {error.strerror or error}") from None
     pointer, _ = _read_json(path, "the checkpoint pointer")
-    name, sha = pointer.get("generation"), pointer.get("manifest_sha256")
-    if pointer.get("format") != POINTER_FORMAT or not isinstance(name, str):
-        raise CheckpointCorrupt(f"{path} is not a {POINTER_FORMAT} pointer")
-    parsed = parse_generation(name)
-    if parsed is None:
-        raise CheckpointCorrupt(f"{path} names {name!r}, not a published generation's name")
-    if not isinstance(sha, str) or _HEX64.fullmatch(sha) is None:
-        raise CheckpointCorrupt(f"{path} pins no root manifest: manifest_sha256 is {sha!r}")
-    if not sha.startswith(parsed.seal):
-        raise CheckpointCorrupt(
-            f"{path} names {name}, whose seal is not the digest it pins ({sha})"
-        )
-    return name, sha
+    return decode_pointer(pointer, str(path))
 
 
 @dataclass
@@ -717,7 +474,7 @@ class Generation:
                 "from it",
                 shard=shard.label,
             )
-        digest = _sha256(data)
+        digest = sha256_hex(data)
         if digest != shard.sha256:
             raise CheckpointCorrupt(
                 f"{where} is corrupt: its SHA-256 is {digest}, the manifest says "
@@ -817,41 +574,16 @@ def _open_folder(folder: Path, expect_sha256: str | None) -> Generation:
             f"{folder / MANIFEST} is not the one {folder.name} was sealed with: its SHA-256 is "
             f"{digest}, the name's seal is {parsed.seal}"
         )
-    if data.get("format") != FORMAT:
-        raise CheckpointCorrupt(f"{folder / MANIFEST} is not an {FORMAT} manifest")
-    round = data.get("round")
-    owners = data.get("owners")
-    specs = data.get("arrays")
-    about = data.get("about", {})
-    if type(round) is not int or not isinstance(owners, list) or not isinstance(specs, dict):
-        raise CheckpointCorrupt(f"{folder / MANIFEST}: round, owners or arrays is wrong")
-    if round != parsed.round or data.get("generation") != parsed.base:
-        raise CheckpointCorrupt(
-            f"{folder / MANIFEST} records generation {data.get('generation')!r} of round "
-            f"{round}, but its folder is {folder.name} (round {parsed.round})"
-        )
-    if not isinstance(about, dict):
-        raise CheckpointCorrupt(f"{folder / MANIFEST}: about must be a table")
-    arrays: dict[str, tuple[tuple[int, ...], str]] = {}
-    for name, spec in specs.items():
-        if _ARRAY_NAME.fullmatch(name) is None:
-            raise CheckpointCorrupt(f"{folder / MANIFEST}: array name {name!r} is not a name")
-        if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
-            raise CheckpointCorrupt(f"{folder / MANIFEST}: array {name}: spec is wrong: {spec!r}")
-        shape = spec.get("shape")
-        _elements(shape, f"{folder / MANIFEST}: array {name}: shape")
-        assert isinstance(shape, list)
-        arrays[name] = (tuple(shape), str(spec["dtype"]))
+    root = decode_root_manifest(data, parsed, folder.name, str(folder / MANIFEST))
     shards: dict[str, list[Shard]] = {}
-    for index, entry in enumerate(owners):
-        if not isinstance(entry, dict) or entry.get("owner") != index:
-            raise CheckpointCorrupt(f"{folder / MANIFEST}: owner entry {index} is wrong")
-        sha = entry.get("sha256")
-        found, _ = _owner_shards(folder, index, sha if isinstance(sha, str) else "")
+    for index, sha in enumerate(root.owner_sha256):
+        found, _ = _owner_shards(folder, index, sha)
         for shard in found:
             shards.setdefault(shard.name, []).append(shard)
-    _check_cover(shards, arrays)
-    return Generation(folder, digest, round, parsed, len(owners), arrays, shards, dict(about))
+    check_cover(shards, root.arrays)
+    return Generation(
+        folder, digest, root.round, parsed, len(root.owner_sha256), root.arrays, shards, root.about
+    )
 
 
 # --- the folder's one writer, and the room it needs ------------------------------------------

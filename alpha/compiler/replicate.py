@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from alpha.compiler.learner import require_learner
 from alpha.compiler.plan import Plan
+from alpha.compiler.work_learn import learner_setup, require_learner
 from alpha.core.combine import ordered_sum
 from alpha.learner.data import Digits, features
 from alpha.learner.model import evaluate, initial_parameters
 from alpha.learner.optimizer import LearnerStateInvalid, OptimizerState
-from alpha.learner.program import LearnerState, logical_tree, model_of, split_of
+from alpha.learner.state import LearnerState, logical_tree, split_of
 
 # require_learner is named here too: ``alpha run`` checks a plan with it before it replicates.
 __all__ = ["Replica", "RoundHook", "Start", "replicate", "require_learner"]
@@ -87,7 +87,8 @@ def replicate(
             not the plan's optimizer's), or ``stop`` is outside ``0..plan.rounds``.
     """
     learner = require_learner(plan)
-    model = model_of(plan)
+    setup = learner_setup(plan)
+    model = setup.model
     last = plan.rounds if stop is None else stop
     if isinstance(last, bool) or not isinstance(last, int) or not 0 <= last <= plan.rounds:
         raise LearnerStateInvalid(f"stop must be a round in 0..{plan.rounds}, got {stop!r}")
@@ -114,16 +115,16 @@ def replicate(
         )
         parameters = start.parameters.copy()
     n = plan.participants
-    parts = split_of(plan, digits)
+    parts = split_of(setup, digits)
     tree = plan.tree
     if learner.contributors is None:
-        states = [LearnerState.for_role(plan, digits, role, parts) for role in range(n)]
+        states = [LearnerState.for_role(setup, digits, role, parts) for role in range(n)]
     else:
         # Logical contributors: each one's shard and contribution, folded in the logical
         # tree's order whatever roles host them (docs/learner.md).
         tree = logical_tree(learner.contributors)
         states = [
-            LearnerState.for_role(plan, digits, 0, parts) for _ in range(learner.contributors)
+            LearnerState.for_role(setup, digits, 0, parts) for _ in range(learner.contributors)
         ]
         for k, state in enumerate(states):
             state.pixels, state.labels = parts.shard(k)

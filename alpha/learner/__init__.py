@@ -66,14 +66,6 @@ if TYPE_CHECKING:
         learner_payload,
         segment_from_payload,
     )
-    from alpha.learner.program import (
-        LOGICAL_FANOUT,
-        LearnerState,
-        logical_tree,
-        model_of,
-        owned,
-        split_of,
-    )
     from alpha.learner.saving import (
         FREE_WITH_CONTRIBUTORS,
         PARAMETERS,
@@ -81,10 +73,17 @@ if TYPE_CHECKING:
         SegmentIO,
         identity_changes,
         load_start,
-        plan_identity,
         segment_record,
         state_arrays,
         state_specs,
+    )
+    from alpha.learner.state import (
+        LOGICAL_FANOUT,
+        LearnerSetup,
+        LearnerState,
+        logical_tree,
+        owned,
+        split_of,
     )
 
 __all__ = [
@@ -114,6 +113,7 @@ __all__ = [
     "Digits",
     "GpuContributor",
     "GpuUnavailable",
+    "LearnerSetup",
     "LearnerState",
     "LearnerStateInvalid",
     "Model",
@@ -140,9 +140,7 @@ __all__ = [
     "load_digits",
     "load_start",
     "logical_tree",
-    "model_of",
     "owned",
-    "plan_identity",
     "segment_from_payload",
     "segment_record",
     "shipped_digits",
@@ -211,14 +209,6 @@ __getattr__, __dir__ = lazy(
             "learner_payload",
             "segment_from_payload",
         ),
-        "alpha.learner.program": (
-            "LOGICAL_FANOUT",
-            "LearnerState",
-            "logical_tree",
-            "model_of",
-            "owned",
-            "split_of",
-        ),
         "alpha.learner.saving": (
             "FREE_WITH_CONTRIBUTORS",
             "PARAMETERS",
@@ -226,10 +216,17 @@ __getattr__, __dir__ = lazy(
             "SegmentIO",
             "identity_changes",
             "load_start",
-            "plan_identity",
             "segment_record",
             "state_arrays",
             "state_specs",
+        ),
+        "alpha.learner.state": (
+            "LOGICAL_FANOUT",
+            "LearnerSetup",
+            "LearnerState",
+            "logical_tree",
+            "owned",
+            "split_of",
         ),
     },
 )

@@ -9,7 +9,7 @@ that signed zeros match too. The contribution is staged to the host, a host part
 combines it, and the updated parameters are uploaded again before the next contribution.
 
 Only the MLP has kernels; a plan that binds a GPU to a role learning the linear model is a
-compile error naming ``contribute`` (``alpha.compiler.learner``).
+compile error naming ``contribute`` (``alpha.compiler.work_learn``).
 
 PyCUDA is imported only when a GPU contributor is made, so the rest of Alpha never needs a CUDA
 driver. The device is chosen by UUID through ``CUDA_VISIBLE_DEVICES``, set before CUDA starts

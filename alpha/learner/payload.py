@@ -9,8 +9,8 @@ from alpha.learner.data import decode_shard, encode_shard
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model
 from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
-from alpha.learner.program import LearnerState
 from alpha.learner.saving import SegmentIO
+from alpha.learner.state import LearnerState
 
 __all__ = ["attach_gpu", "learner_from_payload", "learner_payload", "segment_from_payload"]
 

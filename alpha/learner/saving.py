@@ -16,18 +16,17 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from alpha.checkpoint.manifest import generation_name, owner_ranges
 from alpha.checkpoint.store import (
     Generation,
     Part,
-    generation_name,
     move_pointer,
     open_generation,
-    owner_ranges,
     prune,
     publish,
     staged_folder,
@@ -36,11 +35,8 @@ from alpha.checkpoint.store import (
 from alpha.errors import LearnerStateInvalid
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
-from alpha.learner.program import LearnerState
-
-if TYPE_CHECKING:
-    from alpha.compiler.plan import Plan
-    from alpha.learner.data import Digits
+from alpha.learner.state import LearnerState
+from alpha.schedule.learner_regions import PARAMETERS as LEARNER_PARAMETERS
 
 __all__ = [
     "FREE_WITH_CONTRIBUTORS",
@@ -49,14 +45,14 @@ __all__ = [
     "SegmentIO",
     "identity_changes",
     "load_start",
-    "plan_identity",
     "segment_record",
     "state_arrays",
     "state_specs",
 ]
 
-PARAMETERS = "w"
-"""The parameters' array name in a checkpoint; the optimizer's arrays keep their own names."""
+PARAMETERS: Final = LEARNER_PARAMETERS
+"""The parameters' array name in a checkpoint, their region's name; the optimizer's arrays keep
+their own names."""
 
 
 @dataclass(frozen=True)
@@ -106,34 +102,6 @@ def about(state: LearnerState) -> dict[str, object]:
         "model": {"hidden": state.model.hidden, "dtype": state.model.dtype},
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "participants": state.participants,
-    }
-
-
-def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
-    """What a generation records of the plan that wrote it, field by field
-    (``docs/checkpoints.md``): everything that decides what the state after a round is, and
-    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
-    among them: every partition computes the same bits (``docs/learner.md``)."""
-    learner = plan.learner
-    assert learner is not None
-    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
-    return {
-        "run": plan.name,
-        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
-        "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
-        "membership": {"group": str(plan.group), "epoch": plan.epoch},
-        "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
-        "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
-        "state_layout": {
-            name: {"shape": list(shape), "dtype": dtype}
-            for name, (shape, dtype) in sorted(state_specs(state).items())
-        },
-        "rate": learner.rate,
-        "seed": learner.seed,
-        "batch": learner.batch,
-        "holdout": learner.holdout,
-        "contributors": learner.contributors,
-        "data": data,
     }
 
 

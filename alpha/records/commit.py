@@ -22,6 +22,7 @@ from typing import Final, final
 
 from alpha.checked import int_in
 from alpha.errors import CommitInvalid
+from alpha.records.folder import COMMIT_NAME
 
 __all__ = [
     "COMMIT_FORMAT",
@@ -34,9 +35,6 @@ __all__ = [
 
 COMMIT_FORMAT: Final = "alpha-commit/1"
 """The ``format`` field of every commit record."""
-
-COMMIT_NAME: Final = "commit.json"
-"""The commit record's file name, in role 0's report folder."""
 
 DIGEST_SIZE: Final = 32
 """A DONE or COMMIT payload: one SHA-256 digest."""

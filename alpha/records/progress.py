@@ -24,7 +24,7 @@ from typing import Final, final
 
 from alpha.checked import int_in
 from alpha.errors import ProgressRecordInvalid
-from alpha.files import role_file
+from alpha.records.folder import PROGRESS_DIR, progress_name
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -37,9 +37,6 @@ __all__ = [
     "encode",
     "progress_path",
 ]
-
-PROGRESS_DIR: Final = "progress"
-"""Where, beside its artifacts, a run's progress files are (``DIR/progress/role-000000.jsonl``)."""
 
 MAX_ROUND: Final = 2**32 - 1
 """The largest round a record names: a plan's most rounds (``compiler.plan.MAX_ROUNDS``, which a
@@ -272,4 +269,4 @@ class RecordReader:
 
 def progress_path(folder: Path, role: int = 0) -> Path:
     """``role``'s progress file in the run folder ``folder`` (where its artifacts are)."""
-    return folder / PROGRESS_DIR / role_file(role, ".jsonl")
+    return folder / PROGRESS_DIR / progress_name(role)

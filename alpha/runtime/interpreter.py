@@ -45,7 +45,7 @@ from alpha.wire.frame import FrameKind, ReceiveSlot, SendSlot
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    from alpha.learner.program import LearnerState  # a type only: sum-check roles never load it
+    from alpha.learner.state import LearnerState  # a type only: sum-check roles never load it
 
 __all__ = [
     "GROUP_MIN",

@@ -29,13 +29,14 @@ from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_for_launcher_loss
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
+from alpha.schedule.learner_regions import PARAMETERS
 from alpha.schedule.local import LocalSchedule
 from alpha.schedule.role import RoleDescription
 from alpha.wire.abort import AbortCause
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
-    from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
+    from alpha.learner.state import LearnerState
 
 # first_alpha_error lives in alpha.runtime.cause; named here too for the runtime's face.
 __all__ = [
@@ -283,7 +284,9 @@ async def _session(
         where.phase = COMPLETING
         if saver is not None:
             where.at("writing its part of the checkpoint")
-            owner = await trio.to_thread.run_sync(saver.write_owner, interpreter.buffers["w"])
+            owner = await trio.to_thread.run_sync(
+                saver.write_owner, interpreter.buffers[PARAMETERS]
+            )
             report.checkpoint = {"generation": saver.generation, "owner_manifest_sha256": owner}
         try:
             await complete(

@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING
 from alpha.faces import lazy
 
 if TYPE_CHECKING:
+    from alpha.schedule.learner_regions import (
+        CONTRIBUTIONS,
+        GRADIENT,
+        PARAMETERS,
+        STORE,
+    )
     from alpha.schedule.local import (
         SCHEDULE_FORMAT,
         Choose,
@@ -45,12 +51,16 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CONTRIBUTIONS",
     "DTYPES",
     "FORMAT",
+    "GRADIENT",
     "LEARNER_OPS",
     "LOCAL_OPS",
+    "PARAMETERS",
     "SCHEDULE_FORMAT",
     "SELECTORS",
+    "STORE",
     "SUM_CHECK_OPS",
     "Choose",
     "Context",
@@ -74,6 +84,12 @@ __all__ = [
 __getattr__, __dir__ = lazy(
     __name__,
     {
+        "alpha.schedule.learner_regions": (
+            "CONTRIBUTIONS",
+            "GRADIENT",
+            "PARAMETERS",
+            "STORE",
+        ),
         "alpha.schedule.local": (
             "SCHEDULE_FORMAT",
             "Choose",

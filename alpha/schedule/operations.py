@@ -2,13 +2,14 @@
 
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
-(``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
-(``alpha.compiler.program.OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
+(``alpha.compiler.plan.CHOICES``), each kind of work's declaration of where each is realized
+(``alpha.compiler.work_sum_check.SUM_CHECK_OPERATIONS``,
+``alpha.compiler.work_learn.learner_operations``) and the
 interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
 implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.
 
-The module is pure numpy (no trio, no runtime), so the pure layers (plan, program, protocol)
+The module is pure numpy (no trio, no runtime), so the pure layers (plan, kinds of work, forms)
 may import it: that is why it lives here and not in ``alpha.runtime``, whose package imports
 trio. Every operation is contract arithmetic: elementwise IEEE operations in a declared order,
 no BLAS and no transcendental functions, so x86-64 and AArch64 participants compute the same
@@ -27,10 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
+from alpha.schedule.learner_regions import CONTRIBUTIONS, PARAMETERS, STORE
 
 if TYPE_CHECKING:
     from alpha.compiler.forms import Protocol
-    from alpha.learner.program import LearnerState
+    from alpha.learner.state import LearnerState
 
 __all__ = [
     "LEARNER_OPS",
@@ -99,7 +101,7 @@ SUM_CHECK_OPS: Final[dict[str, LocalOp]] = {
     "check_sum": lambda ctx, region: _check(ctx, region, 1),
     "check_neg_sum": lambda ctx, region: _check(ctx, region, -1),
 }
-"""The sum check's local operations (``alpha.compiler.program`` declares them on every host)."""
+"""The sum check's local operations (``alpha.compiler.work`` declares them on every host)."""
 
 
 def release(region: Array) -> None:
@@ -118,7 +120,7 @@ def release(region: Array) -> None:
 
 
 def _update(ctx: Context, g: Array) -> None:
-    store = ctx.buffers["p"] if "p" in ctx.buffers else ctx.buffers["w"]
+    store = ctx.buffers[STORE] if STORE in ctx.buffers else ctx.buffers[PARAMETERS]
     ctx.need_learner().update(store, g)
 
 
@@ -136,19 +138,23 @@ def _quiet(op: LocalOp) -> LocalOp:
 
 LEARNER_OPS: Final[dict[str, LocalOp]] = {
     "init": lambda ctx, w: ctx.need_learner().init(w),
-    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers["w"], p),
-    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers["w"], p),
+    "keep_own": lambda ctx, p: ctx.need_learner().keep_own(ctx.buffers[PARAMETERS], p),
+    "load_own": lambda ctx, p: ctx.need_learner().load_own(ctx.buffers[PARAMETERS], p),
     "release": lambda ctx, region: release(region),
     "contribute_logical": lambda ctx, c: ctx.need_learner().contribute_logical(
-        ctx.buffers["w"], c, ctx.round
+        ctx.buffers[PARAMETERS], c, ctx.round
     ),
-    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers["c"], g),
-    "contribute": lambda ctx, g: ctx.need_learner().contribute(ctx.buffers["w"], g, ctx.round),
+    "fold_logical": lambda ctx, g: ctx.need_learner().fold_logical(ctx.buffers[CONTRIBUTIONS], g),
+    "contribute": lambda ctx, g: ctx.need_learner().contribute(
+        ctx.buffers[PARAMETERS], g, ctx.round
+    ),
     "update": _update,
-    "observe": lambda ctx, g: ctx.need_learner().observe(ctx.buffers["w"], g, ctx.round, ctx.role),
+    "observe": lambda ctx, g: ctx.need_learner().observe(
+        ctx.buffers[PARAMETERS], g, ctx.round, ctx.role
+    ),
 }
 LEARNER_OPS.update({name: _quiet(op) for name, op in LEARNER_OPS.items()})
-"""The learner's local operations (``alpha.compiler.learner`` declares where each runs)."""
+"""The learner's local operations (``alpha.compiler.work_learn`` declares where each runs)."""
 
 LOCAL_OPS: Final[Mapping[str, LocalOp]] = ChainMap(SUM_CHECK_OPS, LEARNER_OPS)
 """Every local operation, by name: a live view of the two tables above, not a copy."""

@@ -10,7 +10,7 @@ import pytest
 
 from alpha.app.cli import EXIT_OK, EXIT_USAGE, main
 from alpha.app.compile import describe_role
-from alpha.compiler.program import exchange_plan
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.errors import UsageError
 from alpha.files import output_folder
 from tests.support import ALPHA, PLANS, run_alpha

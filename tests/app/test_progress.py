@@ -19,8 +19,9 @@ from rich.console import Console
 from alpha.app import display as progress_module
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.compiler.plan import parse_plan
+from alpha.compiler.work_learn import learner_setup
 from alpha.learner.data import load_digits
-from alpha.learner.program import LearnerState
+from alpha.learner.state import LearnerState
 from alpha.records.progress import (
     RecordReader,
     RecordWriter,
@@ -347,7 +348,7 @@ def learn_plan(rounds: int) -> str:
 def test_a_progress_file_that_cannot_be_written_is_said_once_and_the_rounds_go_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = LearnerState.for_role(parse_plan(learn_plan(3)), load_digits(), 0)
+    state = LearnerState.for_role(learner_setup(parse_plan(learn_plan(3))), load_digits(), 0)
     (tmp_path / "progress").write_text("a file where the folder would be")
     state.progress_path = str(progress_path(tmp_path))
     w = np.zeros(state.model.size, state.model.dtype)

@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 
 import alpha
 from alpha.app.compile import describe_role
-from alpha.app.run import committed_reports
 from alpha.artifact import (
     ARTIFACT_FORMAT,
     MANIFEST_NAME,
@@ -59,12 +58,14 @@ from alpha.artifact.loader import (
     encode_manifest,
 )
 from alpha.compiler import encode, project
-from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.compiler.work import protocol_for
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 from alpha.launch.launcher import launch_specs
 from alpha.records.commit import COMMIT_NAME
+from alpha.records.reports import committed_reports
 from alpha.schedule.role import RoleDescription
 from harness.compiled import CompiledRun
 

@@ -15,7 +15,7 @@ import alpha
 from alpha.app.compile import compile_plan, compiled_identity
 from alpha.artifact import _package_sources, package_code_digest, read_artifact
 from alpha.compiler.plan import load_plan
-from alpha.compiler.program import run_identity
+from alpha.compiler.work import run_identity
 from alpha.core.identity import (
     CODE_BOUND_LEARNER_DOMAIN,
     CODE_DOMAIN,

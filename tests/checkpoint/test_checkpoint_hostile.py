@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.checkpoint import store as checkpoint
+from alpha.checkpoint.manifest import sha256_hex
 from alpha.checkpoint.store import (
     LOCK,
     MANIFEST,
@@ -87,7 +87,7 @@ def reseal(generation: Path, edit: dict[str, object]) -> Path:
     manifest.update(edit)
     data = (json.dumps(manifest, sort_keys=True, indent=1) + "\n").encode()
     (generation / MANIFEST).write_bytes(data)
-    digest = checkpoint._sha256(data)
+    digest = sha256_hex(data)
     parsed = parse_generation(generation.name)
     assert parsed is not None
     moved = generation.parent / sealed_name(parsed.base, digest)

@@ -16,13 +16,13 @@ from alpha.app.run import run_plan
 from alpha.checkpoint.store import open_generation, owner_ranges
 from alpha.compiler import check
 from alpha.compiler.forms import Region
-from alpha.compiler.learner import learner_protocol
 from alpha.compiler.plan import parse_plan
 from alpha.compiler.projection import project
 from alpha.compiler.replicate import Start, replicate
+from alpha.compiler.work_learn import learner_protocol, learner_setup, model_of
 from alpha.errors import PlanInvalid, ProtocolRejected, RegionInvalid
 from alpha.learner.data import load_digits
-from alpha.learner.program import LearnerState, model_of
+from alpha.learner.state import LearnerState
 from alpha.schedule.local import decode, encode
 from tests.support import plans
 
@@ -68,14 +68,16 @@ def test_each_role_holds_the_optimizer_state_of_its_range_alone(partition: str) 
     plan = parse_plan(plan_text("tree-7", partition=partition))
     digits = load_digits()
     size = model_of(plan).size
-    states = [LearnerState.for_role(plan, digits, role) for role in range(7)]
+    states = [LearnerState.for_role(learner_setup(plan), digits, role) for role in range(7)]
     ranges = owner_ranges(size, 7)
     for role, state in enumerate(states):
         assert state.own == ranges[role]
         assert state.optimizer_state.arrays["m"].size == ranges[role][1] - ranges[role][0]
         assert state.optimizer_state.arrays["p1"].size == 1
     assert sum(s.optimizer_state.arrays["v"].size for s in states) == size
-    whole = LearnerState.for_role(parse_plan(plan_text("tree-7", partition="none")), digits, 0)
+    whole = LearnerState.for_role(
+        learner_setup(parse_plan(plan_text("tree-7", partition="none"))), digits, 0
+    )
     assert whole.optimizer_state.arrays["m"].size == size
 
 

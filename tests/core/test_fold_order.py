@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alpha.compiler import Combine, Protocol, Region, project
-from alpha.compiler.program import OPERATIONS
 from alpha.compiler.projection import scratch_name
+from alpha.compiler.work_sum_check import SUM_CHECK_OPERATIONS
 from alpha.core.combine import fold_order, ordered_sum
 from alpha.core.topology import ParticipantTree
 from alpha.schedule.local import Fold, Instruction, Recv, Send
@@ -24,7 +24,7 @@ def combine_protocol(tree: ParticipantTree) -> Protocol:
         participants=tree.n,
         tree=tree,
         regions={REGION: Region(REGION, "float32", 3)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Combine(REGION, "all"),
     )
 

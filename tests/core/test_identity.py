@@ -22,7 +22,7 @@ import alpha.core._digests as digests
 import alpha.core._run_identity as run_identity_module
 import alpha.core.identity as identity
 from alpha.compiler.plan import parse_plan
-from alpha.compiler.program import run_identity
+from alpha.compiler.work import run_identity
 from alpha.core.identity import (
     CODE_BOUND_LEARNER_DOMAIN,
     CODE_DOMAIN,

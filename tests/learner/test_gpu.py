@@ -83,7 +83,7 @@ def test_a_gpu_role_lets_go_of_its_gpu_when_its_run_ends(
     from alpha.app.compile import compile_plan
     from alpha.artifact import artifact_name, read_artifact
     from alpha.compiler.plan import parse_plan
-    from alpha.learner.program import LearnerState
+    from alpha.learner.state import LearnerState
 
     plan = parse_plan(
         """

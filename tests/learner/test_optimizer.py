@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alpha.compiler.learner import LEARNER_PROGRAM, learner_digest_of
 from alpha.compiler.plan import Plan
 from alpha.compiler.replicate import Start, replicate
+from alpha.compiler.work_learn import LEARNER_PROGRAM, learner_digest_of, learner_setup, model_of
 from alpha.core.identity import learner_digest
 from alpha.errors import ArtifactInvalid
 from alpha.learner.data import load_digits
@@ -34,7 +34,7 @@ from alpha.learner.optimizer import (
     constant_refusal,
 )
 from alpha.learner.payload import learner_from_payload, learner_payload
-from alpha.learner.program import LearnerState, model_of
+from alpha.learner.state import LearnerState
 from harness.compiled import CompiledRun
 from tests.support import plan_of, raises_exactly
 
@@ -431,7 +431,7 @@ def test_the_identity_binds_the_optimizer_and_its_constants() -> None:
 def test_the_artifact_carries_the_optimizer(plan: Plan) -> None:
     import json
 
-    state = LearnerState.for_role(plan, DIGITS, 1)
+    state = LearnerState.for_role(learner_setup(plan), DIGITS, 1)
     data = json.loads(json.dumps(learner_payload(state)))  # as the artifact stores it
     back = learner_from_payload(data)
     assert plan.learner is not None
@@ -465,7 +465,7 @@ def test_the_artifact_carries_the_optimizer(plan: Plan) -> None:
     ],
 )
 def test_an_artifact_with_a_bad_optimizer_is_refused(optimizer: Any, says: str) -> None:
-    data = learner_payload(LearnerState.for_role(learn_plan(), DIGITS, 1))
+    data = learner_payload(LearnerState.for_role(learner_setup(learn_plan()), DIGITS, 1))
     if optimizer is None:
         del data["optimizer"]
     else:
@@ -525,9 +525,9 @@ def test_a_role_that_starts_at_round_k_takes_round_k_s_batch() -> None:
     plan = learn_plan(n=3)
     model = model_of(plan)
     w = initial_parameters(model, 5)
-    later = LearnerState.for_role(plan, DIGITS, 2)
+    later = LearnerState.for_role(learner_setup(plan), DIGITS, 2)
     later.first_round = 3
-    plain = LearnerState.for_role(plan, DIGITS, 2)
+    plain = LearnerState.for_role(learner_setup(plan), DIGITS, 2)
     g_later = np.zeros(model.contribution_size, np.float32)
     g_plain = np.zeros(model.contribution_size, np.float32)
     later.contribute(w, g_later, 1)

@@ -13,7 +13,8 @@ import trio.testing
 
 from alpha.app.compile import describe_role
 from alpha.compiler import LocalSchedule, project
-from alpha.compiler.program import exchange_plan, protocol_for
+from alpha.compiler.work import protocol_for
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.errors import (
     AlphaError,

@@ -13,7 +13,7 @@ import trio.testing
 
 import alpha.runtime.parent as parent
 from alpha.app.compile import compile_plan
-from alpha.compiler.program import exchange_plan
+from alpha.compiler.work_sum_check import exchange_plan
 from alpha.core.budgets import Budgets
 from alpha.errors import LauncherLost, UsageError
 from alpha.runtime.parent import (

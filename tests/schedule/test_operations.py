@@ -12,9 +12,10 @@ import alpha.runtime.ops
 from alpha.app.cli import main
 from alpha.app.compile import compile_plan
 from alpha.compiler import Everyone, Local, Protocol, Region, check
-from alpha.compiler.learner import GPU_TARGET, learner_operations, learner_protocol
 from alpha.compiler.plan import CHOICES, load_plan
-from alpha.compiler.program import OPERATIONS, protocol_for
+from alpha.compiler.work import protocol_for
+from alpha.compiler.work_learn import GPU_TARGET, learner_operations, learner_protocol
+from alpha.compiler.work_sum_check import SUM_CHECK_OPERATIONS
 from alpha.core.topology import ParticipantTree
 from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
@@ -37,7 +38,7 @@ def test_a_plan_may_choose_every_selector_and_nothing_else() -> None:
 
 
 def test_the_sum_check_declares_exactly_its_implemented_operations() -> None:
-    assert {name: op.kind for name, op in OPERATIONS.items()} == {
+    assert {name: op.kind for name, op in SUM_CHECK_OPERATIONS.items()} == {
         **dict.fromkeys(SUM_CHECK_OPS, "local"),
         **dict.fromkeys(SELECTORS, "selector"),
     }
@@ -135,7 +136,7 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
         participants=3,
         tree=ParticipantTree(3, 2),
         regions={"x": Region("x", "float32", 4)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Local(Everyone(), "nowhere", "x"),
     )
     assert [type(f) for f in check(protocol)] == [NoRealization]
@@ -144,7 +145,7 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
 
 def test_every_kind_of_work_is_one_object_and_the_plan_names_exactly_those() -> None:
     from alpha.compiler.plan import WORK_KINDS
-    from alpha.compiler.program import WORKS, work_of
+    from alpha.compiler.work import WORKS, work_of
 
     assert tuple(WORKS) == WORK_KINDS
     for kind, work in WORKS.items():

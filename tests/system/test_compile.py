@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from alpha.app.compile import ALL_ROLES_LIMIT, compile_plan, parse_roles
-from alpha.app.run import committed_reports
 from alpha.artifact import read_artifact
 from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.errors import PlanInvalid, UsageError
 from alpha.launch.launcher import launch, launch_specs
 from alpha.records.commit import COMMIT_NAME
+from alpha.records.reports import committed_reports
 from harness.compiled import CompiledRun
 from tests.support import PLANS, plans, run_alpha
 

@@ -22,12 +22,12 @@ import trio
 
 from alpha.app.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 from alpha.app.compile import compile_plan
-from alpha.app.run import committed_reports
 from alpha.compiler.plan import Plan, parse_plan
 from alpha.compiler.replicate import replicate
 from alpha.errors import UsageError
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import load_digits
+from alpha.records.reports import committed_reports
 from harness.emulation import (
     HOME_ENV,
     QEMU,

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from alpha.app.compile import compile_plan
-from alpha.app.run import committed_reports
 from alpha.compiler.plan import parse_plan
 from alpha.launch.launcher import launch, launch_specs
+from alpha.records.reports import committed_reports
 from alpha.wire.frame import FrameKind
 from harness.compiled import CompiledRun
 from harness.processes import running

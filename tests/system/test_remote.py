@@ -21,12 +21,12 @@ import pytest
 
 from alpha.app.cli import main
 from alpha.app.compile import compile_plan
-from alpha.app.run import committed_reports
 from alpha.compiler.plan import Plan, parse_plan
 from alpha.compiler.replicate import replicate
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
+from alpha.records.reports import committed_reports
 from harness.processes import running, state_of
 from harness.sshd import Sshd, connect_error, namespace_nodes, running_sshd
 from tests.support import ALPHA

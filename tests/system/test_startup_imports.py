@@ -81,7 +81,7 @@ def test_the_artifact_entry_imports_no_plan_reader_and_no_protocol_checker() -> 
     assert done.returncode == 0, done.stderr[-2000:]
     assert {
         "alpha.artifact.participant",
-        "alpha.learner.program",
+        "alpha.learner.state",
     } <= modules  # the check sees imports
     assert sorted(modules.intersection(COMPILE_ONLY)) == []
 
@@ -171,7 +171,7 @@ def test_every_participant_of_a_learner_run_imports_the_learner(tmp_path: Path) 
     # The other side of the test above: the same reading sees a learner role's learner.
     plan = parse_plan(LEARN_PAIR)
     for role, modules in _launched_imports(plan, tmp_path).items():
-        assert {"alpha.learner.program", "alpha.learner.payload"} <= modules, role
+        assert {"alpha.learner.state", "alpha.learner.payload"} <= modules, role
 
 
 LEARN_PAIR = """

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from alpha.app.run import DEFAULT_PLAN, committed_reports
+from alpha.app.run import DEFAULT_PLAN
 from alpha.compiler.plan import parse_plan
 from alpha.compiler.replicate import replicate
 from alpha.errors import WarmStarterLost
 from alpha.launch.warm import _SERVER, WarmProcess
 from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
+from alpha.records.reports import committed_reports
 from harness.compiled import CompiledRun
 from harness.processes import (
     alive_children,

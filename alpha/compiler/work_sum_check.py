@@ -1,18 +1,16 @@
-"""From a plan to its global protocol and run identity (pure).
+"""The sum check, one kind of work (``work.kind = "sum-check"``): its global protocol, its part
+of the run identity, and the plan of the edge exchange built on it (pure).
 
-The sum check, the work of a ``sum-check`` plan: every round, every role fills region ``x``
-with ``(role + 1) * (round + 1)``, the tree combines it in contract order, and every owner
-checks the total against the closed form. With a choice, role 0 (the authority) evaluates the
-plan's selector each round and sends the word down the tree; arm 1 runs the same round on
-negated values. The learner's protocol and its part of the identity (``work.kind = "learn"``)
-are the learner's own (``alpha.compiler.learner``).
+Every round, every role fills region ``x`` with ``(role + 1) * (round + 1)``, the tree combines
+it in contract order, and every owner checks the total against the closed form. With a choice,
+role 0 (the authority) evaluates the plan's selector each round and sends the word down the
+tree; arm 1 runs the same round on negated values. The registry of every kind of work is
+``alpha.compiler.work``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Final, final
+from typing import Final
 
 from alpha.compiler.forms import (
     Choice,
@@ -29,23 +27,19 @@ from alpha.compiler.forms import (
     Seq,
     Targets,
 )
-from alpha.compiler.learner import learner_digest_of, learner_protocol
 from alpha.compiler.plan import TARGETS, Plan, parse_plan
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.core.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.core.identity import learner_digest
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits, load_digits
+from alpha.learner.data import Digits
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS
 
 __all__ = [
-    "OPERATIONS",
+    "SUM_CHECK_OPERATIONS",
     "SUM_CHECK_PROGRAM",
-    "WORKS",
-    "Work",
     "exchange_plan",
-    "protocol_for",
-    "run_identity",
-    "work_of",
+    "sum_check_identity",
+    "sum_check_protocol",
 ]
 
 SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
@@ -53,45 +47,21 @@ SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 
 _HOSTS: Final = frozenset(TARGETS)
 
-OPERATIONS: Final = {
+SUM_CHECK_OPERATIONS: Final = {
     **{name: Operation(name, "local", _HOSTS) for name in SUM_CHECK_OPS},
     **{name: Operation(name, "selector", _HOSTS) for name in SELECTORS},
 }
-"""Every operation the sum check may name, with the targets that realize it: the names are
-those implemented in ``alpha.schedule.operations``, every one realized on every host."""
+"""Every local operation and selector the sum check may name, with the targets that realize
+it: the names are those implemented in ``alpha.schedule.operations``, every one realized on
+every host. (Not the contract's combine operations, ``alpha.core.identity.OPERATIONS``.)"""
 
 # Whole numbers add exactly in a float up to its significand's width.
 _EXACT: Final = {"float32": 2**24, "float64": 2**53}
 
 
-def plan_contract(plan: Plan) -> bytes:
-    """The numerical contract's digest of ``plan``: dtype, operation, topology and order."""
-    return contract_digest(
-        dtype=plan.dtype,
-        operation=plan.operation,
-        topology=plan.shape,
-        participants=plan.participants,
-        fanout=plan.tree.fanout,
-        delivery=plan.delivery,
-    )
-
-
-def run_identity(plan: Plan, digits: Digits | None = None) -> RunIdentity:
-    """The identity every frame of ``plan``'s run carries: its work's learner part (a
-    learner's includes its data: ``digits``, or the shipped data set read here), the contract
-    and the membership.
-
-    Raises:
-        PlanInvalid: the plan's work is of no known kind.
-    """
-    return RunIdentity(
-        learner=work_of(plan).identity(plan, digits),
-        contract=plan_contract(plan),
-        membership=membership_digest(plan.group),
-    )
-
-
-def _sum_check_identity(plan: Plan, digits: Digits | None) -> bytes:
+def sum_check_identity(plan: Plan, digits: Digits | None) -> bytes:
+    """The learner part of a sum check's run identity: its program, size, choice and rounds
+    (``digits`` is not read: the sum check has no data)."""
     return learner_digest(
         program=SUM_CHECK_PROGRAM,
         config={"size": plan.work_size, "choice": plan.choice, "rounds": plan.rounds},
@@ -99,10 +69,6 @@ def _sum_check_identity(plan: Plan, digits: Digits | None) -> bytes:
         rate=0.0,
         samples=(),
     )
-
-
-def _learn_identity(plan: Plan, digits: Digits | None) -> bytes:
-    return learner_digest_of(plan, digits or load_digits())
 
 
 def _round(plan: Plan, sign: str) -> Form:
@@ -116,17 +82,7 @@ def _round(plan: Plan, sign: str) -> Form:
     )
 
 
-def protocol_for(plan: Plan) -> Protocol:
-    """The global protocol of a plan: its work's (``work.kind``).
-
-    Raises:
-        PlanInvalid: the plan's work is of no known kind, or its protocol refuses the plan
-            (see :func:`_sum_check_protocol` and ``alpha.compiler.learner.learner_protocol``).
-    """
-    return work_of(plan).protocol(plan)
-
-
-def _sum_check_protocol(plan: Plan) -> Protocol:
+def sum_check_protocol(plan: Plan) -> Protocol:
     """The sum check's protocol.
 
     Raises:
@@ -160,42 +116,10 @@ def _sum_check_protocol(plan: Plan) -> Protocol:
         participants=n,
         tree=plan.tree,
         regions={"x": Region("x", plan.dtype, plan.work_size)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Repeat(plan.rounds, plan.rounds, round_form),
         targets=Targets(plan.default_target, plan.target_roles),
     )
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Work:
-    """One kind of work a plan can ask for (``work.kind``), in one place: its global protocol
-    (whose operations name only operations implemented in ``alpha.schedule.operations``, with where
-    each is realized) and the learner part of its run identity."""
-
-    kind: str
-    protocol: Callable[[Plan], Protocol]
-    identity: Callable[[Plan, Digits | None], bytes]
-
-
-WORKS: Final[Mapping[str, Work]] = {
-    "sum-check": Work("sum-check", _sum_check_protocol, _sum_check_identity),
-    "learn": Work("learn", learner_protocol, _learn_identity),
-}
-"""Every kind of work, by ``work.kind``; ``alpha.compiler.plan.WORK_KINDS`` names exactly these."""
-
-
-def work_of(plan: Plan) -> Work:
-    """
-    Raises:
-        PlanInvalid: the plan's work is of no known kind.
-    """
-    work = WORKS.get(plan.work_kind)
-    if work is None:
-        raise PlanInvalid(
-            f"no work of kind {plan.work_kind!r}; known: {', '.join(WORKS)}", field="work.kind"
-        )
-    return work
 
 
 def exchange_plan(

@@ -1,5 +1,5 @@
-"""One role's learner: its local state, the operations that step it, and how a plan's learner
-sets it up.
+"""One role's learner: its local state, the operations that step it, and the learner-side
+value (:class:`LearnerSetup`) it is built from.
 
 Every round: every role computes its contribution (the gradient summed over its batch, with
 its summed loss and correct count) into ``g``; the tree combines ``g`` in contract order and
@@ -10,9 +10,10 @@ role initializes ``w`` from the plan's seed.
 
 A participant with a learner loads this module (its entry builds the ``LearnerState`` from its
 payload and hands it to the runtime, which steps it); a role without one (a sum check) loads no
-learner module at all. It reads a plan only through its fields: the plan reader is imported for
-types alone. The learner's global protocol
-and run identity, which only compiling needs, are in ``alpha.compiler.learner``.
+learner module at all. It never sees a plan: the compiler reads the plan and hands this module a
+:class:`LearnerSetup` (``alpha.compiler.work_learn.learner_setup``), the numbers a learner role
+needs. The learner's global protocol and run identity, which only compiling needs, are in
+``alpha.compiler.work_learn``.
 """
 
 from __future__ import annotations
@@ -22,39 +23,62 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import final
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.checkpoint.store import owner_ranges
+from alpha.checkpoint.manifest import owner_ranges
 from alpha.core.combine import ordered_sum
 from alpha.core.topology import ParticipantTree
-from alpha.errors import LossNotFinite, PlanInvalid
+from alpha.errors import LossNotFinite
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
 from alpha.records.progress import RecordWriter, RoundRecord
 
-if TYPE_CHECKING:
-    from alpha.compiler.plan import Plan
+__all__ = [
+    "LOGICAL_FANOUT",
+    "LearnerSetup",
+    "LearnerState",
+    "logical_tree",
+    "owned",
+    "split_of",
+]
 
-__all__ = ["LOGICAL_FANOUT", "LearnerState", "logical_tree", "model_of", "owned", "split_of"]
 
+@final
+@dataclass(frozen=True, slots=True)
+class LearnerSetup:
+    """What every role of one learner run needs of its plan, and nothing of the plan itself:
+    the compiler builds it from a plan's ``[learner]`` table (``alpha.compiler.work_learn.
+    learner_setup``), so the run-time learner never reads a plan.
 
-def model_of(plan: Plan) -> Model:
+    Attributes:
+        model: the model (its hidden width, or None for linear, and the contract's dtype).
+        seed: the seed of initial parameters and of the data's split.
+        rate: the learning rate.
+        batch: samples each contributor contributes per round.
+        holdout: the share of the data set held out for evaluation.
+        participants: the number of roles.
+        optimizer: the optimizer and its constants.
+        partition: what is partitioned among the roles (``"none"``, ``"optimizer"``,
+            ``"gradients"``, ``"parameters"``).
+        contributors: the logical contributors, or None: one per role.
+        gpus: ``(role, GPU UUID)`` per GPU-bound role, ascending by role.
     """
-    Raises:
-        PlanInvalid: the plan has no learner.
-    """
-    if plan.learner is None:
-        raise PlanInvalid(
-            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
-            '"learn" trains (alpha compile and alpha launch run this one)',
-            field="work.kind",
-        )
-    return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+
+    model: Model
+    seed: int
+    rate: float
+    batch: int
+    holdout: float
+    participants: int
+    optimizer: Optimizer = SGD
+    partition: str = "none"
+    contributors: int | None = None
+    gpus: tuple[tuple[int, str], ...] = ()
 
 
 LOGICAL_FANOUT = 2
@@ -67,18 +91,16 @@ def logical_tree(contributors: int) -> ParticipantTree:
     return ParticipantTree(contributors, LOGICAL_FANOUT)
 
 
-def owned(plan: Plan, role: int) -> tuple[int, int]:
-    """The parameter range ``role`` owns when the plan partitions its learner's state: the
+def owned(setup: LearnerSetup, role: int) -> tuple[int, int]:
+    """The parameter range ``role`` owns when the learner's state is partitioned: the
     parameters cut into contiguous ranges in role order, as checkpoints cut them."""
-    return owner_ranges(model_of(plan).size, plan.participants)[role]
+    return owner_ranges(setup.model.size, setup.participants)[role]
 
 
-def split_of(plan: Plan, digits: Digits) -> Split:
-    """The plan's split of the data set into role shards and the held-out part."""
-    learner = plan.learner
-    assert learner is not None
-    shards = learner.contributors or plan.participants
-    return split(digits, participants=shards, holdout=learner.holdout, seed=learner.seed)
+def split_of(setup: LearnerSetup, digits: Digits) -> Split:
+    """The split of the data set into contributor shards and the held-out part."""
+    shards = setup.contributors or setup.participants
+    return split(digits, participants=shards, holdout=setup.holdout, seed=setup.seed)
 
 
 @dataclass
@@ -143,38 +165,36 @@ class LearnerState:
 
     @classmethod
     def for_role(
-        cls, plan: Plan, digits: Digits, role: int, parts: Split | None = None
+        cls, setup: LearnerSetup, digits: Digits, role: int, parts: Split | None = None
     ) -> LearnerState:
-        """Role ``role``'s learner; ``parts`` is ``split_of(plan, digits)`` when the caller
+        """Role ``role``'s learner; ``parts`` is ``split_of(setup, digits)`` when the caller
         builds many roles (the split is the same for all of them)."""
-        learner = plan.learner
-        assert learner is not None
-        parts = parts or split_of(plan, digits)
+        parts = parts or split_of(setup, digits)
         hosted: tuple[int, ...] = ()
-        if learner.contributors is None:
+        if setup.contributors is None:
             pixels, labels = parts.shard(role)
         else:
-            hosted = tuple(range(*owner_ranges(learner.contributors, plan.participants)[role]))
+            hosted = tuple(range(*owner_ranges(setup.contributors, setup.participants)[role]))
             pixels, labels = np.zeros((0, FEATURES), np.uint8), np.zeros(0, np.uint8)
         state = cls(
-            model=model_of(plan),
-            seed=learner.seed,
-            rate=learner.rate,
-            batch=learner.batch,
-            participants=plan.participants,
+            model=setup.model,
+            seed=setup.seed,
+            rate=setup.rate,
+            batch=setup.batch,
+            participants=setup.participants,
             pixels=pixels,
             labels=labels,
-            optimizer=learner.optimizer,
-            partition=learner.partition,
-            own=None if learner.partition == "none" else owned(plan, role),
-            contributors=learner.contributors,
+            optimizer=setup.optimizer,
+            partition=setup.partition,
+            own=None if setup.partition == "none" else owned(setup, role),
+            contributors=setup.contributors,
             hosted=hosted,
             hosted_data=[parts.shard(k) for k in hosted],
         )
         if role == 0:
             state.holdout_pixels = parts.holdout_pixels
             state.holdout_labels = parts.holdout_labels
-        state.gpu_uuid = dict(plan.gpus).get(role)
+        state.gpu_uuid = dict(setup.gpus).get(role)
         return state
 
     def release(self) -> None:

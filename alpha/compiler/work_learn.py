@@ -1,16 +1,21 @@
-"""The data-parallel learner as a global protocol, and its part of the run identity (pure).
+"""The learner, one kind of work (``work.kind = "learn"``): the data-parallel learner as a
+global protocol, its part of the run identity, and the learner-side value its roles are built
+from (pure).
 
 What compiling a ``learn`` plan needs and a participant does not: this module reads the plan
-(``alpha.compiler.plan``) and builds protocol forms to check and project. The role's state and the
-operations that step it are in ``alpha.learner.program``, which participants load.
+(``alpha.compiler.plan``), builds protocol forms to check and project, and hands the run-time
+learner a :class:`alpha.learner.state.LearnerSetup` (:func:`learner_setup`) instead of the plan.
+The role's state and the operations that step it are in ``alpha.learner.state``, which
+participants load. The registry of every kind of work is ``alpha.compiler.work``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Final
 
-from alpha.checkpoint.store import owner_ranges
+from alpha.checkpoint.manifest import owner_ranges
 from alpha.compiler.forms import (
     Combine,
     Everyone,
@@ -29,18 +34,27 @@ from alpha.compiler.plan import TARGETS, LearnerSpec, Plan
 from alpha.core.identity import learner_digest
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits
+from alpha.learner.data import Digits, load_digits
 from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
-from alpha.learner.program import model_of
+from alpha.learner.saving import state_specs
+from alpha.learner.state import LearnerSetup, LearnerState
+from alpha.schedule.learner_regions import CONTRIBUTIONS as C
+from alpha.schedule.learner_regions import GRADIENT as G
+from alpha.schedule.learner_regions import PARAMETERS as W
+from alpha.schedule.learner_regions import STORE as P
 from alpha.schedule.operations import LEARNER_OPS
 
 __all__ = [
     "GPU_TARGET",
     "LEARNER_PROGRAM",
+    "learn_identity",
     "learner_digest_of",
     "learner_operations",
     "learner_protocol",
+    "learner_setup",
+    "model_of",
+    "plan_identity",
     "require_learner",
 ]
 
@@ -60,6 +74,45 @@ model has no kernels, so binding it a GPU is a compile error naming ``contribute
 silent fallback to the host."""
 
 _STAGED: Final = _HOSTS | {GPU_TARGET}
+
+
+def model_of(plan: Plan) -> Model:
+    """The model a plan's learner trains, in the plan's dtype.
+
+    Raises:
+        PlanInvalid: the plan has no learner.
+    """
+    if plan.learner is None:
+        raise PlanInvalid(
+            f"{plan.name} is a sum check, not a learner: only a plan with work.kind = "
+            '"learn" trains (alpha compile and alpha launch run this one)',
+            field="work.kind",
+        )
+    return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+
+
+def learner_setup(plan: Plan) -> LearnerSetup:
+    """What every learner role of ``plan`` needs of it (``alpha.learner.state``): the model,
+    its numbers, the partition and the GPU bindings; the run-time learner never reads a plan.
+
+    Raises:
+        PlanInvalid: the plan has no learner.
+    """
+    model = model_of(plan)
+    learner = plan.learner
+    assert learner is not None  # model_of refuses a plan without one
+    return LearnerSetup(
+        model=model,
+        seed=learner.seed,
+        rate=learner.rate,
+        batch=learner.batch,
+        holdout=learner.holdout,
+        participants=plan.participants,
+        optimizer=learner.optimizer,
+        partition=learner.partition,
+        contributors=learner.contributors,
+        gpus=plan.gpus,
+    )
 
 
 def learner_operations(model: Model) -> dict[str, Operation]:
@@ -96,34 +149,34 @@ def learner_protocol(plan: Plan) -> Protocol:
         )
     count = plan.rounds - first
     regions = {
-        "w": Region("w", plan.dtype, model.size),
-        "g": Region("g", plan.dtype, model.contribution_size),
+        W: Region(W, plan.dtype, model.size),
+        G: Region(G, plan.dtype, model.contribution_size),
     }
     partition = "none" if plan.learner is None else plan.learner.partition
-    observe = Local(Roles((0,)), "observe", "g")
-    before: tuple[Form, ...] = (Local(Everyone(), "init", "w"),)
+    observe = Local(Roles((0,)), "observe", G)
+    before: tuple[Form, ...] = (Local(Everyone(), "init", W),)
     after: tuple[Form, ...] = ()
     logical = plan.learner is not None and plan.learner.contributors is not None
     if partition == "none" and logical:
         steps: tuple[Form, ...] = (
             *_logical_total(plan, model, regions),
-            *_flood(plan.tree, 0, "g"),
-            Local(Everyone(), "update", "g"),
+            *_flood(plan.tree, 0, G),
+            Local(Everyone(), "update", G),
             observe,
         )
     elif partition == "none":
         steps = (
-            Local(Everyone(), "contribute", "g"),
-            Combine("g", "all"),
-            Local(Everyone(), "update", "g"),
+            Local(Everyone(), "contribute", G),
+            Combine(G, "all"),
+            Local(Everyone(), "update", G),
             observe,
         )
     elif partition != "parameters":
         steps = (*_partitioned(plan, model, partition, regions), observe)
     else:
         steps = _partitioned(plan, model, partition, regions)
-        before += (Local(Everyone(), "keep_own", "p"), Local(Everyone(), "release", "w"))
-        after = (Local(Everyone(), "load_own", "p"), *_gather(plan))
+        before += (Local(Everyone(), "keep_own", P), Local(Everyone(), "release", W))
+        after = (Local(Everyone(), "load_own", P), *_gather(plan))
     return Protocol(
         participants=plan.participants,
         tree=plan.tree,
@@ -141,20 +194,20 @@ def _logical_total(plan: Plan, model: Model, regions: dict[str, Region]) -> list
     assert plan.learner is not None and plan.learner.contributors is not None
     contributors = plan.learner.contributors
     width = model.contribution_size
-    regions["c"] = Region("c", plan.dtype, contributors * width)
-    steps: list[Form] = [Local(Everyone(), "contribute_logical", "c")]
+    regions[C] = Region(C, plan.dtype, contributors * width)
+    steps: list[Form] = [Local(Everyone(), "contribute_logical", C)]
     for host, (first, last) in enumerate(owner_ranges(contributors, plan.participants)):
         for k in range(first, last):
-            regions[f"c@{k}"] = Region(f"c@{k}", plan.dtype, width, "c", k * width)
-            steps += _toward_root(plan.tree, host, f"c@{k}")
-    return [*steps, Local(Roles((0,)), "fold_logical", "g")]
+            regions[f"{C}@{k}"] = Region(f"{C}@{k}", plan.dtype, width, C, k * width)
+            steps += _toward_root(plan.tree, host, f"{C}@{k}")
+    return [*steps, Local(Roles((0,)), "fold_logical", G)]
 
 
 def _gather(plan: Plan) -> list[Form]:
     """Every range ``w@r`` from its owner to every role along the tree."""
     out: list[Form] = []
     for role in range(plan.participants):
-        out += _flood(plan.tree, role, f"w@{role}")
+        out += _flood(plan.tree, role, f"{W}@{role}")
     return out
 
 
@@ -184,40 +237,40 @@ def _partitioned(
         )
     ranges = owner_ranges(size, n)
     for role, (start, stop) in enumerate(ranges):
-        regions[f"w@{role}"] = Region(f"w@{role}", dtype, stop - start, "w", start)
+        regions[f"{W}@{role}"] = Region(f"{W}@{role}", dtype, stop - start, W, start)
         if partition != "optimizer":
-            regions[f"g@{role}"] = Region(f"g@{role}", dtype, stop - start, "g", start)
+            regions[f"{G}@{role}"] = Region(f"{G}@{role}", dtype, stop - start, G, start)
     steps: list[Form] = []
     if partition == "parameters":
         # The whole parameters exist only while they are used: gathered from their owners
         # for the contribution, released after, gathered to role 0 alone to observe.
-        regions["w"] = Region("w", dtype, size, transient=True)
-        regions["p"] = Region("p", dtype, ranges[0][1] - ranges[0][0])
-        steps += [Local(Everyone(), "load_own", "p"), *_gather(plan)]
+        regions[W] = Region(W, dtype, size, transient=True)
+        regions[P] = Region(P, dtype, ranges[0][1] - ranges[0][0])
+        steps += [Local(Everyone(), "load_own", P), *_gather(plan)]
     if logical:
         steps += _logical_total(plan, model, regions)
     else:
-        steps.append(Local(Everyone(), "contribute", "g"))
+        steps.append(Local(Everyone(), "contribute", G))
     if partition == "parameters":
-        steps.append(Local(Everyone(), "release", "w"))
+        steps.append(Local(Everyone(), "release", W))
     if partition == "optimizer":
-        steps += _flood(tree, 0, "g") if logical else [Combine("g", "all")]
+        steps += _flood(tree, 0, G) if logical else [Combine(G, "all")]
     else:
-        regions["g@stats"] = Region("g@stats", dtype, STATS, "g", size)
+        regions[f"{G}@stats"] = Region(f"{G}@stats", dtype, STATS, G, size)
         if not logical:  # with logical contributors role 0 holds the whole total already
-            steps += [Combine(f"g@{role}", "one") for role in range(n)]
+            steps += [Combine(f"{G}@{role}", "one") for role in range(n)]
         for role in range(1, n):
-            steps += _from_root(tree, role, f"g@{role}")
+            steps += _from_root(tree, role, f"{G}@{role}")
         if not logical:
-            steps.append(Combine("g@stats", "one"))
-    steps.append(Local(Everyone(), "update", "g"))
+            steps.append(Combine(f"{G}@stats", "one"))
+    steps.append(Local(Everyone(), "update", G))
     if partition != "parameters":
         steps += _gather(plan)
         return tuple(steps)
-    steps.append(Local(Everyone(), "load_own", "p"))
+    steps.append(Local(Everyone(), "load_own", P))
     for role in range(1, n):
-        steps += _toward_root(tree, role, f"w@{role}")
-    steps += [Local(Roles((0,)), "observe", "g"), Local(Everyone(), "release", "w")]
+        steps += _toward_root(tree, role, f"{W}@{role}")
+    steps += [Local(Roles((0,)), "observe", G), Local(Everyone(), "release", W)]
     return tuple(steps)
 
 
@@ -269,9 +322,19 @@ def require_learner(plan: Plan) -> LearnerSpec:
     return plan.learner
 
 
+def learn_identity(plan: Plan, digits: Digits | None) -> bytes:
+    """The learner part of a ``learn`` plan's run identity, over ``digits`` or, when None, the
+    shipped data set (read here).
+
+    Raises:
+        PlanInvalid: whatever ``require_learner`` refuses.
+    """
+    return learner_digest_of(plan, digits or load_digits())
+
+
 def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     """The learner part of a ``learn`` plan's run identity: the learner's program,
-    configuration, initial parameters, rate and data (``program.run_identity`` adds the
+    configuration, initial parameters, rate and data (``work.run_identity`` adds the
     contract and the membership).
 
     The configuration binds the optimizer and its constants as ``optimizer = {"kind": ...,
@@ -315,3 +378,31 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         rate=learner.rate,
         samples=[digits.pixels, digits.labels],
     )
+
+
+def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
+    """What a generation records of the plan that wrote it, field by field
+    (``docs/checkpoints.md``): everything that decides what the state after a round is, and
+    the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
+    among them: every partition computes the same bits (``docs/learner.md``)."""
+    learner = plan.learner
+    assert learner is not None
+    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
+    return {
+        "run": plan.name,
+        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
+        "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
+        "membership": {"group": str(plan.group), "epoch": plan.epoch},
+        "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},
+        "optimizer": {"kind": learner.optimizer.kind, **learner.optimizer.constants},
+        "state_layout": {
+            name: {"shape": list(shape), "dtype": dtype}
+            for name, (shape, dtype) in sorted(state_specs(state).items())
+        },
+        "rate": learner.rate,
+        "seed": learner.seed,
+        "batch": learner.batch,
+        "holdout": learner.holdout,
+        "contributors": learner.contributors,
+        "data": data,
+    }

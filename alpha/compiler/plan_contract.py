@@ -1,0 +1,31 @@
+"""The ``[contract]`` table of a plan: the numerical contract's dtype, delivery and operation
+(docs/plans.md).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from alpha.compiler._fields import Table, one_of, refuse_unknown, table_at
+from alpha.core.identity import DELIVERIES, DTYPES, OPERATIONS
+
+__all__ = ["CONTRACT_KEYS", "read_contract"]
+
+# The keys the table knows, in documentation order; messages list them in this order.
+CONTRACT_KEYS: Final = ("dtype", "delivery", "operation")
+
+
+def read_contract(root: Table) -> tuple[str, str, str]:
+    """The ``[contract]`` table: dtype, delivery and operation.
+
+    Raises:
+        PlanInvalid: the first field of the table that is unknown, missing or out of range
+            (``field`` names it; the messages are docs/plans.md's).
+    """
+    table = table_at(root, "contract") or {}
+    refuse_unknown(table, "contract", CONTRACT_KEYS)
+    return (
+        one_of(table, "contract.dtype", DTYPES, default="float32"),
+        one_of(table, "contract.delivery", DELIVERIES, default="all"),
+        one_of(table, "contract.operation", OPERATIONS, default="sum"),
+    )
