@@ -308,11 +308,11 @@ def test_alpha_importing_harness_gates_bench_or_tests_fails_the_check(
 def test_the_one_exception_is_listed_with_its_reason_and_is_needed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert set(CHECK.EXCEPTIONS) == {("alpha.app.cli", "gates")}
+    assert set(CHECK.EXCEPTIONS) == {("alpha.app.observe", "gates")}
     assert all(CHECK.EXCEPTIONS.values())
     monkeypatch.setattr(CHECK, "EXCEPTIONS", {})
     lines = [v.line() for v in CHECK.violations(ROOT / "alpha")]
-    assert any(line.startswith("check_layers: alpha.app.cli imports gates.") for line in lines)
+    assert any(line.startswith("check_layers: alpha.app.observe imports gates.") for line in lines)
 
 
 # --- (h) faces --------------------------------------------------------------------------------
