@@ -12,9 +12,10 @@ from alpha.compiler.work_learn import learner_protocol
 from alpha.learner.saving import PARAMETERS as CHECKPOINT_PARAMETERS
 from alpha.schedule.learner_regions import CONTRIBUTIONS, GRADIENT, PARAMETERS, STORE
 from tests.support import plan_of
+from tests.support.paths import ROOT
 
-ALPHA = Path(__file__).resolve().parents[2] / "alpha"
-HOME = ALPHA / "schedule" / "learner_regions.py"
+PACKAGE = ROOT / "alpha"
+HOME = PACKAGE / "schedule" / "learner_regions.py"
 
 
 # Calls whose "w" is a file mode, not a region.
@@ -47,8 +48,8 @@ def _region_literals(path: Path) -> list[int]:
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted(ALPHA.rglob("*.py")) if p != HOME],
-    ids=lambda p: str(p.relative_to(ALPHA)),
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p != HOME],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
 )
 def test_no_module_spells_the_parameters_region(path: Path) -> None:
     assert _region_literals(path) == []
