@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alpha.compiler import Combine, Protocol, Region, project
-from alpha.compiler.program import OPERATIONS
+from alpha.compiler.program import SUM_CHECK_OPERATIONS
 from alpha.compiler.projection import scratch_name
 from alpha.core.combine import fold_order, ordered_sum
 from alpha.core.topology import ParticipantTree
@@ -24,7 +24,7 @@ def combine_protocol(tree: ParticipantTree) -> Protocol:
         participants=tree.n,
         tree=tree,
         regions={REGION: Region(REGION, "float32", 3)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Combine(REGION, "all"),
     )
 

@@ -8,7 +8,7 @@ import trio
 
 from alpha.compiler import Everyone, Local, Protocol, Region, project
 from alpha.compiler.forms import Choice, Combine, Dissemination, Seq
-from alpha.compiler.program import OPERATIONS
+from alpha.compiler.program import SUM_CHECK_OPERATIONS
 from alpha.core.topology import pair
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange, WrongEdge
 from alpha.runtime import channel as channel_module
@@ -31,7 +31,7 @@ async def test_a_pair_combines_and_both_hold_the_total() -> None:
         participants=2,
         tree=pair(),
         regions={"x": REGIONS[0]},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Seq(
             (Local(Everyone(), "fill", "x"), Combine("x"), Local(Everyone(), "check_sum", "x"))
         ),
@@ -57,7 +57,11 @@ async def test_a_participant_on_the_other_arm_is_refused_on_the_first_frame() ->
         Seq((Local(Everyone(), "fill", "x"), Combine("x"))),
     )
     proto = Protocol(
-        participants=2, tree=pair(), regions={"x": REGIONS[0]}, operations=OPERATIONS, body=choice
+        participants=2,
+        tree=pair(),
+        regions={"x": REGIONS[0]},
+        operations=SUM_CHECK_OPERATIONS,
+        body=choice,
     )
     honest = project(proto, 0)
     (choose,) = project(proto, 1).body

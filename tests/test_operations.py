@@ -14,7 +14,7 @@ from alpha.app.compile import compile_plan
 from alpha.compiler import Everyone, Local, Protocol, Region, check
 from alpha.compiler.learner import GPU_TARGET, learner_operations, learner_protocol
 from alpha.compiler.plan import CHOICES, load_plan
-from alpha.compiler.program import OPERATIONS, protocol_for
+from alpha.compiler.program import SUM_CHECK_OPERATIONS, protocol_for
 from alpha.core.topology import ParticipantTree
 from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
@@ -39,7 +39,7 @@ def test_a_plan_may_choose_every_selector_and_nothing_else() -> None:
 
 
 def test_the_sum_check_declares_exactly_its_implemented_operations() -> None:
-    assert {name: op.kind for name, op in OPERATIONS.items()} == {
+    assert {name: op.kind for name, op in SUM_CHECK_OPERATIONS.items()} == {
         **dict.fromkeys(SUM_CHECK_OPS, "local"),
         **dict.fromkeys(SELECTORS, "selector"),
     }
@@ -137,7 +137,7 @@ def test_an_undeclared_operation_is_refused_once_by_the_checks() -> None:
         participants=3,
         tree=ParticipantTree(3, 2),
         regions={"x": Region("x", "float32", 4)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Local(Everyone(), "nowhere", "x"),
     )
     assert [type(f) for f in check(protocol)] == [NoRealization]

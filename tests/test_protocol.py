@@ -31,7 +31,7 @@ from alpha.compiler import (
     project,
     require_valid,
 )
-from alpha.compiler.program import OPERATIONS
+from alpha.compiler.program import SUM_CHECK_OPERATIONS
 from alpha.core.membership import parse_group
 from alpha.core.topology import ParticipantTree
 from alpha.errors import (
@@ -52,7 +52,7 @@ X = {"x": Region("x", "float32", 4)}
 
 
 def protocol(body: Form, n: int = 7, fanout: int = 2, **extra: object) -> Protocol:
-    fields: dict[str, object] = {"regions": X, "operations": OPERATIONS, **extra}
+    fields: dict[str, object] = {"regions": X, "operations": SUM_CHECK_OPERATIONS, **extra}
     return Protocol(
         participants=n,
         tree=ParticipantTree(n, fanout),
@@ -112,7 +112,7 @@ def test_nested_repeats_multiply_and_overflow_is_refused() -> None:
 def test_an_operation_without_a_realization_for_a_target() -> None:
     from alpha.compiler import Operation
 
-    ops = dict(OPERATIONS)
+    ops = dict(SUM_CHECK_OPERATIONS)
     ops["gpu_only"] = Operation("gpu_only", "local", frozenset({"gpu"}))
     body = Local(Roles((2,)), "gpu_only", "x")
     refused = check(protocol(body, operations=ops))
@@ -308,7 +308,7 @@ def test_projecting_one_role_never_builds_the_tree() -> None:
         participants=n,
         tree=ParticipantTree(n, 64),
         regions=X,
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Repeat(200_000, 200_000, Seq((Local(Everyone(), "fill", "x"), Combine("x")))),
     )
     tracemalloc.start()

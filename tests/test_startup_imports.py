@@ -242,4 +242,4 @@ def test_every_name_of_the_protocol_package_loads_from_its_module() -> None:
     for name in protocol.__all__:
         value = getattr(protocol, name)
         assert any(getattr(module, name, None) is value for module in modules), name
-    assert forms.Region is regions.Region and forms.DTYPES is regions.DTYPES
+    assert forms.Region is regions.Region and forms.ITEM_SIZES is regions.ITEM_SIZES

@@ -28,7 +28,8 @@ from alpha.artifact import (
 from alpha.compiler import Protocol, check, encode, project
 from alpha.compiler.plan import Plan
 from alpha.compiler.program import protocol_for, run_identity
-from alpha.core.identity import RunIdentity, bind_code
+from alpha.core.digests import bind_code
+from alpha.core.identity import RunIdentity
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.files import output_folder
 from alpha.schedule.operations import unimplemented
@@ -92,7 +93,7 @@ def compiled_identity(
     plan: Plan, digits: Digits | None = None, *, code: bytes | None = None
 ) -> RunIdentity:
     """The identity ``plan``'s artifacts carry: the plan's run identity with its learner part
-    bound to the code that computes the run (``alpha.core.identity.bind_code``), by default the
+    bound to the code that computes the run (``alpha.core.digests.bind_code``), by default the
     sources every artifact of this build carries (``package_code_digest``). ``code`` stands
     in another code digest, as a build from other sources would have.
 

@@ -58,6 +58,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from alpha.core.digests import DTYPES
 from alpha.errors import (
     CheckpointCorrupt,
     CheckpointFolderHeld,
@@ -67,7 +68,6 @@ from alpha.errors import (
 from alpha.files import fsync_folder, read_regular_file, write_bytes_atomically
 
 __all__ = [
-    "DTYPES",
     "FORMAT",
     "LOCK",
     "MANIFEST",
@@ -125,7 +125,6 @@ and a bound that keeps a hostile shape from asking for an allocation it cannot h
 MAX_DIMENSIONS: Final = 8
 """Dimensions of one array's shape; the state's arrays are flat, 8 is generous."""
 SHARDS: Final = "shards"
-DTYPES: Final = ("float32", "float64")
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
 """A manifest lists shards, never their bytes: 16 MiB is far beyond any real one, and the bound
 keeps a damaged or hostile file from being read whole."""

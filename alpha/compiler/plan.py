@@ -44,7 +44,7 @@ from alpha.compiler._fields import (
     table_at,
 )
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.core.identity import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
+from alpha.core.digests import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
 from alpha.core.membership import (
     MAX_EPOCH,
     MAX_IDENTITY_BYTES,

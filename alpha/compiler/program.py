@@ -32,13 +32,14 @@ from alpha.compiler.forms import (
 from alpha.compiler.learner import learner_digest_of, learner_protocol
 from alpha.compiler.plan import TARGETS, Plan, parse_plan
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.core.identity import RunIdentity, contract_digest, learner_digest, membership_digest
+from alpha.core.digests import contract_digest, learner_digest, membership_digest
+from alpha.core.identity import RunIdentity
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, load_digits
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS
 
 __all__ = [
-    "OPERATIONS",
+    "SUM_CHECK_OPERATIONS",
     "SUM_CHECK_PROGRAM",
     "WORKS",
     "Work",
@@ -53,7 +54,7 @@ SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 
 _HOSTS: Final = frozenset(TARGETS)
 
-OPERATIONS: Final = {
+SUM_CHECK_OPERATIONS: Final = {
     **{name: Operation(name, "local", _HOSTS) for name in SUM_CHECK_OPS},
     **{name: Operation(name, "selector", _HOSTS) for name in SELECTORS},
 }
@@ -160,7 +161,7 @@ def _sum_check_protocol(plan: Plan) -> Protocol:
         participants=n,
         tree=plan.tree,
         regions={"x": Region("x", plan.dtype, plan.work_size)},
-        operations=OPERATIONS,
+        operations=SUM_CHECK_OPERATIONS,
         body=Repeat(plan.rounds, plan.rounds, round_form),
         targets=Targets(plan.default_target, plan.target_roles),
     )

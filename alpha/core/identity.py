@@ -1,10 +1,13 @@
 """The run identity as a value and on the wire: :class:`RunIdentity` and its 96-byte form.
 
 Three SHA-256 parts, in the order of :data:`IDENTITY_PARTS`, back to back: the learner, the
-contract and the membership digest (computed in :mod:`alpha.core._digests`). Every frame carries
+contract and the membership digest (computed in :mod:`alpha.core.digests`). Every frame carries
 them, so a peer built for another run is refused on its first frame, and
-:meth:`RunIdentity.differing_parts` says which part disagrees. Re-exported by
-:mod:`alpha.core.identity`; ``docs/identity.md`` gives the layout.
+:meth:`RunIdentity.differing_parts` says which part disagrees. ``docs/identity.md`` gives the
+layout.
+
+This module imports :mod:`alpha.errors` only: the frame codec (``alpha.wire``) needs the value
+and its 96 bytes, not the digests (numpy, the topology and the membership) that make it.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from typing import Final, final
 
 from alpha.errors import IdentityPartInvalid
 
-__all__ = ["IDENTITY_PARTS", "IDENTITY_PART_SIZE", "IDENTITY_SIZE", "RunIdentity"]
+__all__ = ["DIGEST_SIZE", "IDENTITY_PARTS", "IDENTITY_PART_SIZE", "IDENTITY_SIZE", "RunIdentity"]
+
+#: A SHA-256 digest is 32 bytes: the one width of every digest Alpha writes (a participant
+#: group's, each identity part, a frame's payload digest, a commit record's subtree digests).
+DIGEST_SIZE: Final = 32
 
 # --- the identity on the wire ---------------------------------------------------------------
 
-#: Each part is a SHA-256 digest, the same width as a participant group's digest.
-IDENTITY_PART_SIZE: Final = 32
+#: Each part is a SHA-256 digest.
+IDENTITY_PART_SIZE: Final = DIGEST_SIZE
 #: The names of the parts, in the order they are written on the wire.
 IDENTITY_PARTS: Final = ("learner", "contract", "membership")
 #: Bytes of an encoded identity: the three parts back to back, nothing else, so a

@@ -50,7 +50,6 @@ from alpha.errors import (
 __all__ = [
     "DEFAULT_INDEX_BUDGET",
     "DIGEST_DOMAIN",
-    "DIGEST_SIZE",
     "MAX_EPOCH",
     "MAX_IDENTITY_BYTES",
     "MAX_NUMBER_DIGITS",
@@ -103,8 +102,6 @@ _MAX_EXCERPT_CHARS: Final = 160
 
 #: Domain tag that starts every digest input (ASCII, no length prefix).
 DIGEST_DOMAIN: Final = b"alpha/group/v1"
-#: A digest is a SHA-256, 32 bytes.
-DIGEST_SIZE: Final = 32
 
 # Node tags in the digest encoding (one byte each).
 _TAG_STRIDE: Final = 0x01

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from alpha.checked import int_in
+from alpha.core.identity import DIGEST_SIZE
 from alpha.errors import CommitInvalid
 
 __all__ = [
     "COMMIT_FORMAT",
     "COMMIT_NAME",
-    "DIGEST_SIZE",
     "CommitRecord",
     "check_reports",
     "subtree_digest",
@@ -37,9 +37,6 @@ COMMIT_FORMAT: Final = "alpha-commit/1"
 
 COMMIT_NAME: Final = "commit.json"
 """The commit record's file name, in role 0's report folder."""
-
-DIGEST_SIZE: Final = 32
-"""A DONE or COMMIT payload: one SHA-256 digest."""
 
 _SUBTREE_TAG: Final = b"alpha/subtree/1"
 

@@ -21,7 +21,6 @@ queued behind it (``docs/failure.md``).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import mmap
 from collections.abc import Callable, Sequence
@@ -31,12 +30,13 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import trio
 
+from alpha.core.combine import fold_add, fold_into
 from alpha.core.identity import RunIdentity
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first_failure
-from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
 from alpha.schedule.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
+from alpha.schedule.operations import LOCAL_OPS, SELECTORS, Context
 from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 if TYPE_CHECKING:
@@ -322,16 +322,15 @@ class Interpreter:
             first, *rest = fold.sources
             if first in arrived:
                 await arrived[first].wait()
-            if self.buffers[first] is not out:
-                np.copyto(out, self.buffers[first])
+            fold_into(out, (self.buffers[first],))
             for name in rest:
                 if name in arrived:
                     await arrived[name].wait()
                 source = self.buffers[name]
                 if out.nbytes >= OVERLAP_MIN:  # beside the receives, on another core
-                    await trio.to_thread.run_sync(functools.partial(np.add, out, source, out=out))
+                    await trio.to_thread.run_sync(fold_add, out, source)
                 else:
-                    np.add(out, source, out=out)
+                    fold_add(out, source)
             self.digests_known.clear()
 
         for ins in recvs:
@@ -378,12 +377,7 @@ class Interpreter:
             LOCAL_OPS[ins.name](ctx, self.buffers[ins.region])
         elif isinstance(ins, Fold):
             self.digests_known.clear()
-            out = self.buffers[ins.region]
-            first, *rest = (self.buffers[name] for name in ins.sources)
-            if first is not out:
-                np.copyto(out, first)
-            for source in rest:
-                np.add(out, source, out=out)
+            fold_into(self.buffers[ins.region], (self.buffers[name] for name in ins.sources))
         elif isinstance(ins, Loop):
             for index in range(ins.count):
                 if depth == 0:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from alpha.core.identity import DIGEST_SIZE
 from alpha.errors import (
     AlphaError,
     BudgetExhausted,
@@ -34,7 +35,7 @@ from alpha.errors import (
     WrongFrame,
 )
 from alpha.files import fsync_folder, write_bytes_atomically
-from alpha.records.commit import COMMIT_NAME, DIGEST_SIZE, CommitRecord, subtree_digest
+from alpha.records.commit import COMMIT_NAME, CommitRecord, subtree_digest
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter

@@ -3,7 +3,7 @@
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
 (``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
-(``alpha.compiler.program.OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
+(``alpha.compiler.program.SUM_CHECK_OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
 interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
 implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.

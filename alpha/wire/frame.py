@@ -28,7 +28,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
 from alpha.checked import int_in
-from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS, IDENTITY_SIZE, RunIdentity
+from alpha.core.identity import (
+    DIGEST_SIZE,
+    IDENTITY_PART_SIZE,
+    IDENTITY_PARTS,
+    IDENTITY_SIZE,
+    RunIdentity,
+)
 from alpha.core.membership import MAX_ROLE
 from alpha.errors import (
     Corrupted,
@@ -52,7 +58,6 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
-    "DIGEST_SIZE",
     "FIELDS",
     "FORMAT_VERSION",
     "HEADER_SIZE",
@@ -84,11 +89,8 @@ FORMAT_VERSION: Final = 2
 the trailer to the payload through the payload's own digest (:func:`seal`), so that a payload
 sent on several edges is hashed once."""
 
-TRAILER_SIZE: Final = 32
-"""A SHA-256 digest."""
-
-DIGEST_SIZE: Final = 32
-"""A payload digest: SHA-256 of the payload bytes."""
+TRAILER_SIZE: Final = DIGEST_SIZE
+"""A SHA-256 digest, as is a payload digest (:func:`payload_digest`)."""
 
 # Roles travel as unsigned 32-bit integers: the membership's MAX_ROLE (alpha.core.membership, the
 # one home of the role limits).
