@@ -45,7 +45,8 @@ from alpha.core.identity import (
     IDENTITY_SIZE,
     RunIdentity,
 )
-from alpha.core.membership import MAX_IDENTITY_BYTES, parse_group
+from alpha.core.membership import MAX_IDENTITY_BYTES
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import MAX_ROLES, ParticipantTree
 from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
 from tests.support import raises_exactly

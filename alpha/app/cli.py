@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from alpha import __version__
-from alpha.core.membership import ParticipantGroup, parse_group
+from alpha.core.membership import ParticipantGroup
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree
 from alpha.errors import AlphaError, UsageError
 from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE

@@ -45,14 +45,8 @@ from alpha.compiler._fields import (
 )
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.core.digests import DELIVERIES, DTYPES, OPERATIONS, TOPOLOGIES
-from alpha.core.membership import (
-    MAX_EPOCH,
-    MAX_IDENTITY_BYTES,
-    MAX_ROLES,
-    ParticipantGroup,
-    group,
-    parse_group,
-)
+from alpha.core.membership import MAX_EPOCH, MAX_IDENTITY_BYTES, MAX_ROLES, ParticipantGroup, group
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree, pair, star
 from alpha.errors import (
     AdmissionError,
