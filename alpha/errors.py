@@ -293,7 +293,7 @@ class FrameRefused(RunFailed):
 
 
 class WrongFrame(FrameRefused):
-    """The bytes are not an Alpha v1 frame of the expected kind: the magic,
+    """The bytes are not an Alpha frame (layout 2) of the expected kind: the magic,
     the format version, the kind or the reserved bytes differ."""
 
     advice = "the peer is not an Alpha participant of this format, or sent another kind of frame"

@@ -43,7 +43,9 @@ from alpha.core.budgets import Budgets
 from alpha.core.identity import RunIdentity
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.runtime.channel import FrameChannel
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from bench._timing import median_seconds, rate
 
 NAME = "endpoints"

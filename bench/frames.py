@@ -13,7 +13,9 @@ import hashlib
 import os
 
 from alpha.core.identity import RunIdentity
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from bench._timing import median_seconds, peak_bytes, rate
 
 Pieces = tuple[bytes, memoryview, bytes]

@@ -18,7 +18,9 @@ import trio
 from alpha.core.budgets import Budgets
 from alpha.core.identity import RunIdentity
 from alpha.runtime.channel import FrameChannel
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 NAME = "watch"
 

@@ -35,11 +35,11 @@ from alpha.wire.frame import (
     TRAILER_SIZE,
     FrameKind,
     FrameSpec,
-    ReceiveSlot,
-    SendSlot,
     payload_digest,
     seal,
 )
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY
 
 u32 = st.integers(0, 2**32 - 1)

@@ -1,4 +1,4 @@
-"""Frames v1 as a state machine: a send slot and a receive slot driven against a small model.
+"""Frames (layout 2) as a state machine: a send and a receive slot driven against a small model.
 
 The model holds only what ``docs/frames.md`` promises: the next version of the sender and of
 the receiver, whether the receiver is armed, and the class it was refused with, if any. Each
@@ -37,20 +37,20 @@ from alpha.errors import (
     WrongEdge,
     WrongFrame,
 )
-from alpha.wire.abort import ABORT_EXTENT, AbortCause, decode_cause, encode_cause
+from alpha.wire.abort import AbortCause, decode_cause, encode_cause
 from alpha.wire.frame import (
+    ABORT_EXTENT,
     FIELDS,
     HEADER_SIZE,
     MAX_VERSION,
     TRAILER_SIZE,
     FrameKind,
     FrameSpec,
-    ReceiveSlot,
-    Reception,
-    SendSlot,
     abort_spec,
     field_at,
 )
+from alpha.wire.receive import ReceiveSlot, Reception
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY
 
 CAUSE = AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged")

@@ -43,12 +43,11 @@ from alpha.wire.frame import (
     MAX_VERSION,
     FrameKind,
     FrameSpec,
-    ReceiveSlot,
-    Reception,
-    SendSlot,
     abort_spec,
     payload_digest,
 )
+from alpha.wire.receive import ReceiveSlot, Reception
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

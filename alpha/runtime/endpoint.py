@@ -34,15 +34,14 @@ from alpha.runtime.channel import FrameChannel
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import HELLO_SLOT, FrameKind, FrameSpec, control_spec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
 
 PORT_BYTES: Final = 2
 """Each announced port is two bytes, big-endian: a TCP port number."""
-
-HELLO_SLOT: Final = 0
-"""The slot of the hello frame on every edge (the kind, HELLO, keeps it apart from data)."""
 
 # A pending connection waits in the kernel until its accept; one is all an edge ever needs,
 # and a stranger taking that place is refused on its hello.
@@ -61,7 +60,7 @@ _RETRY_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT
 
 def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
     """The hello frame from ``sender`` to ``receiver``: no payload, everything in the header."""
-    return FrameSpec(identity, FrameKind.HELLO, sender, receiver, HELLO_SLOT, 0)
+    return control_spec(identity, FrameKind.HELLO, sender, receiver)
 
 
 class Establishment:

@@ -37,7 +37,9 @@ from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest, first
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
 from alpha.schedule.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
 from alpha.schedule.operations import LOCAL_OPS, SELECTORS, Context
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import WORD_BYTES, FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GROUP_MIN",
-    "WORD_BYTES",
     "Interpreter",
     "decode_word",
     "encode_word",
@@ -70,8 +71,7 @@ GROUP_MIN: Final = OVERLAP_MIN
 bytes: below it a nursery and its tasks cost more per round than the overlap saves (a 1 KiB
 combine among 4 roles took 15% longer with them: bench/combine.py)."""
 
-WORD_BYTES: Final = 8
-"""A choice word: one unsigned 64-bit big-endian integer, 0 or 1."""
+# A choice word (WORD_BYTES, from the kinds table): one unsigned 64-bit big-endian integer, 0 or 1.
 
 
 def encode_word(value: int) -> bytes:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from alpha.core.identity import DIGEST_SIZE
 from alpha.errors import (
     AlphaError,
     BudgetExhausted,
@@ -44,22 +43,20 @@ from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 from alpha.schedule.local import LocalSchedule
 from alpha.schedule.role import RoleDescription
 from alpha.wire.abort import AbortCause
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec, control_spec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
     from alpha.learner.program import LearnerState
     from alpha.learner.saving import Saver
 
 __all__ = [
-    "COMPLETION_SLOT",
     "EdgeReport",
     "RoleReport",
     "first_alpha_error",
     "run_role",
 ]
-
-COMPLETION_SLOT: Final = 0
-"""The slot of the END, DONE and COMMIT frames of an edge (their kinds keep them apart)."""
 
 STAGED_SUFFIX: Final = ".staged"
 """A report waiting for the commit is ``role-NNNNNN.json.staged``; the commit renames it."""
@@ -376,8 +373,7 @@ def _expect_completion(description: RoleDescription, channels: dict[int, FrameCh
     role = description.role
 
     def expect(kind: FrameKind, peer: int, *, last: bool) -> None:
-        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
-        spec = FrameSpec(description.identity, kind, peer, role, COMPLETION_SLOT, extent)
+        spec = control_spec(description.identity, kind, peer, role)
         channels[peer].expect(ReceiveSlot(spec), last=last)
 
     if description.lower:
@@ -421,8 +417,7 @@ async def _complete(
     unpointed: CheckpointWriteFailed | None = None
 
     def spec(kind: FrameKind, sender: int, receiver: int) -> FrameSpec:
-        extent = 0 if kind == FrameKind.END else DIGEST_SIZE
-        return FrameSpec(description.identity, kind, sender, receiver, COMPLETION_SLOT, extent)
+        return control_spec(description.identity, kind, sender, receiver)
 
     for child in children:
         step = where.at(f"ending its schedule toward role {child}", child)

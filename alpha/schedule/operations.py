@@ -3,9 +3,9 @@
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
 (``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
-(``alpha.compiler.program.SUM_CHECK_OPERATIONS``, ``alpha.compiler.learner.learner_operations``) and the
-interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
-implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
+(``alpha.compiler.program.SUM_CHECK_OPERATIONS``, ``alpha.compiler.learner.learner_operations``)
+and the interpreter (``alpha.runtime.interpreter``). So an operation cannot be declared without
+being implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
 (``unimplemented``) rather than let a participant fail on it mid-run.
 
 The module is pure numpy (no trio, no runtime), so the pure layers (plan, program, protocol)
