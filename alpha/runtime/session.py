@@ -28,8 +28,8 @@ from alpha.errors import (
     BudgetExhausted,
     CheckpointWriteFailed,
     CommitUnknown,
-    FrameRefused,
     RoundAborted,
+    SlotFault,
     TrailingBytes,
     WrongFrame,
 )
@@ -171,7 +171,7 @@ def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
         return AbortCause.of(error)
     edge: tuple[int, int] | None = None
     peer = getattr(error, "peer", None)  # a lost peer or a spent budget names its edge
-    if isinstance(error, FrameRefused):
+    if isinstance(error, SlotFault):  # a refusal or a slot misuse: it names its edge
         edge = error.edge
     elif isinstance(peer, int):  # receives from several peers run at once: not where.peer
         edge = (where.role, peer)

@@ -31,6 +31,7 @@ from alpha.errors import (
     IdentityMismatch,
     Replayed,
     SkippedVersion,
+    SlotFault,
     TrailingBytes,
     Truncated,
     VersionOverflow,
@@ -122,7 +123,7 @@ class ReceiveSlot:
         self._header = memoryview(bytearray(HEADER_SIZE))
         self._trailer = memoryview(bytearray(TRAILER_SIZE))
         self._armed: Reception | None = None
-        self._refusal: FrameRefused | None = None
+        self._refusal: SlotFault | None = None
         self._digest: bytes | None = None
 
     @property
@@ -137,7 +138,7 @@ class ReceiveSlot:
         return self._digest
 
     @property
-    def refusal(self) -> FrameRefused | None:
+    def refusal(self) -> SlotFault | None:
         """The refusal that ended this slot, or None while it is usable."""
         return self._refusal
 
@@ -156,7 +157,7 @@ class ReceiveSlot:
         Raises:
             DoubleRearm: the slot is already armed for that version.
             VersionOverflow: the counter stands at ``MAX_VERSION``.
-            FrameRefused: the slot refused before; the same class is raised again.
+            SlotFault: the slot refused before (a FrameRefused or a misuse); the same class again.
         """
         self._raise_if_refused()
         if self._armed is not None:
@@ -226,7 +227,7 @@ class ReceiveSlot:
 
     def _refuse(
         self,
-        cls: type[FrameRefused],
+        cls: type[SlotFault],
         detail: str,
         field: str,
         expected: object,
@@ -355,7 +356,7 @@ class Reception:
         if self._phase == _HASHING and self._hashed == self._slot.spec.extent:
             try:
                 self._check_trailer()
-            except FrameRefused as refusal:
+            except SlotFault as refusal:
                 self._refuse_origin(refusal)
                 raise
 
@@ -366,7 +367,7 @@ class Reception:
         never takes bytes of whatever follows. Empty once the frame is complete.
 
         Raises:
-            FrameRefused: the slot refused; the same class again.
+            SlotFault: the slot refused (a FrameRefused or a misuse); the same class again.
         """
         self._live()
         slot = self._slot
@@ -389,7 +390,7 @@ class Reception:
         is read. Capped at the end of the frame; empty once it is complete.
 
         Raises:
-            FrameRefused: the slot refused; the same class again.
+            SlotFault: the slot refused (a FrameRefused or a misuse); the same class again.
         """
         first = self.into()
         views = [first] if len(first) else []
@@ -418,7 +419,7 @@ class Reception:
                 step = min(count, self._part_end() - self._position)
                 self._advance(step)
                 count -= step
-        except FrameRefused as refusal:
+        except SlotFault as refusal:
             self._refuse_origin(refusal)
             raise
 
@@ -501,7 +502,7 @@ class Reception:
         self._live()
         try:
             self._eof()
-        except FrameRefused as refusal:
+        except SlotFault as refusal:
             self._refuse_origin(refusal)
             raise
 
@@ -545,7 +546,7 @@ class Reception:
         if self._phase == _FINISHED:
             raise FrameIncomplete("this reception already finished; arm the slot again")
 
-    def _refuse_origin(self, refusal: FrameRefused) -> None:
+    def _refuse_origin(self, refusal: SlotFault) -> None:
         """A refused ABORT frame refuses the slot it took the place of too: the edge is
         broken for good. A slot refused already keeps its first refusal."""
         origin = self._origin
