@@ -263,7 +263,11 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
         Behaviour(
             "other-program",
             "honest, from sources that differ by one comment (another code digest)",
-            (Patch("alpha/runtime/ops.py", "\n__all__ = [", "\n# another copy\n__all__ = ["),),
+            (
+                Patch(
+                    "alpha/runtime/whereabouts.py", "\n__all__ = [", "\n# another copy\n__all__ = ["
+                ),
+            ),
         ),
     )
 }

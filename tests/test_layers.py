@@ -58,7 +58,7 @@ def test_the_package_has_no_new_violation_and_every_known_one_still_occurs() -> 
             "shape imports program, a higher layer",
         ),
         (
-            "runtime/ops.py",
+            "runtime/whereabouts.py",
             "from alpha.app.cli import main",
             "runtime imports shell, a higher layer",
         ),

@@ -26,13 +26,13 @@ from alpha.artifact import (
     write_run_json,
 )
 from alpha.compiler import Protocol, check, encode, project
+from alpha.compiler.implemented import unimplemented
 from alpha.compiler.plan import Plan
 from alpha.compiler.program import protocol_for, run_identity
 from alpha.core.digests import bind_code
 from alpha.core.identity import RunIdentity
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.files import output_folder
-from alpha.schedule.operations import unimplemented
 from alpha.schedule.role import Edge, RoleDescription
 
 if TYPE_CHECKING:

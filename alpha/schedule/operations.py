@@ -6,7 +6,9 @@ An operation's name exists because its implementation is registered here, in ``L
 (``alpha.compiler.program.SUM_CHECK_OPERATIONS``, ``alpha.compiler.learner.learner_operations``)
 and the interpreter (``alpha.runtime.interpreter``). So an operation cannot be declared without
 being implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
-(``unimplemented``) rather than let a participant fail on it mid-run.
+(``alpha.compiler.implemented.unimplemented``, which reads these tables) rather than let a
+participant fail on it mid-run. The registry knows nothing of the compiler's forms: the
+schedule is below the compiler, so the check that walks a protocol lives up there.
 
 The module is pure numpy (no trio, no runtime), so the pure layers (plan, program, protocol)
 may import it: that is why it lives here and not in ``alpha.runtime``, whose package imports
@@ -26,10 +28,9 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
+from alpha.errors import ArtifactInvalid, CheckFailed
 
 if TYPE_CHECKING:
-    from alpha.compiler.forms import Protocol
     from alpha.learner.program import LearnerState
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "Context",
     "LocalOp",
     "Selector",
-    "unimplemented",
 ]
 
 
@@ -162,33 +162,3 @@ SELECTORS: Final[dict[str, Selector]] = {
     "const-2": lambda ctx: 2,
 }
 """Every selector, by name; each is a plan's possible ``work.choice``."""
-
-
-def unimplemented(protocol: Protocol) -> list[ProtocolFailure]:
-    """A refusal for each of ``protocol``'s local operations and selectors that is declared
-    (with its kind) but has no implementation here, in the order of its forms.
-
-    A name the protocol does not declare is left to the protocol checks (``NoRealization``,
-    ``SelectorNotAtAuthority``), so one cause is reported once.
-    """
-    # The forms are the compiler's: a participant, which only runs operations, never loads them.
-    from alpha.compiler.forms import Choice, Local, walk
-
-    failures: list[ProtocolFailure] = []
-    for path, form in walk(protocol.body):
-        if isinstance(form, Local):
-            name, kind, implemented = form.op, "local", form.op in LOCAL_OPS
-        elif isinstance(form, Choice):
-            name, kind, implemented = form.selector, "selector", form.selector in SELECTORS
-        else:
-            continue
-        declared = protocol.operations.get(name)
-        if declared is not None and declared.kind == kind and not implemented:
-            failures.append(
-                OperationUnimplemented(
-                    f"{kind} operation {name!r} is declared but this Alpha has no "
-                    "implementation of it (schedule.operations), so no participant could run it",
-                    form=path,
-                )
-            )
-    return failures
