@@ -23,15 +23,12 @@ import mmap
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from alpha.errors import ArtifactInvalid, CheckFailed
-
-if TYPE_CHECKING:
-    from alpha.learner.program import LearnerState
 
 __all__ = [
     "LEARNER_OPS",
@@ -39,9 +36,28 @@ __all__ = [
     "SELECTORS",
     "SUM_CHECK_OPS",
     "Context",
+    "Learner",
     "LocalOp",
     "Selector",
 ]
+
+
+Floats = npt.NDArray[np.floating]
+
+
+class Learner(Protocol):
+    """What the learner's operations ask of a role's learner, by structure: the learner's
+    run-time half (``alpha.learner.program.LearnerState``) has these methods. The schedule is
+    below the learner, so it names what it calls without importing it, not even for types."""
+
+    def init(self, w: Floats, /) -> None: ...
+    def contribute(self, w: Floats, g: Floats, round: int, /) -> None: ...
+    def update(self, w: Floats, g: Floats, /) -> None: ...
+    def contribute_logical(self, w: Floats, c: Floats, round: int, /) -> None: ...
+    def fold_logical(self, c: Floats, g: Floats, /) -> None: ...
+    def keep_own(self, w: Floats, p: Floats, /) -> None: ...
+    def load_own(self, w: Floats, p: Floats, /) -> None: ...
+    def observe(self, w: Floats, g: Floats, round: int, role: int, /) -> None: ...
 
 
 @dataclass
@@ -53,9 +69,9 @@ class Context:
     participants: int
     round: int = 0
     buffers: dict[str, Any] = field(default_factory=dict)
-    learner: LearnerState | None = None
+    learner: Learner | None = None
 
-    def need_learner(self) -> LearnerState:
+    def need_learner(self) -> Learner:
         """
         Raises:
             ArtifactInvalid: the role runs a learner operation but was given no learner.
