@@ -43,8 +43,8 @@ _SHORT_HEX_DIGITS: Final = 8
 class RunIdentity:
     """The three digests that bind a run; every frame carries them.
 
-    Construct it from :func:`learner_digest`, :func:`contract_digest` and
-    :func:`membership_digest`, or read it from a frame with :meth:`decode`.
+    Construct it from ``learner_digest``, ``contract_digest`` and ``membership_digest``
+    (:mod:`alpha.core.digests`), or read it from a frame with :meth:`decode`.
     Equality and hashing are by the three parts.
 
     Raises:

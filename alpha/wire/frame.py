@@ -96,7 +96,8 @@ receive buffer."""
 
 
 class FrameKind(IntEnum):
-    """What a frame carries. The receiver expects exactly one kind per slot."""
+    """What a frame carries. The receiver expects exactly one kind per slot; ``KINDS`` gives
+    each kind's slot and extent."""
 
     HELLO = 1
     """The first frame on a new connection: binds the connection to the run and the edge."""
