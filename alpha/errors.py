@@ -50,7 +50,9 @@ __all__ = [
     "EmptySelection",
     "FanoutInvalid",
     "FolderInUse",
+    "FrameError",
     "FrameIncomplete",
+    "FrameMisuse",
     "FrameRefused",
     "FrameSpecInvalid",
     "GenerationExists",
@@ -94,6 +96,7 @@ __all__ = [
     "SelectorOutOfRange",
     "SelfTransfer",
     "SkippedVersion",
+    "SlotFault",
     "TargetMismatch",
     "TopologyError",
     "TrailingBytes",
@@ -207,32 +210,32 @@ class CoverageBroken(TopologyError):
 
 
 # --- frames -----------------------------------------------------------------
+#
+# Two families under FrameError, as h11 tells a LocalProtocolError from a RemoteProtocolError:
+# FrameRefused is a peer's fault (the bytes it sent are not what this slot was built to accept);
+# FrameMisuse is this program's own (it built a spec, drove a reception, armed a slot or spent a
+# counter wrongly), and no peer byte is involved. SlotFault carries the fields of a fault at one
+# slot of one edge, and is shared by every FrameRefused and by the misuses that have a slot.
 
 
-class FrameSpecInvalid(RunFailed, ValueError):
-    """A frame slot or a payload to send does not fit the frame layout: a
-    field wider than its width, an extent past ``MAX_EXTENT``, or a payload
-    whose length differs from the slot's extent. A bug in the caller or the
-    plan, never in a peer."""
+class FrameError(RunFailed):
+    """A frame did not pass between two participants. Never raised itself: every frame error
+    is either a :class:`FrameRefused` (the peer's bytes) or a :class:`FrameMisuse` (this
+    participant's own program), and a handler that must tell a peer's fault from a local bug
+    catches one of those."""
 
 
-class FrameIncomplete(RunFailed, RuntimeError):
-    """A reception was asked for its payload, or fed, in a state that does not
-    allow it (before its trailer checked, or after it finished). A bug in the
-    caller, never in a peer."""
+class SlotFault(FrameError):
+    """A frame error at one slot of one edge, with the fields an operator needs. Never raised
+    itself: its leaves are the :class:`FrameRefused` causes and the slot misuses
+    (:class:`DoubleRearm`, :class:`VersionOverflow`).
 
-
-class FrameRefused(RunFailed):
-    """A frame, or the stream that carries it, is not what this receive slot
-    was built to accept. The subclass names the cause.
-
-    Every refusal carries what an operator needs: ``role`` (this participant),
-    ``peer`` (the sender the slot expects), ``edge`` (``(peer, role)``),
-    ``slot`` (the scheduled transfer), ``version`` (the version the slot
-    expected), ``field`` (the frame field at fault) and ``expected`` and
-    ``received`` values of that field. A refused slot stays refused. A
-    refusal raised on the sending side (``VersionOverflow``) has ``role`` the
-    sender and ``peer`` the receiver; ``edge`` is always (sender, receiver).
+    Every one carries ``role`` (this participant), ``peer`` (the other end), ``edge``
+    (``(sender, receiver)``), ``slot`` (the scheduled transfer), ``version`` (the version the
+    slot stood at), ``field`` (the frame field at fault) and ``expected`` and ``received``
+    values of that field. A receive slot that raised one stays refused with it. On the
+    receiving side ``role`` is the receiver and ``peer`` the sender; on the sending side
+    (``VersionOverflow`` from a send slot) ``role`` is the sender and ``peer`` the receiver.
     """
 
     #: What an operator should do about this cause; subclasses override it.
@@ -275,7 +278,7 @@ class FrameRefused(RunFailed):
         """The edge as ``(sender, receiver)``."""
         return self._edge
 
-    def recast(self, cls: type[FrameRefused], detail: str) -> FrameRefused:
+    def recast(self, cls: type[SlotFault], detail: str) -> SlotFault:
         """A refusal of class ``cls`` saying ``detail``, with every other field of this one."""
         again = cls(
             detail,
@@ -292,8 +295,49 @@ class FrameRefused(RunFailed):
         return again
 
 
+class FrameRefused(SlotFault):
+    """A frame, or the stream that carries it, is not what this receive slot was built to
+    accept: a peer's fault, never this program's. The subclass names the cause. A refused
+    slot stays refused."""
+
+
+class FrameMisuse(FrameError):
+    """This participant's own program misused its frame codec: a spec that does not fit the
+    layout, a payload that does not fit its spec, a reception driven out of order, a slot
+    armed twice, a counter spent. No peer byte is involved, so it is a bug (or, for a spent
+    counter, a run longer than its counters), never a frame a peer sent."""
+
+
+class FrameSpecInvalid(FrameMisuse, ValueError):
+    """A frame slot or a payload to send does not fit the frame layout: a
+    field wider than its width, an extent past ``MAX_EXTENT``, or a payload
+    whose length differs from the slot's extent. A bug in the caller or the
+    plan, never in a peer."""
+
+
+class FrameIncomplete(FrameMisuse, RuntimeError):
+    """A reception was asked for its payload, or fed, in a state that does not
+    allow it (before its trailer checked, or after it finished). A bug in the
+    caller, never in a peer."""
+
+
+class DoubleRearm(FrameMisuse, SlotFault):
+    """A receive slot was armed again for the version it already expects: this participant's
+    own schedule misused the slot, whatever its peer sent. The slot stays refused."""
+
+    advice = "the local schedule armed one receive twice; this is a bug in the schedule"
+
+
+class VersionOverflow(FrameMisuse, SlotFault):
+    """This participant's own version counter would pass its maximum, on a send slot
+    (preparing a frame) or a receive slot (arming it); it never wraps. Not a peer's fault: a
+    peer's frame whose version runs ahead is :class:`SkippedVersion`."""
+
+    advice = "the slot's version counter is spent; start a new run (a new epoch)"
+
+
 class WrongFrame(FrameRefused):
-    """The bytes are not an Alpha v1 frame of the expected kind: the magic,
+    """The bytes are not an Alpha frame (layout 2) of the expected kind: the magic,
     the format version, the kind or the reserved bytes differ."""
 
     advice = "the peer is not an Alpha participant of this format, or sent another kind of frame"
@@ -324,18 +368,6 @@ class SkippedVersion(FrameRefused):
     the peer ran ahead."""
 
     advice = "a frame was lost or the peer ran ahead; the round must be aborted"
-
-
-class DoubleRearm(FrameRefused):
-    """A receive slot was armed again for the version it already expects."""
-
-    advice = "the local schedule armed one receive twice; this is a bug in the schedule"
-
-
-class VersionOverflow(FrameRefused):
-    """The version counter would pass its maximum; it never wraps."""
-
-    advice = "the slot's version counter is spent; start a new run (a new epoch)"
 
 
 class Corrupted(FrameRefused):

@@ -121,10 +121,15 @@ _SENT: Final = """\
 """
 
 
-def _near_top(start: str) -> Patch:
-    """The counters that start at ``start`` (a sending or a receiving slot's) start two frames
-    before their maximum instead of at 0."""
-    return Patch("alpha/wire/frame.py", start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
+# The sending side's module and the receiving side's (alpha.wire.send and alpha.wire.receive).
+_SEND: Final = "alpha/wire/send.py"
+_RECEIVE: Final = "alpha/wire/receive.py"
+
+
+def _near_top(module: str, start: str) -> Patch:
+    """The counters that start at ``start`` in ``module`` (a sending or a receiving slot's)
+    start two frames before their maximum instead of at 0."""
+    return Patch(module, start, start.replace(_COUNTER, _COUNTER + _NEAR_TOP))
 
 
 BEHAVIOURS: Final[dict[str, Behaviour]] = {
@@ -186,14 +191,7 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
         Behaviour(
             "near-overflow",
             "starts every slot's version counter two frames before its maximum",
-            (
-                Patch(
-                    "alpha/wire/frame.py",
-                    _COUNTER,
-                    _COUNTER + "\n        next_version = max(next_version, MAX_VERSION - 2)",
-                    times=2,
-                ),
-            ),
+            (_near_top(_SEND, _SEND_START), _near_top(_RECEIVE, _RECEIVE_START)),
         ),
         # One-sided overflow (docs/gates.md): a role whose counters on one side start near the
         # top keeps the product's checks ("aged", as after 2^64 - 3 frames); its peer starts
@@ -203,30 +201,30 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "aged-receiver",
             "starts every receiving slot's counter two frames before its maximum; its checks "
             "are the product's",
-            (_near_top(_RECEIVE_START),),
+            (_near_top(_RECEIVE, _RECEIVE_START),),
         ),
         Behaviour(
             "overflowing-sender",
             "starts every sending slot's counter two frames before its maximum and sends past "
             "it (its send-side overflow check removed)",
             (
-                _near_top(_SEND_START),
-                Patch("alpha/wire/frame.py", _SEND_OVERFLOW, _UNCHECKED),
+                _near_top(_SEND, _SEND_START),
+                Patch(_SEND, _SEND_OVERFLOW, _UNCHECKED),
             ),
         ),
         Behaviour(
             "aged-sender",
             "starts every sending slot's counter two frames before its maximum; its checks are "
             "the product's",
-            (_near_top(_SEND_START),),
+            (_near_top(_SEND, _SEND_START),),
         ),
         Behaviour(
             "overflowing-receiver",
             "starts every receiving slot's counter two frames before its maximum and accepts "
             "past it (its receive-side overflow check removed)",
             (
-                _near_top(_RECEIVE_START),
-                Patch("alpha/wire/frame.py", _RECEIVE_OVERFLOW, _UNCHECKED),
+                _near_top(_RECEIVE, _RECEIVE_START),
+                Patch(_RECEIVE, _RECEIVE_OVERFLOW, _UNCHECKED),
             ),
         ),
         Behaviour(
@@ -265,7 +263,11 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
         Behaviour(
             "other-program",
             "honest, from sources that differ by one comment (another code digest)",
-            (Patch("alpha/runtime/ops.py", "\n__all__ = [", "\n# another copy\n__all__ = ["),),
+            (
+                Patch(
+                    "alpha/runtime/whereabouts.py", "\n__all__ = [", "\n# another copy\n__all__ = ["
+                ),
+            ),
         ),
     )
 }

@@ -85,8 +85,11 @@ INPUT = {
 RUN = {
     "RunFailed",
     "FrameSpecInvalid",
+    "FrameError",
+    "FrameMisuse",
     "FrameIncomplete",
     "FrameRefused",
+    "SlotFault",
     "WrongFrame",
     "WrongEdge",
     "IdentityMismatch",

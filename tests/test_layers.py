@@ -101,7 +101,7 @@ def test_the_rank_table_names_every_folder_and_ranks_them_as_the_design_does() -
             "imports a higher rank: the top level (rank 0) imports core/ (rank 1)",
         ),
         (
-            "runtime/ops.py",
+            "runtime/whereabouts.py",
             "from alpha.app.cli import main",
             "imports a higher rank: runtime/ (rank 6) imports app/ (rank 9)",
         ),

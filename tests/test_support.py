@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from alpha.compiler.plan import parse_plan
 from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import AlphaError, FrameRefused, WrongEdge
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import (
     ALPHA,
     FIXTURES,

@@ -24,15 +24,16 @@ from alpha.artifact.read import file_sha256
 from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, write_run_json
 from alpha.compiler.checks import check
 from alpha.compiler.forms import Protocol
+from alpha.compiler.implemented import unimplemented
 from alpha.compiler.plan import Plan, load_plan
 from alpha.compiler.projection import project
 from alpha.compiler.work import protocol_for, run_identity
-from alpha.core.identity import RunIdentity, bind_code
+from alpha.core.digests import bind_code
+from alpha.core.identity import RunIdentity
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder
 from alpha.schedule.local import encode
-from alpha.schedule.operations import unimplemented
 from alpha.schedule.role import Edge, RoleDescription
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def compiled_identity(
     plan: Plan, digits: Digits | None = None, *, code: bytes | None = None
 ) -> RunIdentity:
     """The identity ``plan``'s artifacts carry: the plan's run identity with its learner part
-    bound to the code that computes the run (``alpha.core.identity.bind_code``), by default the
+    bound to the code that computes the run (``alpha.core.digests.bind_code``), by default the
     sources every artifact of this build carries (``package_code_digest``). ``code`` stands
     in another code digest, as a build from other sources would have.
 

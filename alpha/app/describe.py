@@ -8,7 +8,8 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from alpha.core.membership import ParticipantGroup, parse_group
+from alpha.core.membership import ParticipantGroup
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree
 from alpha.exitcodes import EXIT_OK
 

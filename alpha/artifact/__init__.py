@@ -30,11 +30,6 @@ from typing import TYPE_CHECKING
 from alpha.faces import lazy
 
 if TYPE_CHECKING:
-    # Beside __all__: the private helpers the tests probe (written `as` themselves so that
-    # mypy sees them re-exported).
-    from alpha.artifact.build import _bytecode as _bytecode
-    from alpha.artifact.build import _member as _member
-    from alpha.artifact.build import _package_sources as _package_sources
     from alpha.artifact.build import (
         build_artifact,
         package_code_digest,
@@ -129,9 +124,6 @@ __getattr__, __dir__ = lazy(
         "alpha.artifact.build": (
             "build_artifact",
             "package_code_digest",
-            "_bytecode",
-            "_member",
-            "_package_sources",
         ),
         "alpha.artifact.entry": (
             "BLAS_THREADS",

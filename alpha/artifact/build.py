@@ -116,15 +116,15 @@ def _package_sources() -> list[tuple[str, Path]]:
 
 @functools.cache
 def package_code_digest() -> bytes:
-    """The code digest (``alpha.core.identity.code_digest``) of the sources every artifact carries:
+    """The code digest (``alpha.core.digests.code_digest``) of the sources every artifact carries:
     each ``.py`` file of the package by its archive name, so neither where the package lies
     nor the interpreter enters it. Read and hashed once per process.
 
     Raises:
         OSError: a source cannot be read.
     """
-    # Imported here: alpha.core.identity needs numpy, which this module leaves to the participant.
-    from alpha.core.identity import code_digest
+    # Imported here: alpha.core.digests needs numpy, which this module leaves to the participant.
+    from alpha.core.digests import code_digest
 
     return code_digest((name, path.read_bytes()) for name, path in _package_sources())
 

@@ -19,7 +19,7 @@ from alpha.exitcodes import EXIT_USAGE
 from alpha.files import role_file
 from alpha.records.progress import progress_path
 
-__all__ = ["REPORTS_DIR", "run_embedded"]
+__all__ = ["BLAS_THREADS", "REPORTS_DIR", "run_embedded"]
 
 REPORTS_DIR: Final = "reports"
 """Where, beside its artifact, a finished role writes its report (``docs/roles.md``)."""

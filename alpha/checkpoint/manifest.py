@@ -22,6 +22,7 @@ from typing import Final
 
 import numpy as np
 
+from alpha.core.digests import DTYPES
 from alpha.errors import CheckpointCorrupt
 from alpha.files import STAGED_SUFFIX
 
@@ -89,7 +90,6 @@ and a bound that keeps a hostile shape from asking for an allocation it cannot h
 MAX_DIMENSIONS: Final = 8
 """Dimensions of one array's shape; the state's arrays are flat, 8 is generous."""
 SHARDS: Final = "shards"
-DTYPES: Final = ("float32", "float64")
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
 """A manifest lists shards, never their bytes: 16 MiB is far beyond any real one, and the bound
 keeps a damaged or hostile file from being read whole."""

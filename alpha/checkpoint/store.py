@@ -62,7 +62,6 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.checkpoint.manifest import (
-    DTYPES,
     FORMAT,
     LOCK,
     MANIFEST,
@@ -102,7 +101,6 @@ from alpha.errors import (
 from alpha.files import STAGED_SUFFIX, fsync_folder, read_regular_file, write_bytes_atomically
 
 __all__ = [
-    "DTYPES",
     "FORMAT",
     "LOCK",
     "MANIFEST",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         require_valid,
     )
     from alpha.compiler.forms import (
-        DTYPES,
+        ITEM_SIZES,
         MAX_ITERATIONS,
         Children,
         Choice,
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
         Targets,
         Transfer,
         walk,
+    )
+    from alpha.compiler.implemented import (
+        unimplemented,
     )
     from alpha.compiler.plan import (
         DEFAULT_ADDRESS,
@@ -163,9 +166,9 @@ __all__ = [
     "DATASETS",
     "DEFAULT_ADDRESS",
     "DEFAULT_KEEP",
-    "DTYPES",
     "GPU_KEYS",
     "GPU_TARGET",
+    "ITEM_SIZES",
     "LEARNER_KEYS",
     "LEARNER_KINDS",
     "LEARNER_PROGRAM",
@@ -259,6 +262,7 @@ __all__ = [
     "slots",
     "sum_check_identity",
     "sum_check_protocol",
+    "unimplemented",
     "walk",
     "work_of",
 ]
@@ -272,7 +276,7 @@ __getattr__, __dir__ = lazy(
             "require_valid",
         ),
         "alpha.compiler.forms": (
-            "DTYPES",
+            "ITEM_SIZES",
             "MAX_ITERATIONS",
             "Children",
             "Choice",
@@ -293,6 +297,7 @@ __getattr__, __dir__ = lazy(
             "Transfer",
             "walk",
         ),
+        "alpha.compiler.implemented": ("unimplemented",),
         "alpha.compiler.plan": (
             "DEFAULT_ADDRESS",
             "MAX_PLAN_BYTES",

@@ -15,10 +15,10 @@ from typing import Final, Literal, final
 
 from alpha.core.membership import ParticipantGroup
 from alpha.core.topology import ParticipantTree
-from alpha.schedule.regions import DTYPES, Region
+from alpha.schedule.regions import ITEM_SIZES, Region
 
 __all__ = [
-    "DTYPES",
+    "ITEM_SIZES",
     "MAX_ITERATIONS",
     "Children",
     "Choice",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from alpha.compiler._fields import Table, one_of, refuse_unknown, table_at
-from alpha.core.identity import DELIVERIES, DTYPES, OPERATIONS
+from alpha.core.digests import DELIVERIES, DTYPES, OPERATIONS
 
 __all__ = ["CONTRACT_KEYS", "read_contract"]
 

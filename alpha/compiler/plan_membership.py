@@ -18,14 +18,9 @@ from alpha.compiler._fields import (
     str_at,
     table_at,
 )
-from alpha.core.identity import TOPOLOGIES
-from alpha.core.membership import (
-    MAX_IDENTITY_BYTES,
-    MAX_ROLES,
-    ParticipantGroup,
-    group,
-    parse_group,
-)
+from alpha.core.digests import TOPOLOGIES
+from alpha.core.membership import MAX_IDENTITY_BYTES, MAX_ROLES, ParticipantGroup, group
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree, pair, star
 from alpha.errors import AdmissionError, GroupSyntaxError, PlanInvalid, TopologyError
 

@@ -17,7 +17,8 @@ from alpha.compiler.forms import Protocol
 from alpha.compiler.plan import Plan
 from alpha.compiler.work_learn import learn_identity, learner_protocol
 from alpha.compiler.work_sum_check import sum_check_identity, sum_check_protocol
-from alpha.core.identity import RunIdentity, contract_digest, membership_digest
+from alpha.core.digests import contract_digest, membership_digest
+from alpha.core.identity import RunIdentity
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits
 

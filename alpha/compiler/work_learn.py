@@ -31,7 +31,7 @@ from alpha.compiler.forms import (
     Transfer,
 )
 from alpha.compiler.plan import TARGETS, LearnerSpec, Plan
-from alpha.core.identity import learner_digest
+from alpha.core.digests import learner_digest
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, load_digits

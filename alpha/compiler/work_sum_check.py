@@ -29,7 +29,7 @@ from alpha.compiler.forms import (
 )
 from alpha.compiler.plan import TARGETS, Plan, parse_plan
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.core.identity import learner_digest
+from alpha.core.digests import learner_digest
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS

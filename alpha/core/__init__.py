@@ -15,23 +15,21 @@ if TYPE_CHECKING:
         Budgets,
     )
     from alpha.core.combine import (
-        OPERATIONS,
         Contract,
+        fold_add,
+        fold_into,
         fold_order,
         ordered_sum,
     )
-    from alpha.core.identity import (
+    from alpha.core.digests import (
         CODE_BOUND_LEARNER_DOMAIN,
         CODE_DOMAIN,
         CONTRACT_DOMAIN,
         DELIVERIES,
         DTYPES,
-        IDENTITY_PART_SIZE,
-        IDENTITY_PARTS,
-        IDENTITY_SIZE,
         LEARNER_DOMAIN,
+        OPERATIONS,
         TOPOLOGIES,
-        RunIdentity,
         bind_code,
         canonical_fanout,
         code_digest,
@@ -39,13 +37,18 @@ if TYPE_CHECKING:
         learner_digest,
         membership_digest,
     )
+    from alpha.core.identity import (
+        DIGEST_SIZE,
+        IDENTITY_PART_SIZE,
+        IDENTITY_PARTS,
+        IDENTITY_SIZE,
+        RunIdentity,
+    )
     from alpha.core.membership import (
         DEFAULT_INDEX_BUDGET,
         DIGEST_DOMAIN,
-        DIGEST_SIZE,
         MAX_EPOCH,
         MAX_IDENTITY_BYTES,
-        MAX_NUMBER_DIGITS,
         MAX_ROLE,
         MAX_ROLES,
         ROLE_WIDTH,
@@ -56,9 +59,12 @@ if TYPE_CHECKING:
         Stride,
         group,
         join,
-        parse_group,
         repeat,
         stride,
+    )
+    from alpha.core.membership_text import (
+        MAX_NUMBER_DIGITS,
+        parse_group,
     )
     from alpha.core.topology import (
         ParticipantTree,
@@ -103,6 +109,8 @@ __all__ = [
     "certify_cover",
     "code_digest",
     "contract_digest",
+    "fold_add",
+    "fold_into",
     "fold_order",
     "group",
     "join",
@@ -124,23 +132,21 @@ __getattr__, __dir__ = lazy(
             "Budgets",
         ),
         "alpha.core.combine": (
-            "OPERATIONS",
             "Contract",
+            "fold_add",
+            "fold_into",
             "fold_order",
             "ordered_sum",
         ),
-        "alpha.core.identity": (
+        "alpha.core.digests": (
             "CODE_BOUND_LEARNER_DOMAIN",
             "CODE_DOMAIN",
             "CONTRACT_DOMAIN",
             "DELIVERIES",
             "DTYPES",
-            "IDENTITY_PARTS",
-            "IDENTITY_PART_SIZE",
-            "IDENTITY_SIZE",
             "LEARNER_DOMAIN",
+            "OPERATIONS",
             "TOPOLOGIES",
-            "RunIdentity",
             "bind_code",
             "canonical_fanout",
             "code_digest",
@@ -148,13 +154,18 @@ __getattr__, __dir__ = lazy(
             "learner_digest",
             "membership_digest",
         ),
+        "alpha.core.identity": (
+            "DIGEST_SIZE",
+            "IDENTITY_PARTS",
+            "IDENTITY_PART_SIZE",
+            "IDENTITY_SIZE",
+            "RunIdentity",
+        ),
         "alpha.core.membership": (
             "DEFAULT_INDEX_BUDGET",
             "DIGEST_DOMAIN",
-            "DIGEST_SIZE",
             "MAX_EPOCH",
             "MAX_IDENTITY_BYTES",
-            "MAX_NUMBER_DIGITS",
             "MAX_ROLE",
             "MAX_ROLES",
             "ROLE_WIDTH",
@@ -165,9 +176,12 @@ __getattr__, __dir__ = lazy(
             "Stride",
             "group",
             "join",
-            "parse_group",
             "repeat",
             "stride",
+        ),
+        "alpha.core.membership_text": (
+            "MAX_NUMBER_DIGITS",
+            "parse_group",
         ),
         "alpha.core.topology": (
             "ParticipantTree",

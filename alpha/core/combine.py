@@ -8,21 +8,27 @@ addition is not associative, so this order is part of the result: it is fixed by
 (dtype, operation, topology, fan-out, delivery), whose digest is in every frame's run
 identity. ``ordered_sum`` computes, in one process, exactly what the distributed combine
 computes.
+
+The arithmetic of a fold is written once, here: :func:`fold_into` (the first part copied, each
+next part added elementwise) and its step :func:`fold_add`. The interpreter's folds
+(``alpha.runtime.interpreter``), ``ordered_sum`` (and through it the learner's logical
+contributors and the replicated learner) all call them, so the bits cannot drift apart.
+``gates/reference_fold.py`` re-derives the same order on purpose, importing nothing of Alpha.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import final
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.core.identity import OPERATIONS, contract_digest
+from alpha.core.digests import contract_digest
 from alpha.core.topology import ParticipantTree
 
-__all__ = ["OPERATIONS", "Contract", "fold_order", "ordered_sum"]
+__all__ = ["Contract", "fold_add", "fold_into", "fold_order", "ordered_sum"]
 
 
 @final
@@ -61,6 +67,36 @@ def fold_order(tree: ParticipantTree, role: int) -> tuple[int, ...]:
 Array = npt.NDArray[np.floating]
 
 
+def fold_add(total: Array, part: Array) -> None:
+    """One step of a fold, in place: ``total := total + part``, elementwise, one correctly
+    rounded IEEE addition per element in ``total``'s dtype (no BLAS, no pairwise sum).
+
+    Touches nothing but ``total``, so a caller may run it in a worker thread while other
+    parts still arrive (numpy releases the GIL for large arrays).
+    """
+    np.add(total, part, out=total)
+
+
+def fold_into(out: Array, parts: Iterable[Array]) -> Array:
+    """Fold ``parts`` left to right into ``out`` and return it: the first part copied, then each
+    next one added with :func:`fold_add`. The caller gives the parts in the contract's order
+    (:func:`fold_order`). ``out`` may be the first part itself (a fold in place), never a
+    later one.
+
+    Raises:
+        ValueError: ``parts`` is empty (a fold has at least the role's own contribution).
+    """
+    iterator = iter(parts)
+    first = next(iterator, None)
+    if first is None:
+        raise ValueError("a fold needs at least one part")
+    if first is not out:
+        np.copyto(out, first)
+    for part in iterator:
+        fold_add(out, part)
+    return out
+
+
 def ordered_sum(tree: ParticipantTree, contribution: Callable[[int], Array]) -> Array:
     """The total of every role's contribution, folded exactly as the distributed combine does.
 
@@ -76,9 +112,6 @@ def ordered_sum(tree: ParticipantTree, contribution: Callable[[int], Array]) -> 
             stack.append((role, True))
             stack.extend((r, False) for r in reversed(order) if r != role)
             continue
-        first, *rest = (contribution(r) if r == role else totals.pop(r) for r in order)
-        total = np.array(first, copy=True)
-        for part in rest:
-            np.add(total, part, out=total)
-        totals[role] = total
+        parts = [contribution(r) if r == role else totals.pop(r) for r in order]
+        totals[role] = fold_into(np.empty_like(parts[0]), parts)
     return totals[0]

@@ -93,7 +93,7 @@ DIGITS_RESOURCE: Final = "data/digits/digits.csv.gz"
 DIGITS_ENV: Final = "ALPHA_DIGITS"
 
 #: The element types features can have: those of the numerical contract that a learner computes
-#: in (``alpha.core.identity.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
+#: in (``alpha.core.digests.DTYPES``). Both represent every ``k / 16`` for ``k`` in 0..255 exactly.
 FEATURE_DTYPES: Final = ("float32", "float64")
 
 #: A split's seed is the learner's seed, an unsigned 64-bit value (as in the learner digest).

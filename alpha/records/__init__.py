@@ -9,7 +9,6 @@ from alpha.faces import lazy
 if TYPE_CHECKING:
     from alpha.records.commit import (
         COMMIT_FORMAT,
-        DIGEST_SIZE,
         CommitRecord,
         check_reports,
         subtree_digest,
@@ -50,7 +49,6 @@ __all__ = [
     "CHECKPOINTS_DIR",
     "COMMIT_FORMAT",
     "COMMIT_NAME",
-    "DIGEST_SIZE",
     "HISTORY_CSV",
     "LOGS_DIR",
     "LOSS_PNG",
@@ -82,7 +80,6 @@ __getattr__, __dir__ = lazy(
     {
         "alpha.records.commit": (
             "COMMIT_FORMAT",
-            "DIGEST_SIZE",
             "CommitRecord",
             "check_reports",
             "subtree_digest",

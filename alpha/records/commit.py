@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from alpha.checked import int_in
+from alpha.core.identity import DIGEST_SIZE
 from alpha.errors import CommitInvalid
 from alpha.records.folder import COMMIT_NAME
 
 __all__ = [
     "COMMIT_FORMAT",
     "COMMIT_NAME",
-    "DIGEST_SIZE",
     "CommitRecord",
     "check_reports",
     "subtree_digest",
@@ -36,8 +36,6 @@ __all__ = [
 COMMIT_FORMAT: Final = "alpha-commit/1"
 """The ``format`` field of every commit record."""
 
-DIGEST_SIZE: Final = 32
-"""A DONE or COMMIT payload: one SHA-256 digest."""
 
 _SUBTREE_TAG: Final = b"alpha/subtree/1"
 

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
         expect_completion,
     )
     from alpha.runtime.edge import (
-        COMPLETION_SLOT,
-        HELLO_SLOT,
         SCHEDULED,
         EdgeEnd,
         hello_spec,
@@ -43,16 +41,10 @@ if TYPE_CHECKING:
     )
     from alpha.runtime.interpreter import (
         GROUP_MIN,
-        WORD_BYTES,
         Interpreter,
         decode_word,
         encode_word,
         transient_array,
-    )
-    from alpha.runtime.ops import (
-        LOCAL_OPS,
-        SELECTORS,
-        Context,
     )
     from alpha.runtime.parent import (
         FAILURE_CLOCK,
@@ -76,24 +68,18 @@ if TYPE_CHECKING:
 __all__ = [
     "ABORT_SEND_WAIT",
     "COMPLETING",
-    "COMPLETION_SLOT",
     "ESTABLISHING",
     "FAILURE_CLOCK",
     "GROUP_MIN",
     "HASH_PIECE",
     "HASH_PIECE_MAX",
-    "HELLO_SLOT",
     "LAUNCHER_PID_ENV",
     "LAUNCHER_POLL",
-    "LOCAL_OPS",
     "OVERLAP_MIN",
     "PORT_BYTES",
     "READ_AHEAD_MAX",
     "RUNNING",
     "SCHEDULED",
-    "SELECTORS",
-    "WORD_BYTES",
-    "Context",
     "EdgeEnd",
     "EdgeReport",
     "Establishment",
@@ -143,8 +129,6 @@ __getattr__, __dir__ = lazy(
             "expect_completion",
         ),
         "alpha.runtime.edge": (
-            "COMPLETION_SLOT",
-            "HELLO_SLOT",
             "SCHEDULED",
             "EdgeEnd",
             "hello_spec",
@@ -156,16 +140,10 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.runtime.interpreter": (
             "GROUP_MIN",
-            "WORD_BYTES",
             "Interpreter",
             "decode_word",
             "encode_word",
             "transient_array",
-        ),
-        "alpha.runtime.ops": (
-            "LOCAL_OPS",
-            "SELECTORS",
-            "Context",
         ),
         "alpha.runtime.parent": (
             "FAILURE_CLOCK",

@@ -47,11 +47,10 @@ from alpha.wire.frame import (
     MAGIC,
     MAX_VERSION,
     FrameKind,
-    ReceiveSlot,
-    Reception,
-    SendSlot,
     payload_digest,
 )
+from alpha.wire.receive import ReceiveSlot, Reception
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

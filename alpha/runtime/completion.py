@@ -39,7 +39,8 @@ from alpha.runtime.channel import FrameChannel
 from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import RoleDescription
-from alpha.wire.frame import FrameKind, ReceiveSlot
+from alpha.wire.frame import FrameKind
+from alpha.wire.receive import ReceiveSlot
 
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
     from alpha.learner.saving import Saver

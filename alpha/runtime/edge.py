@@ -25,37 +25,34 @@ from typing import TYPE_CHECKING, Final, final
 
 from alpha.core.identity import RunIdentity
 from alpha.errors import FrameSpecInvalid
-from alpha.records.commit import DIGEST_SIZE
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, abort_spec
+from alpha.wire.frame import (
+    COMPLETION_SLOT,
+    KINDS,
+    FrameKind,
+    FrameSpec,
+    abort_spec,
+    control_spec,
+)
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
-    "COMPLETION_SLOT",
-    "HELLO_SLOT",
     "SCHEDULED",
     "EdgeEnd",
     "hello_spec",
 ]
 
-# The control frames' slots, as they stand until wire/frame.py holds one table of every kind's
-# slot and extent: then these two lines become one import from there.
-HELLO_SLOT: Final = 0
-"""The slot of the hello frame on every edge (the kind, HELLO, keeps it apart from data)."""
+SCHEDULED: Final = frozenset(kind for kind, rule in KINDS.items() if rule.slot is None)
+"""The kinds a role's schedule moves, each transfer in a slot of its own (``KINDS``: DATA and
+CHOICE); every other kind is a control frame of the edge, with the slot ``KINDS`` fixes."""
 
-COMPLETION_SLOT: Final = 0
-"""The slot of the END, DONE and COMMIT frames of an edge (their kinds keep them apart)."""
-
-SCHEDULED: Final = frozenset({FrameKind.DATA, FrameKind.CHOICE})
-"""The kinds a role's schedule moves; every other kind is a control frame of the edge."""
-
-# A completion frame's payload: nothing (END), or a digest (DONE: the subtree's reports;
-# COMMIT: the commit record).
+# A completion frame's payload, from the one table: nothing (END), or a digest (DONE: the
+# subtree's reports; COMMIT: the commit record).
 _COMPLETION_EXTENT: Final = {
-    FrameKind.END: 0,
-    FrameKind.DONE: DIGEST_SIZE,
-    FrameKind.COMMIT: DIGEST_SIZE,
+    kind: KINDS[kind].extent for kind in (FrameKind.END, FrameKind.DONE, FrameKind.COMMIT)
 }
 
 # Who sends each completion frame: END and COMMIT travel down the tree, DONE up.
@@ -64,7 +61,7 @@ _FROM_PARENT: Final = frozenset({FrameKind.END, FrameKind.COMMIT})
 
 def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
     """The hello frame from ``sender`` to ``receiver``: no payload, everything in the header."""
-    return FrameSpec(identity, FrameKind.HELLO, sender, receiver, HELLO_SLOT, 0)
+    return control_spec(identity, FrameKind.HELLO, sender, receiver)
 
 
 @final
@@ -169,7 +166,9 @@ class EdgeEnd:
             FrameSpecInvalid: ``kind`` is not a completion frame this role sends the peer.
         """
         self._check_completion(kind, outgoing=True)
-        return self._send_slot(kind, COMPLETION_SLOT, _COMPLETION_EXTENT[kind])
+        extent = _COMPLETION_EXTENT[kind]
+        assert extent is not None  # KINDS fixes every completion frame's extent
+        return self._send_slot(kind, COMPLETION_SLOT, extent)
 
     def completion_in(self, kind: FrameKind) -> ReceiveSlot:
         """The slot of the parent's END or COMMIT to this role, or a child's DONE.
@@ -178,7 +177,9 @@ class EdgeEnd:
             FrameSpecInvalid: ``kind`` is not a completion frame the peer sends this role.
         """
         self._check_completion(kind, outgoing=False)
-        return self._receive_slot(kind, COMPLETION_SLOT, _COMPLETION_EXTENT[kind], None)
+        extent = _COMPLETION_EXTENT[kind]
+        assert extent is not None  # KINDS fixes every completion frame's extent
+        return self._receive_slot(kind, COMPLETION_SLOT, extent, None)
 
     def abort_out(self) -> SendSlot:
         """A new slot for an ABORT from this role to the peer."""

@@ -30,13 +30,12 @@ import trio
 from alpha.core.budgets import Budgets
 from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing
 from alpha.runtime.channel import FrameChannel
-from alpha.runtime.edge import HELLO_SLOT, EdgeEnd, hello_spec
+from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
 
-# HELLO_SLOT and hello_spec live in alpha.runtime.edge; named here too for the runtime's face.
-__all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
+__all__ = ["PORT_BYTES", "Establishment", "establish"]
 
 PORT_BYTES: Final = 2
 """Each announced port is two bytes, big-endian: a TCP port number."""

@@ -22,7 +22,6 @@ queued behind it (``docs/failure.md``).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import mmap
 from collections.abc import Callable, Sequence
@@ -32,15 +31,18 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import trio
 
+from alpha.core.combine import fold_add, fold_into
 from alpha.core.identity import RunIdentity
 from alpha.errors import NoncanonicalWord, SelectorOutOfRange
 from alpha.runtime.cause import as_one_error
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel, SharedDigest
 from alpha.runtime.edge import EdgeEnd
-from alpha.runtime.ops import LOCAL_OPS, SELECTORS, Context
 from alpha.runtime.whereabouts import RUNNING, Whereabouts
 from alpha.schedule.local import Choose, Fold, Instruction, LocalSchedule, Loop, Op, Recv, Send
-from alpha.wire.frame import FrameKind, ReceiveSlot, SendSlot
+from alpha.schedule.operations import LOCAL_OPS, SELECTORS, Context
+from alpha.wire.frame import WORD_BYTES, FrameKind
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GROUP_MIN",
-    "WORD_BYTES",
     "Interpreter",
     "decode_word",
     "encode_word",
@@ -73,8 +74,7 @@ GROUP_MIN: Final = OVERLAP_MIN
 bytes: below it a nursery and its tasks cost more per round than the overlap saves (a 1 KiB
 combine among 4 roles took 15% longer with them: bench/combine.py)."""
 
-WORD_BYTES: Final = 8
-"""A choice word: one unsigned 64-bit big-endian integer, 0 or 1."""
+# A choice word (WORD_BYTES, from the kinds table): one unsigned 64-bit big-endian integer, 0 or 1.
 
 
 def encode_word(value: int) -> bytes:
@@ -326,16 +326,15 @@ class Interpreter:
             first, *rest = fold.sources
             if first in arrived:
                 await arrived[first].wait()
-            if self.buffers[first] is not out:
-                np.copyto(out, self.buffers[first])
+            fold_into(out, (self.buffers[first],))
             for name in rest:
                 if name in arrived:
                     await arrived[name].wait()
                 source = self.buffers[name]
                 if out.nbytes >= OVERLAP_MIN:  # beside the receives, on another core
-                    await trio.to_thread.run_sync(functools.partial(np.add, out, source, out=out))
+                    await trio.to_thread.run_sync(fold_add, out, source)
                 else:
-                    np.add(out, source, out=out)
+                    fold_add(out, source)
             self.digests_known.clear()
 
         for ins in recvs:
@@ -382,12 +381,7 @@ class Interpreter:
             LOCAL_OPS[ins.name](ctx, self.buffers[ins.region])
         elif isinstance(ins, Fold):
             self.digests_known.clear()
-            out = self.buffers[ins.region]
-            first, *rest = (self.buffers[name] for name in ins.sources)
-            if first is not out:
-                np.copyto(out, first)
-            for source in rest:
-                np.add(out, source, out=out)
+            fold_into(self.buffers[ins.region], (self.buffers[name] for name in ins.sources))
         elif isinstance(ins, Loop):
             for index in range(ins.count):
                 if depth == 0:

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from alpha.errors import AlphaError, CommitUnknown, FrameRefused, RoundAborted
+from alpha.errors import (
+    AlphaError,
+    CommitUnknown,
+    RoundAborted,
+    SlotFault,
+)
 from alpha.runtime.cause import first_alpha_error
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.completion import ReportFiles, complete, expect_completion
@@ -102,7 +107,7 @@ def _abort_cause(error: BaseException, where: Whereabouts) -> AbortCause:
         return AbortCause.of(error)
     edge: tuple[int, int] | None = None
     peer = getattr(error, "peer", None)  # a lost peer or a spent budget names its edge
-    if isinstance(error, FrameRefused):
+    if isinstance(error, SlotFault):  # a refusal or a slot misuse: it names its edge
         edge = error.edge
     elif isinstance(peer, int):  # receives from several peers run at once: not where.peer
         edge = (where.role, peer)

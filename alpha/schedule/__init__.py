@@ -36,12 +36,12 @@ if TYPE_CHECKING:
         SELECTORS,
         SUM_CHECK_OPS,
         Context,
+        Learner,
         LocalOp,
         Selector,
-        unimplemented,
     )
     from alpha.schedule.regions import (
-        DTYPES,
+        ITEM_SIZES,
         Region,
     )
     from alpha.schedule.role import (
@@ -52,9 +52,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTRIBUTIONS",
-    "DTYPES",
     "FORMAT",
     "GRADIENT",
+    "ITEM_SIZES",
     "LEARNER_OPS",
     "LOCAL_OPS",
     "PARAMETERS",
@@ -67,6 +67,7 @@ __all__ = [
     "Edge",
     "Fold",
     "Instruction",
+    "Learner",
     "LocalOp",
     "LocalSchedule",
     "Loop",
@@ -78,7 +79,6 @@ __all__ = [
     "Send",
     "decode",
     "encode",
-    "unimplemented",
 ]
 
 __getattr__, __dir__ = lazy(
@@ -109,12 +109,12 @@ __getattr__, __dir__ = lazy(
             "SELECTORS",
             "SUM_CHECK_OPS",
             "Context",
+            "Learner",
             "LocalOp",
             "Selector",
-            "unimplemented",
         ),
         "alpha.schedule.regions": (
-            "DTYPES",
+            "ITEM_SIZES",
             "Region",
         ),
         "alpha.schedule.role": (

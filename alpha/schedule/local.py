@@ -12,7 +12,7 @@ from typing import Final, final
 
 from alpha.checked import int_in
 from alpha.errors import ArtifactInvalid
-from alpha.schedule.regions import DTYPES, Region
+from alpha.schedule.regions import ITEM_SIZES, Region
 
 __all__ = [
     "SCHEDULE_FORMAT",
@@ -215,7 +215,7 @@ def decode(data: object) -> LocalSchedule:
         raise _bad(f"format must be {SCHEDULE_FORMAT!r}")
     regions = []
     for raw in data.get("regions", []):
-        if not isinstance(raw, list) or len(raw) not in (3, 5, 6) or raw[1] not in DTYPES:
+        if not isinstance(raw, list) or len(raw) not in (3, 5, 6) or raw[1] not in ITEM_SIZES:
             raise _bad(f"a region is [name, dtype, count] or a view [..., of, offset], got {raw!r}")
         of: str | None = None
         offset = 0

@@ -2,12 +2,14 @@
 
 An operation's name exists because its implementation is registered here, in ``LOCAL_OPS`` or
 ``SELECTORS``; everything else reads the names from these tables: the plan's choices
-(``alpha.compiler.plan.CHOICES``), each kind of work's declaration of where each is realized
+(``alpha.compiler.plan.CHOICES``), the programs' declarations of where each is realized
 (``alpha.compiler.work_sum_check.SUM_CHECK_OPERATIONS``,
-``alpha.compiler.work_learn.learner_operations``) and the
-interpreter (through ``alpha.runtime.ops``). So an operation cannot be declared without being
-implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
-(``unimplemented``) rather than let a participant fail on it mid-run.
+``alpha.compiler.work_learn.learner_operations``)
+and the interpreter (``alpha.runtime.interpreter``). So an operation cannot be declared without
+being implemented, and ``alpha compile`` refuses a protocol that names one this registry lacks
+(``alpha.compiler.implemented.unimplemented``, which reads these tables) rather than let a
+participant fail on it mid-run. The registry knows nothing of the compiler's forms: the
+schedule is below the compiler, so the check that walks a protocol lives up there.
 
 The module is pure numpy (no trio, no runtime), so the pure layers (plan, kinds of work, forms)
 may import it: that is why it lives here and not in ``alpha.runtime``, whose package imports
@@ -22,17 +24,13 @@ import mmap
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.errors import ArtifactInvalid, CheckFailed, OperationUnimplemented, ProtocolFailure
+from alpha.errors import ArtifactInvalid, CheckFailed
 from alpha.schedule.learner_regions import CONTRIBUTIONS, PARAMETERS, STORE
-
-if TYPE_CHECKING:
-    from alpha.compiler.forms import Protocol
-    from alpha.learner.state import LearnerState
 
 __all__ = [
     "LEARNER_OPS",
@@ -40,10 +38,28 @@ __all__ = [
     "SELECTORS",
     "SUM_CHECK_OPS",
     "Context",
+    "Learner",
     "LocalOp",
     "Selector",
-    "unimplemented",
 ]
+
+
+Floats = npt.NDArray[np.floating]
+
+
+class Learner(Protocol):
+    """What the learner's operations ask of a role's learner, by structure: the learner's
+    run-time half (``alpha.learner.program.LearnerState``) has these methods. The schedule is
+    below the learner, so it names what it calls without importing it, not even for types."""
+
+    def init(self, w: Floats, /) -> None: ...
+    def contribute(self, w: Floats, g: Floats, round: int, /) -> None: ...
+    def update(self, w: Floats, g: Floats, /) -> None: ...
+    def contribute_logical(self, w: Floats, c: Floats, round: int, /) -> None: ...
+    def fold_logical(self, c: Floats, g: Floats, /) -> None: ...
+    def keep_own(self, w: Floats, p: Floats, /) -> None: ...
+    def load_own(self, w: Floats, p: Floats, /) -> None: ...
+    def observe(self, w: Floats, g: Floats, round: int, role: int, /) -> None: ...
 
 
 @dataclass
@@ -55,9 +71,9 @@ class Context:
     participants: int
     round: int = 0
     buffers: dict[str, Any] = field(default_factory=dict)
-    learner: LearnerState | None = None
+    learner: Learner | None = None
 
-    def need_learner(self) -> LearnerState:
+    def need_learner(self) -> Learner:
         """
         Raises:
             ArtifactInvalid: the role runs a learner operation but was given no learner.
@@ -168,33 +184,3 @@ SELECTORS: Final[dict[str, Selector]] = {
     "const-2": lambda ctx: 2,
 }
 """Every selector, by name; each is a plan's possible ``work.choice``."""
-
-
-def unimplemented(protocol: Protocol) -> list[ProtocolFailure]:
-    """A refusal for each of ``protocol``'s local operations and selectors that is declared
-    (with its kind) but has no implementation here, in the order of its forms.
-
-    A name the protocol does not declare is left to the protocol checks (``NoRealization``,
-    ``SelectorNotAtAuthority``), so one cause is reported once.
-    """
-    # The forms are the compiler's: a participant, which only runs operations, never loads them.
-    from alpha.compiler.forms import Choice, Local, walk
-
-    failures: list[ProtocolFailure] = []
-    for path, form in walk(protocol.body):
-        if isinstance(form, Local):
-            name, kind, implemented = form.op, "local", form.op in LOCAL_OPS
-        elif isinstance(form, Choice):
-            name, kind, implemented = form.selector, "selector", form.selector in SELECTORS
-        else:
-            continue
-        declared = protocol.operations.get(name)
-        if declared is not None and declared.kind == kind and not implemented:
-            failures.append(
-                OperationUnimplemented(
-                    f"{kind} operation {name!r} is declared but this Alpha has no "
-                    "implementation of it (schedule.operations), so no participant could run it",
-                    form=path,
-                )
-            )
-    return failures

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, final
 
-__all__ = ["DTYPES", "Region"]
+__all__ = ["ITEM_SIZES", "Region"]
 
-DTYPES: Final = {"float32": 4, "float64": 8, "uint8": 1}
+ITEM_SIZES: Final = {"float32": 4, "float64": 8, "uint8": 1}
 """Region element types and their widths in bytes."""
 
 
@@ -33,4 +33,4 @@ class Region:
 
     @property
     def nbytes(self) -> int:
-        return DTYPES[self.dtype] * self.count
+        return ITEM_SIZES[self.dtype] * self.count

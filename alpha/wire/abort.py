@@ -3,7 +3,8 @@
 A role that fails sends one ABORT frame on every edge it can still write (``docs/failure.md``),
 so that every role stops at once and names the original cause, not the broken connection it
 sees next. The frame is checked like any other (identity, edge, version, SHA-256); its payload
-is exactly :data:`ABORT_EXTENT` bytes, laid out as ``docs/frames.md`` says:
+is exactly ``ABORT_EXTENT`` bytes (``alpha.wire.frame``'s kinds table fixes its slot and
+extent), laid out as ``docs/frames.md`` says:
 
 ==========  =====  ====================================================================
 offset      width  field
@@ -31,16 +32,9 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from alpha.errors import AbortInvalid, RoundAborted
+from alpha.wire.frame import ABORT_EXTENT, ABORT_SLOT
 
-__all__ = ["ABORT_EXTENT", "ABORT_SLOT", "MAX_NAME", "AbortCause", "decode_cause", "encode_cause"]
-
-ABORT_EXTENT: Final = 512
-"""Payload bytes of every ABORT frame: room for a class name and a sentence an operator reads,
-small enough that a frame fits any socket buffer, so sending it never waits on a stuck peer."""
-
-ABORT_SLOT: Final = 0
-"""The slot of the ABORT frame on every edge. Its version is always 0: an edge carries at most
-one ABORT, since nothing follows it."""
+__all__ = ["MAX_NAME", "AbortCause", "decode_cause", "encode_cause"]
 
 MAX_NAME: Final = 64
 """The longest class name carried (Alpha's longest is about 25 characters)."""

@@ -16,14 +16,8 @@ from alpha.app.compile import compile_plan, compiled_identity
 from alpha.artifact import _package_sources, package_code_digest, read_artifact
 from alpha.compiler.plan import load_plan
 from alpha.compiler.work import run_identity
-from alpha.core.identity import (
-    CODE_BOUND_LEARNER_DOMAIN,
-    CODE_DOMAIN,
-    IDENTITY_PART_SIZE,
-    RunIdentity,
-    bind_code,
-    code_digest,
-)
+from alpha.core.digests import CODE_BOUND_LEARNER_DOMAIN, CODE_DOMAIN, bind_code, code_digest
+from alpha.core.identity import IDENTITY_PART_SIZE, RunIdentity
 from alpha.errors import LearnerInputInvalid
 from alpha.launch.launcher import launch, launch_specs
 from alpha.schedule.role import RoleDescription

@@ -36,7 +36,8 @@ from alpha.compiler.plan import (
     parse_plan,
 )
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
-from alpha.core.membership import MAX_EPOCH, MAX_ROLES, parse_group
+from alpha.core.membership import MAX_EPOCH, MAX_ROLES
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree, pair, star
 from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
 from alpha.learner.optimizer import (

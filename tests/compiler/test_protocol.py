@@ -32,7 +32,7 @@ from alpha.compiler import (
     require_valid,
 )
 from alpha.compiler.work_sum_check import SUM_CHECK_OPERATIONS
-from alpha.core.membership import parse_group
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import ParticipantTree
 from alpha.errors import (
     ChoiceAuthorityInvalid,

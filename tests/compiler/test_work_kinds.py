@@ -10,7 +10,7 @@ from alpha.compiler.work_sum_check import (
     sum_check_identity,
     sum_check_protocol,
 )
-from alpha.core.identity import OPERATIONS
+from alpha.core.digests import OPERATIONS
 from alpha.errors import PlanInvalid
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS
 from tests.support import plan_of, raises_exactly

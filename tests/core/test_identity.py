@@ -18,30 +18,33 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import alpha.core._digests as digests
-import alpha.core._run_identity as run_identity_module
+import alpha.core.digests as digests
 import alpha.core.identity as identity
 from alpha.compiler.plan import parse_plan
 from alpha.compiler.work import run_identity
-from alpha.core.identity import (
+from alpha.core.digests import (
     CODE_BOUND_LEARNER_DOMAIN,
     CODE_DOMAIN,
     CONTRACT_DOMAIN,
     DELIVERIES,
     DTYPES,
-    IDENTITY_PART_SIZE,
-    IDENTITY_PARTS,
-    IDENTITY_SIZE,
     LEARNER_DOMAIN,
     OPERATIONS,
     TOPOLOGIES,
-    RunIdentity,
     canonical_fanout,
     contract_digest,
     learner_digest,
     membership_digest,
 )
-from alpha.core.membership import DIGEST_SIZE, MAX_IDENTITY_BYTES, parse_group
+from alpha.core.identity import (
+    DIGEST_SIZE,
+    IDENTITY_PART_SIZE,
+    IDENTITY_PARTS,
+    IDENTITY_SIZE,
+    RunIdentity,
+)
+from alpha.core.membership import MAX_IDENTITY_BYTES
+from alpha.core.membership_text import parse_group
 from alpha.core.topology import MAX_ROLES, ParticipantTree
 from alpha.errors import ContractInvalid, IdentityPartInvalid, LearnerInputInvalid, PlanInvalid
 from tests.support import raises_exactly, run_alpha
@@ -76,7 +79,7 @@ PURE_IMPORTS = frozenset(
 )
 
 
-@pytest.mark.parametrize("module", [identity, run_identity_module, digests])
+@pytest.mark.parametrize("module", [identity, digests])
 def test_module_is_pure(module: ModuleType) -> None:
     tree = ast.parse(inspect.getsource(module))
     imported: set[str] = set()

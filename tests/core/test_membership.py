@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import alpha.core.membership as membership
+import alpha.core.membership_text as membership_text
 from alpha.core.membership import (
     DEFAULT_INDEX_BUDGET,
     DIGEST_DOMAIN,
@@ -33,10 +34,10 @@ from alpha.core.membership import (
     Stride,
     group,
     join,
-    parse_group,
     repeat,
     stride,
 )
+from alpha.core.membership_text import parse_group
 from alpha.errors import (
     AdmissionError,
     EmptySelection,
@@ -436,7 +437,7 @@ def test_syntax_errors_give_position_and_expectation(text: str, offset: int, exp
 
 def test_repr_round_trips() -> None:
     g = parse_group(EXAMPLE, universe=50, epoch=7, identity=b"job-1")
-    namespace = vars(membership)
+    namespace = {**vars(membership), **vars(membership_text)}  # repr names parse_group
     assert eval(repr(g), namespace) == g
     assert eval(repr(g.selection), namespace) == g.selection
     assert repr(g.selection) == "join(stride(0, 2, 3), repeat(3, 11, stride(10, 3, 2)))"

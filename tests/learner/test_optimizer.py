@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from alpha.compiler.plan import Plan
 from alpha.compiler.replicate import Start, replicate
 from alpha.compiler.work_learn import LEARNER_PROGRAM, learner_digest_of, learner_setup, model_of
-from alpha.core.identity import learner_digest
+from alpha.core.digests import learner_digest
 from alpha.errors import ArtifactInvalid
 from alpha.learner.data import load_digits
 from alpha.learner.model import initial_parameters

@@ -37,7 +37,9 @@ from alpha.runtime.session import first_alpha_error, run_role
 from alpha.schedule.local import Loop, Recv, Send
 from alpha.schedule.role import RoleDescription
 from alpha.wire.abort import AbortCause
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, payload_digest
+from alpha.wire.frame import FrameKind, FrameSpec, payload_digest
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import BUDGETS, IDENTITY, connected
 
 

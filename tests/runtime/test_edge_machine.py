@@ -37,7 +37,9 @@ from alpha.errors import (
 )
 from alpha.runtime.edge import COMPLETION_SLOT, HELLO_SLOT, SCHEDULED, EdgeEnd
 from alpha.wire.abort import AbortCause, decode_cause, encode_cause
-from alpha.wire.frame import FrameKind, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY, raises_exactly
 
 STRANGER = RunIdentity(learner=b"L" * 32, contract=b"c" * 32, membership=b"m" * 32)

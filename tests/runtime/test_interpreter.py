@@ -16,7 +16,9 @@ from alpha.runtime import interpreter as interpreter_module
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.interpreter import Interpreter, _Receives, _Sends, encode_word
 from alpha.schedule.local import Choose, Fold, LocalSchedule, Op, Recv, Send
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY, connected
 
 REGIONS = (Region("x", "float64", 4),)

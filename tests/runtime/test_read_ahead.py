@@ -16,7 +16,9 @@ from alpha.core.budgets import Budgets
 from alpha.errors import AlphaError, FrameRefused, RoundAborted
 from alpha.runtime.session import first_alpha_error
 from alpha.wire.abort import AbortCause, encode_cause
-from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot, abort_spec
+from alpha.wire.frame import FrameKind, FrameSpec, abort_spec
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY, connected
 
 CAUSE = AbortCause(origin=2, cause="Corrupted", edge=(0, 2), round=1, detail="a damaged byte")

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import alpha.runtime.ops
+import alpha.runtime.interpreter
 from alpha.app.cli import main
 from alpha.app.compile import compile_plan
 from alpha.compiler import Everyone, Local, Protocol, Region, check
+from alpha.compiler.implemented import unimplemented
 from alpha.compiler.plan import CHOICES, load_plan
 from alpha.compiler.work import protocol_for
 from alpha.compiler.work_learn import GPU_TARGET, learner_operations, learner_protocol
@@ -21,13 +22,7 @@ from alpha.errors import NoRealization, OperationUnimplemented, ProtocolRejected
 from alpha.exitcodes import EXIT_USAGE
 from alpha.learner.model import Model
 from alpha.schedule import operations
-from alpha.schedule.operations import (
-    LEARNER_OPS,
-    LOCAL_OPS,
-    SELECTORS,
-    SUM_CHECK_OPS,
-    unimplemented,
-)
+from alpha.schedule.operations import LEARNER_OPS, LOCAL_OPS, SELECTORS, SUM_CHECK_OPS
 from tests.support import PLANS
 
 # --- one set of names ----------------------------------------------------------------------
@@ -56,9 +51,9 @@ def test_the_learner_declares_exactly_its_implemented_operations(hidden: int | N
 
 
 def test_the_interpreter_calls_the_same_tables() -> None:
-    assert alpha.runtime.ops.LOCAL_OPS is LOCAL_OPS
-    assert alpha.runtime.ops.SELECTORS is SELECTORS
-    assert alpha.runtime.ops.Context is operations.Context
+    assert alpha.runtime.interpreter.LOCAL_OPS is LOCAL_OPS
+    assert alpha.runtime.interpreter.SELECTORS is SELECTORS
+    assert alpha.runtime.interpreter.Context is operations.Context
     assert dict(LOCAL_OPS) == {**SUM_CHECK_OPS, **LEARNER_OPS}
     assert not set(SUM_CHECK_OPS) & set(LEARNER_OPS)
 

@@ -243,7 +243,7 @@ async def test_a_stranger_that_replays_a_hello_and_goes_silent_is_bounded(
     from alpha.artifact import read_artifact
     from alpha.runtime.endpoint import hello_spec
     from alpha.schedule.role import RoleDescription
-    from alpha.wire.frame import SendSlot
+    from alpha.wire.send import SendSlot
 
     folder = tmp_path / "run"
     shutil.copytree(compiled, folder)

@@ -32,9 +32,9 @@ from alpha.launch.launcher import (
     launch,
     read_cause,
 )
-from alpha.runtime.endpoint import HELLO_SLOT
 from alpha.runtime.parent import LAUNCHER_POLL
-from alpha.wire.frame import FrameKind, FrameSpec, SendSlot
+from alpha.wire.frame import HELLO_SLOT, FrameKind, FrameSpec
+from alpha.wire.send import SendSlot
 from harness.compiled import CompiledRun
 from harness.processes import (
     alive_children,

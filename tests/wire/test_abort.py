@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alpha.errors import AbortInvalid
-from alpha.wire.abort import ABORT_EXTENT, MAX_NAME, AbortCause, decode_cause, encode_cause
+from alpha.wire.abort import MAX_NAME, AbortCause, decode_cause, encode_cause
+from alpha.wire.frame import ABORT_EXTENT
 
 ROLE = st.integers(0, 2**32 - 2)
 NAME = st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,63}", fullmatch=True)

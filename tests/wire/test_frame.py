@@ -16,11 +16,11 @@ from alpha.errors import (
     Corrupted,
     DoubleRearm,
     FrameIncomplete,
-    FrameRefused,
     FrameSpecInvalid,
     IdentityMismatch,
     Replayed,
     SkippedVersion,
+    SlotFault,
     TrailingBytes,
     Truncated,
     VersionOverflow,
@@ -35,11 +35,11 @@ from alpha.wire.frame import (
     TRAILER_SIZE,
     FrameKind,
     FrameSpec,
-    ReceiveSlot,
-    SendSlot,
     payload_digest,
     seal,
 )
+from alpha.wire.receive import ReceiveSlot
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY
 
 u32 = st.integers(0, 2**32 - 1)
@@ -83,7 +83,7 @@ def field_of(offset: int, extent: int) -> str:
     return "payload" if offset < HEADER_SIZE + extent else "trailer"
 
 
-def expected_class(offset: int, original: bytes, mutated: bytes, extent: int) -> type[FrameRefused]:
+def expected_class(offset: int, original: bytes, mutated: bytes, extent: int) -> type[SlotFault]:
     """The refusal a single changed byte at ``offset`` implies, by the documented layout."""
     name = field_of(offset, extent)
     if name in ("magic", "format", "kind", "reserved"):
@@ -102,8 +102,8 @@ def expected_class(offset: int, original: bytes, mutated: bytes, extent: int) ->
     return Corrupted
 
 
-def refused_exactly(cls: type[FrameRefused], slot: ReceiveSlot, data: bytes) -> FrameRefused:
-    with pytest.raises(FrameRefused) as caught:
+def refused_exactly(cls: type[SlotFault], slot: ReceiveSlot, data: bytes) -> SlotFault:
+    with pytest.raises(SlotFault) as caught:
         slot.accept(data)
     assert type(caught.value) is cls, f"expected {cls.__name__}, got {caught.value!r}"
     return caught.value
@@ -242,7 +242,7 @@ def test_every_single_byte_change_raises_the_class_its_field_implies(
         assert type(slot.refusal) is cls
 
 
-def expected_as_abort(spec: FrameSpec, mutated: bytes) -> tuple[type[FrameRefused], str]:
+def expected_as_abort(spec: FrameSpec, mutated: bytes) -> tuple[type[SlotFault], str]:
     """The refusal of a frame whose kind byte says ABORT: the first header field after the kind
     that differs from the ABORT frame's header, else the trailer (the payload was not one)."""
     from alpha.wire.frame import abort_spec
@@ -356,7 +356,7 @@ N = 1_000
         (MAX_VERSION - 1, SkippedVersion),
     ],
 )
-def test_version_cases(version: int, cls: type[FrameRefused]) -> None:
+def test_version_cases(version: int, cls: type[SlotFault]) -> None:
     spec = make_spec(2)
     slot = ReceiveSlot(spec, next_version=N)
     refusal = refused_exactly(cls, slot, frame_bytes(spec, b"xy", version))
@@ -534,7 +534,7 @@ def test_an_abort_takes_the_place_of_any_expected_frame_and_leaves_its_version(
     [(8, IdentityMismatch), (104, WrongEdge), (112, WrongEdge), (120, SkippedVersion)],
 )
 def test_an_abort_is_checked_like_any_frame_and_its_refusal_refuses_the_slot(
-    position: int, refusal: type[FrameRefused]
+    position: int, refusal: type[SlotFault]
 ) -> None:
     slot = ReceiveSlot(make_spec(16))
     data = bytearray(_abort_frame())
@@ -623,7 +623,7 @@ def test_begin_advances_the_counter_like_prepare() -> None:
 
 def _deferred_run(
     data: bytes, spec: FrameSpec, version: int, reads: list[int], hashes: list[int]
-) -> tuple[ReceiveSlot, bytes | None, type[FrameRefused] | None]:
+) -> tuple[ReceiveSlot, bytes | None, type[SlotFault] | None]:
     """Feed ``data`` in pieces of ``reads`` sizes (cycled) and, after each read, hash up to
     the next of ``hashes`` waiting bytes; then hash the rest."""
     slot = ReceiveSlot(spec, next_version=version)
@@ -646,7 +646,7 @@ def _deferred_run(
             reception.hashed(len(piece))
         assert reception.verified
         return slot, bytes(reception.finish()), None
-    except FrameRefused as refusal:
+    except SlotFault as refusal:
         return slot, None, type(refusal)
 
 

@@ -1,4 +1,4 @@
-"""Frames v1 as a state machine: a send slot and a receive slot driven against a small model.
+"""Frames (layout 2) as a state machine: a send and a receive slot driven against a small model.
 
 The model holds only what ``docs/frames.md`` promises: the next version of the sender and of
 the receiver, whether the receiver is armed, and the class it was refused with, if any. Each
@@ -27,30 +27,30 @@ from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import (
     Corrupted,
     DoubleRearm,
-    FrameRefused,
     IdentityMismatch,
     Replayed,
     SkippedVersion,
+    SlotFault,
     TrailingBytes,
     Truncated,
     VersionOverflow,
     WrongEdge,
     WrongFrame,
 )
-from alpha.wire.abort import ABORT_EXTENT, AbortCause, decode_cause, encode_cause
+from alpha.wire.abort import AbortCause, decode_cause, encode_cause
 from alpha.wire.frame import (
+    ABORT_EXTENT,
     FIELDS,
     HEADER_SIZE,
     MAX_VERSION,
     TRAILER_SIZE,
     FrameKind,
     FrameSpec,
-    ReceiveSlot,
-    Reception,
-    SendSlot,
     abort_spec,
     field_at,
 )
+from alpha.wire.receive import ReceiveSlot, Reception
+from alpha.wire.send import SendSlot
 from tests.support import IDENTITY
 
 CAUSE = AbortCause(5, "Corrupted", (4, 5), 9, "bytes were damaged")
@@ -70,7 +70,7 @@ SLOTS = st.sampled_from([0, 1, 7])
 # zero-copy into()/advance() loop with reads of random sizes.
 HOW = st.sampled_from(["accept", "feed", "into"])
 
-BY_FIELD: dict[str, type[FrameRefused]] = {
+BY_FIELD: dict[str, type[SlotFault]] = {
     "magic": WrongFrame,
     "format": WrongFrame,
     "kind": WrongFrame,
@@ -86,7 +86,7 @@ BY_FIELD: dict[str, type[FrameRefused]] = {
 class Verdict:
     """What a receive should do: refuse with ``refusal`` at ``field``, or accept the frame."""
 
-    refusal: type[FrameRefused] | None
+    refusal: type[SlotFault] | None
     field: str = ""
     aborted: bool = False
     parts: tuple[str, ...] = ()
@@ -139,7 +139,7 @@ def reference(data: bytes, spec: FrameSpec, version: int) -> Verdict:
     return Verdict(None, aborted=aborted)
 
 
-def class_by_field(offset: int, original: bytes, mutated: bytes) -> type[FrameRefused]:
+def class_by_field(offset: int, original: bytes, mutated: bytes) -> type[SlotFault]:
     """The refusal one changed byte implies by the field it lies in (as tests/wire/test_frame.py
     predicts it), for a frame the receiver would otherwise accept."""
     name = field_at(offset)
@@ -199,8 +199,8 @@ class FramePair(RuleBasedStateMachine):
         self.sent_next = 0
         self.received_next = 0
         self.armed: Reception | None = None  # the reception armed by the `arm` rule, if any
-        self.refused: type[FrameRefused] | None = None
-        self.first_refusal: FrameRefused | None = None
+        self.refused: type[SlotFault] | None = None
+        self.first_refusal: SlotFault | None = None
         self.history: list[tuple[int, bytes]] = []  # (version, frame) the sender prepared
 
     # --- a fresh pair -------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class FramePair(RuleBasedStateMachine):
         payload = data.draw(st.binary(min_size=extent, max_size=extent), label="payload")
         version = self.sent_next
         if version >= MAX_VERSION:
-            with pytest.raises(FrameRefused) as caught:
+            with pytest.raises(SlotFault) as caught:
                 self.sender.prepare(payload)
             assert type(caught.value) is VersionOverflow
             assert caught.value.edge == (self.spec.sender, self.spec.receiver)
@@ -257,7 +257,7 @@ class FramePair(RuleBasedStateMachine):
             and not (how == "accept" and self.armed is not None)
         )
 
-    def _by_version(self, version: int) -> type[FrameRefused] | None:
+    def _by_version(self, version: int) -> type[SlotFault] | None:
         if version < self.received_next:
             return Replayed
         return SkippedVersion if version > self.received_next else None
@@ -298,7 +298,7 @@ class FramePair(RuleBasedStateMachine):
         event(f"{how} when {state}: {verdict.refusal.__name__ if verdict.refusal else outcome}")
         try:
             payload, aborted = self._receive(data, how, sizes)
-        except FrameRefused as refusal:
+        except SlotFault as refusal:
             assert verdict.refusal is not None, f"refused {refusal!r}, the model accepts"
             assert type(refusal) is verdict.refusal, (
                 f"expected {verdict.refusal.__name__}, got {refusal!r}"
@@ -422,7 +422,7 @@ class FramePair(RuleBasedStateMachine):
         """Arm the receiver; a second arm for the same version is DoubleRearm."""
         before = self.received_next
         if self.refused is not None:
-            expected: type[FrameRefused] | None = self.refused
+            expected: type[SlotFault] | None = self.refused
         elif self.armed is not None:
             expected = DoubleRearm
         elif before >= MAX_VERSION:
@@ -433,7 +433,7 @@ class FramePair(RuleBasedStateMachine):
         if expected is None:
             self.armed = self.receiver.arm()
             return
-        with pytest.raises(FrameRefused) as caught:
+        with pytest.raises(SlotFault) as caught:
             self.receiver.arm()
         assert type(caught.value) is expected
         assert self.receiver.next_version == before
@@ -486,7 +486,7 @@ class FramePair(RuleBasedStateMachine):
         good = SendSlot(self.spec, next_version=min(before, MAX_VERSION - 1))
         next_frame = good.prepare(bytes(self.spec.extent)).join()
         for attempt in (self.receiver.arm, lambda: self.receiver.accept(next_frame)):
-            with pytest.raises(FrameRefused) as caught:
+            with pytest.raises(SlotFault) as caught:
                 attempt()
             assert type(caught.value) is self.refused
         assert self.receiver.next_version == before

@@ -1,6 +1,7 @@
 """The digests that bind a run (learner, contract, membership), the code digest, and their
-canonical encodings. What each binds, and why, is in :mod:`alpha.core.identity`, which re-exports
-them; ``docs/identity.md`` gives the encodings and known answers.
+canonical encodings; ``docs/identity.md`` says what each binds, and why, and gives the encodings
+and known answers. The value they make, :class:`~alpha.core.identity.RunIdentity`, lives in
+:mod:`alpha.core.identity` (which imports none of this).
 
 Every encoding is fixed byte by byte (big-endian widths, little-endian array data, floats by
 their IEEE-754 binary64 bits), so the digests are the same on any CPU.
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from alpha.checked import int_in
-from alpha.core._run_identity import IDENTITY_PART_SIZE, RunIdentity
+from alpha.core.identity import IDENTITY_PART_SIZE, RunIdentity
 from alpha.core.membership import ParticipantGroup
 from alpha.core.topology import MAX_ROLES
 from alpha.errors import ContractInvalid, LearnerInputInvalid
