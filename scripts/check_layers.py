@@ -137,18 +137,11 @@ USERS = ("harness", "gates", "bench")
 MAX_FLOORS = 12
 # While ("alpha", "floors") is in KNOWN: the floors that stand, so that the chain cannot grow
 # meanwhile, and each cut is written down.
-KNOWN_FLOORS = 20
+KNOWN_FLOORS = 18
 
 # (importer, imported): why it is still here. ("alpha", "floors") stands for the floor count,
 # ("alpha", "circles") for a circle outside artifact/ or a second one.
 KNOWN: dict[tuple[str, str], str] = {
-    ("alpha.schedule.operations", "alpha.compiler.forms"): (
-        "operations.unimplemented walks the protocol's forms to find operations no registry "
-        "implements, a compile-time check: it belongs in compiler/ (issue 23, still to move)"
-    ),
-    ("alpha.schedule.operations", "alpha.compiler"): (
-        "the same import, which runs the compiler's face first"
-    ),
     **dict.fromkeys(
         (
             ("alpha.launch.launcher", "alpha.artifact"),

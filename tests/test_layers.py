@@ -197,12 +197,12 @@ def test_an_io_module_off_the_list_fails_the_check(
 
 
 def test_a_private_module_imported_from_another_folder_fails_the_check(tree: Path) -> None:
-    _late(tree / "wire" / "frame.py", "from alpha.core._digests import code_digest")
-    assert "private: alpha.core._digests is private to core/" in _failures(tree)
+    _late(tree / "app" / "describe.py", "from alpha.compiler._fields import shown")
+    assert "private: alpha.compiler._fields is private to compiler/" in _failures(tree)
 
 
 def test_a_private_module_is_open_to_its_own_folder(tree: Path) -> None:
-    _late(tree / "core" / "budgets.py", "from alpha.core._digests import code_digest")
+    _late(tree / "compiler" / "forms.py", "from alpha.compiler._fields import shown")
     assert _run(tree).returncode == 0
 
 
@@ -323,7 +323,7 @@ def test_the_one_exception_is_listed_with_its_reason_and_is_needed(
     [
         ("harness/relay.py", "from alpha.wire.frame import FrameKind", "alpha.wire"),
         ("gates/run.py", "import alpha.core.membership", "alpha.core"),
-        ("bench/frames.py", "from alpha.core._digests import code_digest", "alpha.core"),
+        ("bench/frames.py", "from alpha.core.digests import code_digest", "alpha.core"),
         ("harness/runs.py", "from alpha.runtime import channel", "alpha.runtime"),
     ],
 )

@@ -35,8 +35,6 @@ from alpha.artifact import (
     RUN_FORMAT,
     RUN_JSON,
     TARGETS,
-    _bytecode,
-    _member,
     artifact_entry,
     artifact_name,
     build_artifact,
@@ -50,6 +48,7 @@ from alpha.artifact import (
     write_run_json,
 )
 from alpha.artifact import loader as _loader
+from alpha.artifact.build import _bytecode, _member
 from alpha.artifact.loader import (
     HEADER,
     MAX_MANIFEST_BYTES,

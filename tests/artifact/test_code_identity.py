@@ -13,7 +13,8 @@ import pytest
 
 import alpha
 from alpha.app.compile import compile_plan, compiled_identity
-from alpha.artifact import _package_sources, package_code_digest, read_artifact
+from alpha.artifact import package_code_digest, read_artifact
+from alpha.artifact.build import _package_sources
 from alpha.compiler.plan import load_plan
 from alpha.compiler.work import run_identity
 from alpha.core.digests import CODE_BOUND_LEARNER_DOMAIN, CODE_DOMAIN, bind_code, code_digest

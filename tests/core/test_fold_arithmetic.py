@@ -121,7 +121,7 @@ def _calls(path: str) -> set[str]:
         ("alpha/runtime/interpreter.py", {"fold_into", "fold_add"}),
         ("alpha/core/combine.py", {"fold_into"}),
         ("alpha/compiler/replicate.py", {"ordered_sum"}),
-        ("alpha/learner/program.py", {"ordered_sum"}),
+        ("alpha/learner/state.py", {"ordered_sum"}),
     ],
 )
 def test_every_fold_calls_the_one_arithmetic(path: str, calls: set[str]) -> None:

@@ -32,7 +32,7 @@ from alpha.errors import (
     WrongEdge,
 )
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
-from alpha.runtime.endpoint import hello_spec
+from alpha.runtime.edge import hello_spec
 from alpha.runtime.session import first_alpha_error, run_role
 from alpha.schedule.local import Loop, Recv, Send
 from alpha.schedule.role import RoleDescription

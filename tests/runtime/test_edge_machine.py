@@ -35,9 +35,9 @@ from alpha.errors import (
     WrongEdge,
     WrongFrame,
 )
-from alpha.runtime.edge import COMPLETION_SLOT, HELLO_SLOT, SCHEDULED, EdgeEnd
+from alpha.runtime.edge import SCHEDULED, EdgeEnd
 from alpha.wire.abort import AbortCause, decode_cause, encode_cause
-from alpha.wire.frame import FrameKind
+from alpha.wire.frame import COMPLETION_SLOT, HELLO_SLOT, FrameKind
 from alpha.wire.receive import ReceiveSlot
 from alpha.wire.send import SendSlot
 from tests.support import IDENTITY, raises_exactly

@@ -241,7 +241,7 @@ async def test_a_stranger_that_replays_a_hello_and_goes_silent_is_bounded(
     compiled: Path, tmp_path: Path
 ) -> None:
     from alpha.artifact import read_artifact
-    from alpha.runtime.endpoint import hello_spec
+    from alpha.runtime.edge import hello_spec
     from alpha.schedule.role import RoleDescription
     from alpha.wire.send import SendSlot
 

@@ -9,7 +9,7 @@ import pytest
 
 from alpha.core.identity import DIGEST_SIZE
 from alpha.errors import FrameSpecInvalid
-from alpha.runtime.endpoint import hello_spec
+from alpha.runtime.edge import hello_spec
 from alpha.wire.abort import AbortCause, encode_cause
 from alpha.wire.frame import (
     ABORT_EXTENT,
