@@ -105,6 +105,8 @@ __all__ = [
     "WarmStarterStalled",
     "WrongEdge",
     "WrongFrame",
+    "error_line",
+    "one_line",
 ]
 
 
@@ -829,3 +831,15 @@ class WarmStarterStalled(RunFailed):
         self.when = when
         self.outcome = outcome
         super().__init__(f"the warm starter (pid {pid}) {how} {when}; {outcome}; {_COLD_ADVICE}")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, as every log and error line of Alpha's prints a message: each run
+    of whitespace (newlines included) one space, none at either end."""
+    return " ".join(text.split())
+
+
+def error_line(error: BaseException) -> str:
+    """``error`` as one line: its class and its message (:func:`one_line`), ``Class: message``,
+    as a participant's cause and the launcher's notes name it."""
+    return f"{type(error).__name__}: {one_line(str(error))}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from alpha import __version__
 from alpha.core.membership import ParticipantGroup, parse_group
 from alpha.core.topology import ParticipantTree
-from alpha.errors import AlphaError, UsageError
+from alpha.errors import AlphaError, UsageError, one_line
 from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from alpha.files import hold_folder, output_folder
 
@@ -763,17 +763,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except AlphaError as error:
-        print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
+        print(f"alpha: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code  # its family's: InputInvalid is 2, RunFailed 1
     except OSError as error:
         # The machine refused a file operation (disk full, permissions): not a bug, one line.
-        print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
+        print(f"alpha: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C outside a launch (a launch stops its participants and reports it itself).
         print("alpha: error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -16,21 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
-from alpha.artifact import (
-    ARTIFACT_FORMAT,
-    RUN_FORMAT,
-    RUN_JSON,
-    build_artifact,
-    file_sha256,
-    package_code_digest,
-    write_run_json,
-)
+from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.payload import ARTIFACT_FORMAT
+from alpha.artifact.read import file_sha256
+from alpha.artifact.run_json import RUN_FORMAT, write_run_json
 from alpha.compiler import Protocol, check, encode, project
 from alpha.compiler.plan import Plan
 from alpha.compiler.program import protocol_for, run_identity
 from alpha.core.identity import RunIdentity, bind_code
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.files import output_folder
+from alpha.records.folder import RUN_JSON
 from alpha.schedule.operations import unimplemented
 from alpha.schedule.role import Edge, RoleDescription
 

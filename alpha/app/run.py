@@ -31,7 +31,6 @@ import trio
 from alpha.app.compile import compile_plan, parse_roles
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
 from alpha.app.progress import RoundProgress, follow, summary_table
-from alpha.artifact import REPORTS_DIR
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
@@ -60,6 +59,7 @@ from alpha.learner.saving import (
     state_specs,
 )
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.records.folder import REPORTS_DIR
 from alpha.records.progress import RoundRecord, progress_path
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]

@@ -18,10 +18,11 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import trio
 
+from alpha.artifact.environ import TRACEBACK_ENV
 from alpha.errors import (
     AlphaError,
     ArtifactInvalid,
@@ -29,14 +30,16 @@ from alpha.errors import (
     GpuUnavailable,
     LearnerStateInvalid,
     RoleDescriptionInvalid,
+    error_line,
+    one_line,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.failpoints import reach, requested
 from alpha.runtime.endpoint import announce_on_stdout
-from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
 from alpha.schedule.local import LocalSchedule, decode
 from alpha.schedule.role import RoleDescription
+from alpha.wire.console import FAILURE_CLOCK, clock_line, role_line
 
 if TYPE_CHECKING:
     from alpha.learner.program import LearnerState
@@ -44,17 +47,15 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
 
-TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
-"""Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
-traceback on stderr before its one-line cause (for debugging; ``docs/launch.md``)."""
-
 
 def _log(role: int | str, text: str) -> None:
-    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+    print(role_line(role, text), file=sys.stderr, flush=True)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def _log_clock(role: int | str, clock: float | None = None) -> None:
+    """The failure-clock line, just before a failure's one-line cause (docs/launch.md)."""
+    line = clock_line(role, time.monotonic() if clock is None else clock)
+    print(line, file=sys.stderr, flush=True)
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -75,10 +76,10 @@ def unexpected(role: int | str, error: BaseException) -> int:
     leaves = _leaves(error) or [error]
     first = leaves[0]
     more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
-    _log(role, f"{FAILURE_CLOCK} {clock:.6f}")
+    _log_clock(role, clock)
     _log(
         role,
-        f"failed: {type(first).__name__}: {_one_line(str(first)) or 'no message'}{more} "
+        f"failed: {type(first).__name__}: {one_line(str(first)) or 'no message'}{more} "
         f"(not one of Alpha's refusals: set {TRACEBACK_ENV}=1 for its traceback)",
     )
     return EXIT_FAILURE
@@ -106,8 +107,8 @@ def run_description(
         # The clock line lets the launcher tell which role failed first; CLOCK_MONOTONIC is
         # one clock for every process of a host.
         reported.append(error)
-        _log(role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-        _log(role, f"failed: {type(error).__name__}: {' '.join(str(error).split())}")
+        _log_clock(role)
+        _log(role, f"failed: {error_line(error)}")
 
     async def session() -> None:
         # A private copy of stdin: trio sets it non-blocking, which must not leak to the
@@ -201,15 +202,15 @@ def _run_payload(
             load_start(learner, segment)
         except (CheckpointCorrupt, LearnerStateInvalid) as error:
             # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
-            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-            _log(description.role, f"failed: {type(error).__name__}: {_one_line(str(error))}")
+            _log_clock(description.role)
+            _log(description.role, f"failed: {error_line(error)}")
             return EXIT_USAGE
         if segment.save is not None:
             saver = Saver(learner, segment, description.role)
     try:
         attach_gpu(learner)
     except GpuUnavailable as error:
-        _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
+        _log_clock(description.role)
         _log(description.role, f"failed: GpuUnavailable: {error}")
         return EXIT_FAILURE
     try:

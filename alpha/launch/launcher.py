@@ -32,12 +32,20 @@ from typing import Final, Protocol
 
 import trio
 
-from alpha.artifact import TARGETS, verified_roles
-from alpha.errors import AlphaError, UsageError, WarmStarterLost, WarmStarterStalled
+from alpha.artifact.payload import TARGETS
+from alpha.artifact.verified import verified_roles
+from alpha.errors import (
+    AlphaError,
+    UsageError,
+    WarmStarterLost,
+    WarmStarterStalled,
+    error_line,
+)
 from alpha.files import role_file
 from alpha.launch.warm import STOPPED_HOW, StarterUnfit, WarmProcess, WarmStarter, process_state
-from alpha.runtime.endpoint import PORT_BYTES
-from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
+from alpha.records.folder import LOGS_DIR
+from alpha.runtime.parent import LAUNCHER_PID_ENV
+from alpha.wire.console import PORT_BYTES, cause_of, decode_ports, encode_port
 
 __all__ = [
     "ANNOUNCE_WAIT",
@@ -192,17 +200,7 @@ def read_cause(path: Path) -> tuple[str, float | None]:
             tail = file.read(CAUSE_TAIL_BYTES)
     except OSError:
         return "", None
-    lines = [line.strip() for line in tail.decode(errors="replace").splitlines()]
-    lines = [line for line in lines if line]
-    if not lines:
-        return "", None
-    clock = None
-    if len(lines) >= 2 and f" {FAILURE_CLOCK} " in lines[-2]:
-        try:
-            clock = float(lines[-2].rsplit(" ", 1)[1])
-        except ValueError:
-            clock = None
-    return lines[-1], clock
+    return cause_of(tail.decode(errors="replace"))
 
 
 def first_failure(failures: Iterable[RoleOutcome]) -> RoleOutcome | None:
@@ -299,10 +297,6 @@ def _warmable(spec: LaunchSpec) -> bool:
 
 _state = process_state
 _STOPPED_HOW: Final = STOPPED_HOW
-
-
-def _error_line(error: AlphaError) -> str:
-    return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
 def _with_log(cause: str, log: Path | None) -> str:
@@ -470,8 +464,7 @@ class _Launch:
                     # The longest known prefix, in one write.
                     known = bytearray()
                     while cursor < len(lower) and self.relay_of(lower[cursor], spec.role).is_set():
-                        port = self.ports[(lower[cursor], spec.role)]
-                        known += port.to_bytes(PORT_BYTES, "big")
+                        known += encode_port(self.ports[(lower[cursor], spec.role)])
                         cursor += 1
                     await stdin.send_all(bytes(known))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -559,10 +552,7 @@ class _Launch:
                 process.kill()
                 self.fail(outcome)
             return
-        ports = tuple(
-            int.from_bytes(announced[i : i + PORT_BYTES], "big")
-            for i in range(0, wanted, PORT_BYTES)
-        )
+        ports = decode_ports(announced)
         for peer, port in zip(spec.higher, ports, strict=True):
             if self.route is not None:
                 port = await self.route(spec.role, peer, port)
@@ -583,7 +573,7 @@ class _Launch:
         spec = self.by_role.get(role)
         log = None if spec is None else spec.log
         error = found if isinstance(found, AlphaError) else None
-        text = found if isinstance(found, str) else _error_line(found)
+        text = found if isinstance(found, str) else error_line(found)
         return RoleOutcome(
             role, None, _with_log(text, log), ended_s=self.now(), log=log, error=error
         )
@@ -594,7 +584,7 @@ class _Launch:
         if harmful:
             self.fail(self.launcher_failure(error))
         else:
-            self.result.notes.append(_error_line(error))
+            self.result.notes.append(error_line(error))
 
     async def reap(self) -> None:
         with trio.CancelScope(shield=True):
@@ -678,7 +668,7 @@ async def launch(
             pass  # every role starts an interpreter of its own, as documented
         except (WarmStarterLost, WarmStarterStalled) as error:
             # Never ready: every role starts an interpreter of its own, and the launch says so.
-            state.result.notes.append(_error_line(error))
+            state.result.notes.append(error_line(error))
         else:
             state.starter = starter
         try:
@@ -805,7 +795,7 @@ def launch_specs(
             argv=(*chosen.get(entry.target, (sys.executable,)), str(entry.path.resolve())),
             lower=entry.lower,
             higher=entry.higher,
-            log=directory / "logs" / role_file(entry.role, ".log"),
+            log=directory / LOGS_DIR / role_file(entry.role, ".log"),
         )
         for entry in roles
     ]

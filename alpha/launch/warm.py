@@ -37,7 +37,7 @@ from typing import Final
 
 import trio
 
-from alpha.artifact.entry import BLAS_THREADS
+from alpha.artifact.environ import BLAS_THREADS
 from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 

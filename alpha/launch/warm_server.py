@@ -113,7 +113,7 @@ def _child(
     except BaseException as error:  # outside the participant's own handling: one line
         if os.environ.get("ALPHA_TRACEBACK") == "1":  # as alpha.artifact.participant.TRACEBACK_ENV
             traceback.print_exc()
-        text = " ".join(str(error).split())
+        text = " ".join(str(error).split())  # as alpha.errors.one_line: nothing of alpha here
         print(f"role ?: failed: {type(error).__name__}: {text}", file=sys.stderr)
         code = 1
     try:

@@ -34,12 +34,10 @@ from alpha.runtime.channel import FrameChannel
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
+from alpha.wire.console import PORT_BYTES, decode_ports, encode_ports  # the announced ports
 from alpha.wire.frame import FrameKind, FrameSpec, ReceiveSlot, SendSlot
 
 __all__ = ["HELLO_SLOT", "PORT_BYTES", "Establishment", "establish", "hello_spec"]
-
-PORT_BYTES: Final = 2
-"""Each announced port is two bytes, big-endian: a TCP port number."""
 
 HELLO_SLOT: Final = 0
 """The slot of the hello frame on every edge (the kind, HELLO, keeps it apart from data)."""
@@ -304,7 +302,7 @@ async def read_ports(
                 seconds=budgets.accept,
                 when="before the first round",
             )
-        ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
+        ports.extend(decode_ports(data[:PORT_BYTES]))
         del data[:PORT_BYTES]
     return ports
 
@@ -332,7 +330,7 @@ async def establish(
     stack.callback(state.close)
     ports = await state.listen()
     state.step = "announcing ports"
-    await announce(b"".join(port.to_bytes(PORT_BYTES, "big") for port in ports))
+    await announce(encode_ports(ports))
     lower = description.lower
     peers = [edge.peer for edge in lower]
     for index, edge in enumerate(lower):

@@ -22,12 +22,9 @@ from typing import Final
 import trio
 
 from alpha.errors import LauncherLost, UsageError
+from alpha.wire.console import FAILURE_CLOCK  # the failure-clock line: launcher-participant bytes
 
 __all__ = ["FAILURE_CLOCK", "LAUNCHER_PID_ENV", "LAUNCHER_POLL", "launcher_pid", "watch_launcher"]
-
-FAILURE_CLOCK: Final = "failure-clock"
-"""The word before the monotonic time of a failure, on the line a failing participant logs
-just before its one-line cause: with it the launcher tells which role failed first."""
 
 LAUNCHER_PID_ENV: Final = "ALPHA_LAUNCHER_PID"
 """The environment variable in which the launcher gives each participant its own pid."""
