@@ -317,7 +317,7 @@ def _launch_dir(
                 await tunnels.aclose()
 
     result = trio.run(main)
-    failure = result.first_failure
+    failure = result.first_to_fail
     for note in result.notes:  # a warm starter's fault that did not fail the run
         print(f"launch: note: {note}", file=sys.stderr)
     if as_json:

@@ -184,7 +184,7 @@ def _launch_segment(
         return result
 
     result = trio.run(main)
-    failure = result.first_failure
+    failure = result.first_to_fail
     if failure is not None:
         return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
     try:

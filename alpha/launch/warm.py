@@ -39,9 +39,10 @@ import trio
 
 from alpha.artifact.environ import BLAS_THREADS
 from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
+from alpha.launch.proc import process_state
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 
-__all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter", "process_state"]
+__all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter"]
 
 _SERVER: Final = Path(__file__).with_name("warm_server.py")
 _MAX_MESSAGE: Final = 1 << 16
@@ -68,19 +69,6 @@ STOPPED_HOW: Final = {
     "t": "stopped by a tracer (a debugger)",
 }
 """The stopped states of ``/proc/PID/stat``, in words."""
-
-
-def process_state(pid: int) -> str:
-    """A process's state letter from ``/proc/PID/stat`` (``T`` stopped by a signal, ``t``
-    stopped by a tracer), or ``""`` where it cannot be read (it was reaped, no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read(4096)
-    except OSError:
-        return ""
-    # The state follows the command name, which is in parentheses and may hold anything.
-    fields = stat.rpartition(b")")[2].split()
-    return fields[0].decode(errors="replace") if fields else ""
 
 
 def _readable(fd: int) -> bool:

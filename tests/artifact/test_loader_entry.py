@@ -24,7 +24,10 @@ def test_the_loader_bounds_every_member_by_the_payload_bound() -> None:
 def test_the_loader_imports_the_standard_library_only() -> None:
     tree = ast.parse(Path(loader.__file__).read_text())
     names = [
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
     ] + [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert names and all(name.split(".")[0] != "alpha" for name in names), names
 
