@@ -63,7 +63,6 @@ __all__ = [
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
     "InputInvalid",
-    "LaunchFailed",
     "LauncherLost",
     "LearnerInputInvalid",
     "LearnerStateInvalid",
@@ -520,18 +519,6 @@ class CommitUnknown(RunFailed):
     committed (its parent vanished or went silent before the commit reached it). It exits
     non-zero and leaves its report staged, never final; the run's commit record, written by
     role 0, says whether the run counts."""
-
-
-class LaunchFailed(RunFailed):
-    """A launched participant failed; ``role`` failed first, ``cause`` is its
-    one-line reason."""
-
-    def __init__(self, *, role: int, cause: str, others: int) -> None:
-        self.role = role
-        self.cause = cause
-        self.others = others
-        tail = f" ({others} other role(s) stopped after it)" if others else ""
-        super().__init__(f"role {role} failed first: {cause}{tail}")
 
 
 class NodeUnreachable(RunFailed):

@@ -103,7 +103,6 @@ RUN = {
     "CommitInvalid",
     "CommitUnknown",
     "ProgressRecordInvalid",
-    "LaunchFailed",
     "NodeUnreachable",
     "PortMissing",
     "LauncherLost",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from alpha.checked import int_in
+from alpha.core.targets import TARGETS
 from alpha.core.topology import MAX_ROLES
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.files import role_file
@@ -35,9 +36,6 @@ __all__ = [
 
 ARTIFACT_FORMAT: Final = "alpha-artifact/1"
 """The ``format`` field of every artifact payload (``role.json``) this module writes and reads."""
-
-TARGETS: Final = ("x86_64", "aarch64")
-"""The machines an artifact can be built for (decision 7 of the design)."""
 
 PAYLOAD_NAME: Final = "role.json"
 """The member of an artifact that holds its payload."""

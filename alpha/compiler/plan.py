@@ -53,6 +53,7 @@ from alpha.core.membership import (
     group,
     parse_group,
 )
+from alpha.core.targets import TARGETS  # the machine targets; the first is the default
 from alpha.core.topology import ParticipantTree, pair, star
 from alpha.errors import (
     AdmissionError,
@@ -120,10 +121,6 @@ _NAME: Final = re.compile(r"[a-z0-9._-]+")
 
 #: The topology shapes: star and pair are trees of a fixed fan-out, named for the reader.
 SHAPES: Final = TOPOLOGIES
-
-#: The machine targets a role's artifact can be built for (see DESIGN, "AArch64 is real
-#: emulation"); the first is the default.
-TARGETS: Final = ("x86_64", "aarch64")
 
 #: The work of a round: the demonstration's checked sum, or a learner's update.
 WORK_KINDS: Final = ("sum-check", "learn")

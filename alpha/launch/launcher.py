@@ -34,8 +34,8 @@ from typing import Final, Protocol
 
 import trio
 
-from alpha.artifact.payload import TARGETS
 from alpha.artifact.verified import verified_roles
+from alpha.core.targets import TARGETS
 from alpha.errors import (
     AlphaError,
     UsageError,
@@ -50,9 +50,10 @@ from alpha.launch.outcome import (
     OutcomeLedger,
     RoleOutcome,
     first_to_fail,
+    with_log,
 )
-from alpha.launch.proc import PF_EXITING, process_state, read_stat
-from alpha.launch.warm import STOPPED_HOW, StarterUnfit, WarmProcess, WarmStarter
+from alpha.launch.proc import PF_EXITING, STOPPED_HOW, process_state, read_stat
+from alpha.launch.warm import StarterUnfit, WarmProcess, WarmStarter
 from alpha.records.folder import LOGS_DIR
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 from alpha.wire.console import PORT_BYTES, cause_of, decode_ports, encode_port
@@ -223,10 +224,6 @@ _state = process_state
 _STOPPED_HOW: Final = STOPPED_HOW
 
 
-def _with_log(cause: str, log: Path | None) -> str:
-    return cause if log is None else f"{cause}; its log: {log}"
-
-
 class _Launch:
     def __init__(
         self,
@@ -311,41 +308,17 @@ class _Launch:
             outcome.started_s = self.started_at.get(role, 0.0)
             outcome.ended_s = self.now()
             return outcome
-        outcome = RoleOutcome(
-            role, code, started_s=self.started_at.get(role, 0.0), ended_s=self.now(), log=spec.log
-        )
         process = self.processes.get(role)
-        if isinstance(process, WarmProcess) and process.status_lost:
-            # It ended, and the warm starter, lost, never said how: that loss is the failure.
-            outcome.returncode = None
-            outcome.cause = "it ended, but its exit status was lost with the warm starter"
-        elif role in self.stopped and code != 0:
-            state, found = self.stopped[role]
-            outcome.cause = f"role {role} was {_STOPPED_HOW[state]} and stopped answering"
-            outcome.failed_at = found
-            outcome.stopped = True
-        elif code != 0:
-            cause, clock = read_cause(spec.log)
-            # A role that logged its own failure failed, whether or not it was then killed.
-            if clock is not None:
-                outcome.cause = cause
-                outcome.failed_at = clock
-                outcome.logged = True
-                if code is not None and code < 0 and role not in self.killed:
-                    outcome.cause += f" (then it was killed by {_signal_name(-code)})"
-            elif role in self.killed:
-                outcome.killed = True
-                outcome.cause = "stopped by the launcher after another role failed"
-            elif code is not None and code < 0:
-                outcome.cause = f"role {role} was killed by {_signal_name(-code)}"
-                outcome.failed_at = seen
-                outcome.exit_seen = True
-            else:
-                outcome.cause = cause or f"exited with code {code}"
-                outcome.failed_at = seen
-                outcome.exit_seen = True
-        if outcome.cause:
-            outcome.cause = _with_log(outcome.cause, spec.log)
+        outcome = self.ledger.ended(
+            role,
+            code,
+            seen,
+            log=spec.log,
+            cause=lambda: read_cause(spec.log),
+            status_lost=isinstance(process, WarmProcess) and process.status_lost,
+        )
+        outcome.started_s = self.started_at.get(role, 0.0)
+        outcome.ended_s = self.now()
         return outcome
 
     async def watch(self, spec: LaunchSpec, process: _Child) -> None:
@@ -428,7 +401,7 @@ class _Launch:
                 outcome = RoleOutcome(
                     spec.role,
                     None,
-                    _with_log(f"role {spec.role} could not be started: {error}", spec.log),
+                    with_log(f"role {spec.role} could not be started: {error}", spec.log),
                     ended_s=self.now(),
                     log=spec.log,
                 )
@@ -465,7 +438,7 @@ class _Launch:
                 outcome = RoleOutcome(
                     spec.role,
                     None,
-                    _with_log(
+                    with_log(
                         f"role {spec.role} announced {len(announced)} of {wanted} port bytes "
                         f"within {announce_wait:g} s",
                         spec.log,
@@ -501,7 +474,7 @@ class _Launch:
         error = found if isinstance(found, AlphaError) else None
         text = found if isinstance(found, str) else error_line(found)
         return RoleOutcome(
-            role, None, _with_log(text, log), ended_s=self.now(), log=log, error=error
+            role, None, with_log(text, log), ended_s=self.now(), log=log, error=error
         )
 
     def starter_lost(self, error: AlphaError, harmful: bool) -> None:
@@ -521,13 +494,6 @@ class _Launch:
                     if stream is not None:
                         await stream.aclose()
                 await process.wait()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 async def launch(
@@ -705,7 +671,7 @@ def launch_specs(
     Raises:
         ArtifactInvalid: as :func:`alpha.artifact.verified_roles`.
         UsageError: ``interpreters`` names a target that is not one of
-            :data:`alpha.artifact.TARGETS`, or gives one an empty prefix.
+            :data:`alpha.core.targets.TARGETS`, or gives one an empty prefix.
     """
     chosen = dict(interpreters or {})
     for target, prefix in chosen.items():

@@ -21,10 +21,13 @@ Its rules, which ``tests/launch/test_outcome_machine.py`` drives in any order:
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+
+from alpha.launch.proc import STOPPED_HOW
 
 if TYPE_CHECKING:
     from alpha.errors import AlphaError
@@ -35,6 +38,8 @@ __all__ = [
     "OutcomeLedger",
     "RoleOutcome",
     "first_to_fail",
+    "signal_name",
+    "with_log",
 ]
 
 EXIT_NOTICE: Final = 1.0
@@ -153,6 +158,56 @@ class OutcomeLedger:
             raise ValueError(f"role {outcome.role} has an outcome already")
         self.result.outcomes[outcome.role] = outcome
 
+    def ended(
+        self,
+        role: int,
+        code: int | None,
+        seen: float,
+        *,
+        log: Path | None,
+        cause: Callable[[], tuple[str, float | None]],
+        status_lost: bool = False,
+    ) -> RoleOutcome:
+        """The outcome of ``role``, which ended with ``code`` (None: still running) and was
+        seen to at ``seen`` on the monotonic clock; a failure, if it is one (rule 5), but not
+        yet kept as one (:meth:`fail`). ``cause`` reads the one-line cause and failure clock
+        its log ends with (``alpha.wire.console.cause_of``); it is asked only for a role that
+        did not end well. ``status_lost``: a warm child whose exit status was lost with the
+        warm starter."""
+        outcome = RoleOutcome(role, code, log=log)
+        if status_lost:
+            # It ended, and the warm starter, lost, never said how: that loss is the failure.
+            outcome.returncode = None
+            outcome.cause = "it ended, but its exit status was lost with the warm starter"
+        elif role in self.stopped and code != 0:
+            state, found = self.stopped[role]
+            outcome.cause = f"role {role} was {STOPPED_HOW[state]} and stopped answering"
+            outcome.failed_at = found
+            outcome.stopped = True
+        elif code != 0:
+            line, clock = cause()
+            # A role that logged its own failure failed, whether or not it was then killed.
+            if clock is not None:
+                outcome.cause = line
+                outcome.failed_at = clock
+                outcome.logged = True
+                if code is not None and code < 0 and role not in self.killed:
+                    outcome.cause += f" (then it was killed by {signal_name(-code)})"
+            elif role in self.killed:
+                outcome.killed = True
+                outcome.cause = "stopped by the launcher after another role failed"
+            elif code is not None and code < 0:
+                outcome.cause = f"role {role} was killed by {signal_name(-code)}"
+                outcome.failed_at = seen
+                outcome.exit_seen = True
+            else:
+                outcome.cause = line or f"exited with code {code}"
+                outcome.failed_at = seen
+                outcome.exit_seen = True
+        if outcome.cause:
+            outcome.cause = with_log(outcome.cause, log)
+        return outcome
+
     def fail(
         self, outcome: RoleOutcome, now: float, committed: Callable[[], bool] | None = None
     ) -> bool:
@@ -175,3 +230,16 @@ class OutcomeLedger:
                 self.failures.append(outcome)
         self.result.first_to_fail = first_to_fail(self.failures)
         return self.result
+
+
+def with_log(cause: str, log: Path | None) -> str:
+    """``cause``, ending with where the role's log is, when it has one."""
+    return cause if log is None else f"{cause}; its log: {log}"
+
+
+def signal_name(number: int) -> str:
+    """A signal's name (``SIGKILL``), or ``signal N`` for a number no name has."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -14,11 +14,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["PF_EXITING", "STAT_BYTES", "ProcStat", "parse_stat", "process_state", "read_stat"]
+__all__ = [
+    "PF_EXITING",
+    "STAT_BYTES",
+    "STOPPED_HOW",
+    "ProcStat",
+    "parse_stat",
+    "process_state",
+    "read_stat",
+]
 
 PF_EXITING: Final = 0x4
 """The kernel's flag of a task inside exit (``include/linux/sched.h``), in
 :attr:`ProcStat.flags`."""
+
+STOPPED_HOW: Final = {
+    "T": "stopped (SIGSTOP or another stop signal)",
+    "t": "stopped by a tracer (a debugger)",
+}
+"""The stopped states of ``/proc/PID/stat``, in words."""
 
 STAT_BYTES: Final = 4096
 """How much of ``/proc/PID/stat`` is read: the line is some 300 bytes (52 numbers and a command

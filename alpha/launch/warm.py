@@ -39,7 +39,7 @@ import trio
 
 from alpha.artifact.environ import BLAS_THREADS
 from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
-from alpha.launch.proc import process_state
+from alpha.launch.proc import STOPPED_HOW, process_state
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 
 __all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter"]
@@ -63,12 +63,6 @@ STALL_GRACE: Final = 1.0
 """Seconds the server may be seen stopped (state ``T`` or ``t``) while it owes an answer
 before it counts as stalled: a tracer stops it at each system call for microseconds, a
 SIGSTOP until someone continues it."""
-
-STOPPED_HOW: Final = {
-    "T": "stopped (SIGSTOP or another stop signal)",
-    "t": "stopped by a tracer (a debugger)",
-}
-"""The stopped states of ``/proc/PID/stat``, in words."""
 
 
 def _readable(fd: int) -> bool:

@@ -2,8 +2,10 @@
 
 Outcomes arrive in any order, as a launch's do: a role ends well, fails with its own
 failure-clock line (logged a little before the launcher sees it), dies of a signal the launcher
-saw, is found stopped, is killed by the launcher after another failed, is diagnosed by the
-launcher (silent past its bound), or its end is only recorded at teardown; the launcher finds
+saw, exits non-zero without a clock line, is found stopped, is killed by the launcher after
+another failed (with or without a failure of its own logged first), loses its exit status with
+the warm starter, is diagnosed by the launcher (silent past its bound), or its end is only
+recorded at teardown; the launcher finds
 failures of the run as a whole; the run passes its commit point. The model holds only what
 ``alpha/launch/outcome.py`` writes at its top: one outcome per role, failures kept once in the
 order found, a failure stops the others only when failing fast before the commit point, and
@@ -14,6 +16,7 @@ exit the launcher saw placed ``EXIT_NOTICE`` earlier, whatever the order of arri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import event, settings
@@ -25,7 +28,9 @@ from alpha.launch.outcome import EXIT_NOTICE, OutcomeLedger, RoleOutcome, first_
 ROLES = 6
 
 # How a role fails, as the launcher records it (alpha.launch.launcher._Launch.record).
-HOWS = ("logged", "exit_seen", "stopped", "diagnosed")
+HOWS = ("logged", "logged_then_killed", "signal", "exit", "stopped", "status_lost", "diagnosed")
+
+LOG = Path("logs/role.log")
 
 # Seconds by which a participant's own clock line precedes the moment the launcher reads it:
 # within a process wake-up, or up to a few seconds on a loaded host.
@@ -101,45 +106,86 @@ class OutcomeMachine(RuleBasedStateMachine):
     def commit_point_passes(self) -> None:
         self.model.committed = True
 
-    @precondition(lambda self: not self.closed and bool(self._open_roles()))
-    @rule(data=st.data())
-    def role_ends_well(self, data: st.DataObject) -> None:
-        role = data.draw(st.sampled_from(self._open_roles()))
-        outcome = RoleOutcome(role, 0)
+    def _ended(
+        self, role: int, code: int | None, log: tuple[str, float] | None, **kwargs: bool
+    ) -> RoleOutcome:
+        """The launcher's watch(): the role's outcome from how it ended (its log's last line
+        and failure clock, when it has one), kept as its one outcome, then failed if it is a
+        failure."""
+        read: list[bool] = []
+
+        def cause() -> tuple[str, float | None]:
+            read.append(True)
+            return ("", None) if log is None else log
+
+        outcome = self.ledger.ended(role, code, self.model.now, log=LOG, cause=cause, **kwargs)
+        assert outcome.role == role and outcome.log == LOG
+        if code == 0 and not kwargs:
+            assert not read, "a role that ended well has no cause to read"
+            assert outcome.ok and outcome.cause == "" and not outcome.failed
+        if outcome.cause:
+            assert outcome.cause.endswith(f"; its log: {LOG}")
         self.ledger.settle(outcome)
         self.settled[role] = outcome
+        if outcome.failed:
+            self._fail(outcome)
+        return outcome
 
     @precondition(lambda self: not self.closed and bool(self._open_roles()))
     @rule(data=st.data())
-    def role_killed_by_the_launcher(self, data: st.DataObject) -> None:
+    def role_ends_well(self, data: st.DataObject) -> None:
+        self._ended(data.draw(st.sampled_from(self._open_roles())), 0, None)
+
+    @precondition(lambda self: not self.closed and bool(self._open_roles()))
+    @rule(data=st.data(), logged=st.booleans(), earlier=EARLIER)
+    def role_killed_by_the_launcher(
+        self, data: st.DataObject, logged: bool, earlier: float
+    ) -> None:
         role = data.draw(st.sampled_from(self._open_roles()))
-        outcome = RoleOutcome(role, -9, "stopped by the launcher after another role failed")
-        outcome.killed = True
-        self.ledger.settle(outcome)
-        self.settled[role] = outcome
-        assert not outcome.failed
+        self.ledger.killed.add(role)  # the launcher sent it SIGKILL after another failed
+        line = (f"role {role}: failed: PeerLost: gone", self.model.now - earlier)
+        outcome = self._ended(role, -9, line if logged else None)
+        # Rule 5: not a failure, unless it had logged its own failure first.
+        assert outcome.failed == logged and outcome.killed == (not logged)
+        assert "then it was killed" not in outcome.cause
+        event(f"a killed role {'had' if logged else 'had not'} logged a failure")
 
     @precondition(lambda self: not self.closed and bool(self._open_roles()))
     @rule(data=st.data(), how=st.sampled_from(HOWS), earlier=EARLIER)
     def role_fails(self, data: st.DataObject, how: str, earlier: float) -> None:
         role = data.draw(st.sampled_from(self._open_roles()))
-        outcome = RoleOutcome(role, 1 if how != "exit_seen" else -9, f"role {role} failed")
+        now, at = self.model.now, self.model.now - earlier
+        line = f"role {role}: failed: BudgetExhausted: waited"
         if how == "logged":
-            outcome.failed_at, outcome.logged = self.model.now - earlier, True
-        elif how == "exit_seen":
-            outcome.failed_at, outcome.exit_seen = self.model.now, True
+            outcome = self._ended(role, 1, (line, at))
+            assert (outcome.failed_at, outcome.logged) == (at, True)
+            assert outcome.cause.startswith(line)
+        elif how == "logged_then_killed":  # by a signal the launcher did not send
+            outcome = self._ended(role, -9, (line, at))
+            assert outcome.failed_at == at and "(then it was killed by SIGKILL)" in outcome.cause
+        elif how == "signal":
+            outcome = self._ended(role, -9, None)
+            assert (outcome.failed_at, outcome.exit_seen) == (now, True)
+            assert outcome.cause.startswith(f"role {role} was killed by SIGKILL")
+        elif how == "exit":
+            outcome = self._ended(role, 2, None)
+            assert (outcome.failed_at, outcome.exit_seen) == (now, True)
+            assert outcome.cause.startswith("exited with code 2")
         elif how == "stopped":
-            outcome.failed_at, outcome.stopped = self.model.now - earlier, True
-        # "diagnosed": no time of its own; the ledger gives it the time it was found at.
-        else:
-            outcome.failed_at = None
-        if how == "diagnosed":
-            self._fail(outcome)  # found and failed first, its exit recorded later
-            self.ledger.settle(outcome)
-        else:
-            self.ledger.settle(outcome)  # watch(): recorded, then failed
+            self.ledger.stopped[role] = ("T", at)  # found stopped when a failure was found
+            outcome = self._ended(role, -9, None)
+            assert (outcome.failed_at, outcome.stopped) == (at, True)
+        elif how == "status_lost":
+            # Its exit status was lost with the warm starter: not ok, and the launcher fails
+            # the run for the starter's loss itself (launcher_finds_a_failure).
+            outcome = self._ended(role, 0, None, status_lost=True)
+            assert outcome.returncode is None and not outcome.ok and not outcome.failed
+        else:  # "diagnosed": the launcher found it failing (silent), failed it, then it ended
+            outcome = RoleOutcome(role, None, f"role {role} announced 0 of 2 port bytes")
             self._fail(outcome)
-        self.settled[role] = outcome
+            outcome.returncode = -9
+            self.ledger.settle(outcome)
+            self.settled[role] = outcome
         event(f"a role fails: {how}")
 
     @precondition(lambda self: not self.closed)
@@ -178,7 +224,7 @@ class OutcomeMachine(RuleBasedStateMachine):
         assert sorted(result.outcomes) == list(range(ROLES)), "every role ends with one outcome"
         assert result.first_to_fail is expected_first(self.found)
         assert result.first_to_fail is first_to_fail(self.found)
-        assert result.ok == (not self.found)
+        assert result.ok == (not self.found and all(each.ok for each in self.settled.values()))
 
     @invariant()
     def outcomes_are_the_ones_given(self) -> None:
