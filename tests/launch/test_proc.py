@@ -45,19 +45,20 @@ def test_any_command_name_leaves_the_fields_after_it(
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "why"),
     [
-        b"",
-        b"12 comm S 1 2 3",  # no parentheses
-        b"12 (comm S 1 2 3",  # no closing one
-        b"x (comm) S 1 2 3",  # no pid
-        b"12 (comm) S",  # no parent
-        b"12 (comm)",
-        b"12 (comm) S x 3",  # a parent that is not a number
+        (b"", "in parentheses"),
+        (b"12 comm S 1 2 3", "in parentheses"),
+        (b"12 (comm S 1 2 3", "in parentheses"),
+        (b"12 comm) S 1 2 3", "in parentheses"),
+        (b"x (comm) S 1 2 3", "begins with its pid"),
+        (b"12 (comm) S", "the state and the parent"),
+        (b"12 (comm)", "the state and the parent"),
+        (b"12 (comm) S x 3", "the state and the parent"),
     ],
 )
-def test_a_line_that_is_not_a_stat_line_is_refused(line: bytes) -> None:
-    with pytest.raises(ValueError, match="/proc/PID/stat"):
+def test_a_line_that_is_not_a_stat_line_is_refused(line: bytes, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         parse_stat(line)
 
 
