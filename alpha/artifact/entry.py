@@ -19,7 +19,7 @@ from alpha.exitcodes import EXIT_USAGE
 from alpha.files import role_file
 from alpha.records.folder import REPORTS_DIR
 from alpha.records.progress import progress_path
-from alpha.wire.console import role_line
+from alpha.wire.console import failed_line
 
 __all__ = ["BLAS_THREADS", "REPORTS_DIR", "TRACEBACK_ENV", "run_embedded"]
 
@@ -28,8 +28,8 @@ __all__ = ["BLAS_THREADS", "REPORTS_DIR", "TRACEBACK_ENV", "run_embedded"]
 EXIT_CANNOT_START: Final = EXIT_USAGE
 
 
-def _say(role: object, text: str) -> None:
-    print(role_line(role, text), file=sys.stderr, flush=True)
+def _fail(role: object, what: str) -> None:
+    print(failed_line(role, what), file=sys.stderr, flush=True)
 
 
 def run_embedded(archive: Path | None = None) -> int:
@@ -55,9 +55,9 @@ def run_embedded(archive: Path | None = None) -> int:
             missing = (error.name or "").partition(".")[0]
             if missing in ("", "alpha"):
                 raise  # a module of Alpha itself is missing from the artifact: a bug in the build
-            _say(
+            _fail(
                 role,
-                f"failed: {sys.executable} cannot import {missing}; an artifact needs an "
+                f"{sys.executable} cannot import {missing}; an artifact needs an "
                 "interpreter with numpy and trio installed (they are not bundled)",
             )
             return EXIT_CANNOT_START
@@ -70,15 +70,15 @@ def run_embedded(archive: Path | None = None) -> int:
         print(error, file=sys.stderr, flush=True)
         return EXIT_CANNOT_START
     except AlphaError as error:
-        _say(role, f"failed: {type(error).__name__}: {error}")
+        _fail(role, f"{type(error).__name__}: {error}")
         return EXIT_CANNOT_START
     except Exception as error:  # not one of Alpha's, before anything ran: one line
         if os.environ.get(TRACEBACK_ENV) == "1":
             traceback.print_exception(error, file=sys.stderr)
         text = one_line(str(error)) or "no message"
-        _say(
+        _fail(
             role,
-            f"failed: {type(error).__name__}: {text} (not one of Alpha's refusals: set "
+            f"{type(error).__name__}: {text} (not one of Alpha's refusals: set "
             f"{TRACEBACK_ENV}=1 for its traceback)",
         )
         return EXIT_CANNOT_START

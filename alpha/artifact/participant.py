@@ -39,7 +39,7 @@ from alpha.runtime.endpoint import announce_on_stdout
 from alpha.runtime.session import run_role
 from alpha.schedule.local import LocalSchedule, decode
 from alpha.schedule.role import RoleDescription
-from alpha.wire.console import FAILURE_CLOCK, clock_line, role_line
+from alpha.wire.console import FAILURE_CLOCK, clock_line, failed_line, role_line
 
 if TYPE_CHECKING:
     from alpha.learner.program import LearnerState
@@ -50,6 +50,11 @@ __all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "
 
 def _log(role: int | str, text: str) -> None:
     print(role_line(role, text), file=sys.stderr, flush=True)
+
+
+def _log_failed(role: int | str, what: str) -> None:
+    """The one-line cause, the last line a failed participant logs (docs/launch.md)."""
+    print(failed_line(role, what), file=sys.stderr, flush=True)
 
 
 def _log_clock(role: int | str, clock: float | None = None) -> None:
@@ -77,9 +82,9 @@ def unexpected(role: int | str, error: BaseException) -> int:
     first = leaves[0]
     more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
     _log_clock(role, clock)
-    _log(
+    _log_failed(
         role,
-        f"failed: {type(first).__name__}: {one_line(str(first)) or 'no message'}{more} "
+        f"{type(first).__name__}: {one_line(str(first)) or 'no message'}{more} "
         f"(not one of Alpha's refusals: set {TRACEBACK_ENV}=1 for its traceback)",
     )
     return EXIT_FAILURE
@@ -108,7 +113,7 @@ def run_description(
         # one clock for every process of a host.
         reported.append(error)
         _log_clock(role)
-        _log(role, f"failed: {error_line(error)}")
+        _log_failed(role, error_line(error))
 
     async def session() -> None:
         # A private copy of stdin: trio sets it non-blocking, which must not leak to the
@@ -140,7 +145,7 @@ def run_description(
             report_failure(error)
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        _log(role, "failed: interrupted")
+        _log_failed(role, "interrupted")
         return EXIT_FAILURE
     except Exception as error:  # not one of Alpha's: a bug or an unchecked OS error
         return unexpected(role, error)
@@ -189,7 +194,7 @@ def _run_payload(
             segment = segment_from_payload(data)
         requested()  # a misspelt failpoint is refused before anything runs
     except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:
-        _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
+        _log_failed("?", f"{type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
     if learner is None:
         return run_description(description, schedule, report_path, learner)
@@ -203,7 +208,7 @@ def _run_payload(
         except (CheckpointCorrupt, LearnerStateInvalid) as error:
             # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
             _log_clock(description.role)
-            _log(description.role, f"failed: {error_line(error)}")
+            _log_failed(description.role, error_line(error))
             return EXIT_USAGE
         if segment.save is not None:
             saver = Saver(learner, segment, description.role)
@@ -211,7 +216,7 @@ def _run_payload(
         attach_gpu(learner)
     except GpuUnavailable as error:
         _log_clock(description.role)
-        _log(description.role, f"failed: GpuUnavailable: {error}")
+        _log_failed(description.role, f"GpuUnavailable: {error}")
         return EXIT_FAILURE
     try:
         return run_description(description, schedule, report_path, learner, saver)

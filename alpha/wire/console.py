@@ -9,7 +9,9 @@ A participant talks to its launcher through three streams and nothing else (deci
 - **stderr, its log**: lines ``role R: TEXT`` (:func:`role_line`). A failed participant ends
   its log with the failure-clock line (:func:`clock_line`, the monotonic time it failed at)
   and then its one-line cause; the launcher reads both from the log's tail
-  (:func:`cause_of`) to tell which role failed first and why.
+  (:func:`cause_of`) to tell which role failed first and why. The cause reads
+  ``role R: failed: WHAT`` (:func:`failed_line`), WHAT usually ``Class: message``;
+  :func:`failure_of` finds it in a log.
 
 The writing (``os.write``, ``print``) and the reading (pipes, the log file) stay with the
 participant and the launcher; this module holds what the bytes and lines are.
@@ -30,6 +32,8 @@ __all__ = [
     "decode_ports",
     "encode_port",
     "encode_ports",
+    "failed_line",
+    "failure_of",
     "role_line",
 ]
 
@@ -42,6 +46,8 @@ MAX_PORT: Final = (1 << (8 * PORT_BYTES)) - 1
 FAILURE_CLOCK: Final = "failure-clock"
 """The word before the monotonic time of a failure, on the line a failing participant logs
 just before its one-line cause: with it the launcher tells which role failed first."""
+
+_FAILED: Final = "failed: "  # after ``role R: `` on the cause line
 
 CLOCK_DIGITS: Final = 6
 """Decimals of the failure clock's seconds: microseconds, far finer than the wake-ups that
@@ -85,6 +91,18 @@ def decode_ports(data: bytes | bytearray | memoryview) -> tuple[int, ...]:
 def role_line(role: object, text: str) -> str:
     """One line of a participant's log, as it writes it on stderr (without the newline)."""
     return f"role {role}: {text}"
+
+
+def failed_line(role: object, what: str) -> str:
+    """The one-line cause a failing participant logs last: ``role R: failed: WHAT``."""
+    return role_line(role, f"{_FAILED}{what}")
+
+
+def failure_of(log: str) -> str:
+    """What the last :func:`failed_line` of ``log`` says after ``failed:``, or ``""`` when it has
+    none."""
+    marked = [line for line in log.splitlines() if f": {_FAILED}" in line]
+    return marked[-1].split(f": {_FAILED}", 1)[1] if marked else ""
 
 
 def clock_line(role: object, clock: float) -> str:

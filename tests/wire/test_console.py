@@ -19,6 +19,8 @@ from alpha.wire.console import (
     decode_ports,
     encode_port,
     encode_ports,
+    failed_line,
+    failure_of,
     role_line,
 )
 
@@ -86,3 +88,24 @@ def test_a_log_without_a_clock_line_names_its_last_line_and_no_time(log: list[st
     assert cause == (kept[-1] if kept else "")
     if len(kept) < 2 or f" {FAILURE_CLOCK} " not in kept[-2]:
         assert clock is None
+
+
+@given(st.lists(lines, max_size=6), roles, lines)
+def test_the_failure_line_round_trips_whatever_came_before(
+    before: list[str], role: int | str, what: str
+) -> None:
+    line = failed_line(role, what)
+    assert line == f"role {role}: failed: {what}"
+    log = "\n".join([*before, clock_line(role, 1.5), line])
+    assert failure_of(log) == what
+    assert cause_of(log) == (line.strip(), 1.5)
+
+
+@given(st.lists(lines.filter(lambda line: ": failed: " not in line), max_size=6))
+def test_a_log_without_a_failure_line_names_no_failure(log: list[str]) -> None:
+    assert failure_of("\n".join(log)) == ""
+
+
+def test_the_last_failure_line_is_the_one_named() -> None:
+    log = "\n".join([failed_line(2, "PeerLost: first"), "role 2: done", failed_line(2, "later")])
+    assert failure_of(log) == "later"
