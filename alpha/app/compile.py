@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Final
 from alpha import __version__
 from alpha.artifact.build import build_artifact, package_code_digest
 from alpha.artifact.payload import ARTIFACT_FORMAT
-from alpha.artifact.read import file_sha256
 from alpha.artifact.run_json import RUN_FORMAT, write_run_json
+from alpha.artifact.verify import file_sha256
 from alpha.compiler import Protocol, check, encode, project
 from alpha.compiler.plan import Plan
 from alpha.compiler.program import protocol_for, run_identity
