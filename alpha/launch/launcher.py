@@ -481,7 +481,14 @@ class _Launch:
         """The warm starter ended or stalled after it was ready (``WarmStarter.on_lost``): a
         failure of the run while it still owed a start or an outcome, else a note."""
         if harmful:
-            self.fail(self.launcher_failure(error))
+            found = self.launcher_failure(error)
+            ended = None if self.starter is None else self.starter.ended_at
+            if ended is not None:
+                # An exit the launcher saw, as a role's (EXIT_NOTICE): the roles it had started
+                # find their parent gone and fail too (LauncherLost), by their clocks, within a
+                # poll of its death, while the launcher is still reaping it.
+                found.failed_at, found.exit_seen = ended, True
+            self.fail(found)
         else:
             self.result.notes.append(error_line(error))
 

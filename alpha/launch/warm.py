@@ -169,6 +169,9 @@ class WarmStarter:
         self._stall: WarmStarterStalled | None = None  # found by the watchdog, which killed it
         self._heard = 0.0  # when the server last said anything, or last owed nothing
         self._gone = trio.Event()  # the relay has seen it end
+        # When the relay saw the server end (its socket closed), on the monotonic clock: None
+        # while it runs, or when the watchdog ended it (a stall is not an exit).
+        self.ended_at: float | None = None
         self._sending = trio.Lock()  # one message at a time on the socket
         self._followers: trio.Nursery | None = None  # each child's follow()
 
@@ -361,6 +364,8 @@ class WarmStarter:
                     elif message["op"] == "started":
                         await self._discard(int(message["pid"]))
         finally:
+            if self._stall is None:
+                self.ended_at = time.monotonic()
             with trio.CancelScope(shield=True):
                 _, _, harmful = self._moment()
                 fault = await self._fault()
