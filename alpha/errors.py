@@ -65,7 +65,6 @@ __all__ = [
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
     "InputInvalid",
-    "LaunchFailed",
     "LauncherLost",
     "LearnerInputInvalid",
     "LearnerStateInvalid",
@@ -552,18 +551,6 @@ class CommitUnknown(RunFailed):
     role 0, says whether the run counts."""
 
 
-class LaunchFailed(RunFailed):
-    """A launched participant failed; ``role`` failed first, ``cause`` is its
-    one-line reason."""
-
-    def __init__(self, *, role: int, cause: str, others: int) -> None:
-        self.role = role
-        self.cause = cause
-        self.others = others
-        tail = f" ({others} other role(s) stopped after it)" if others else ""
-        super().__init__(f"role {role} failed first: {cause}{tail}")
-
-
 class NodeUnreachable(RunFailed):
     """A deployment's node cannot be reached or written over SSH, or an SSH forward did not
     come up within its bound; the message names the node and quotes ssh."""
@@ -861,3 +848,19 @@ class WarmStarterStalled(RunFailed):
         self.when = when
         self.outcome = outcome
         super().__init__(f"the warm starter (pid {pid}) {how} {when}; {outcome}; {_COLD_ADVICE}")
+
+
+# The two helpers below are not in __all__, which lists the exception tree and nothing else
+# (tests/test_errors.py holds every name there to be a class of it).
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, as every log and error line of Alpha's prints a message: each run
+    of whitespace (newlines included) one space, none at either end."""
+    return " ".join(text.split())
+
+
+def error_line(error: BaseException) -> str:
+    """``error`` as one line: its class and its message (:func:`one_line`), ``Class: message``,
+    as a participant's cause and the launcher's notes name it."""
+    return f"{type(error).__name__}: {one_line(str(error))}"

@@ -168,7 +168,7 @@ def _launch(compiled: _Compiled) -> _Launched:
     specs, deadline = launch_specs(compiled.directory)
     result = trio.run(partial(launch, specs, deadline=deadline))
     if not result.ok:
-        failure = result.first_failure
+        failure = result.first_to_fail
         cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
         raise RuntimeError(f"the launch of {plan.name} failed: {cause}")
     # The reports count only as the run committed them (docs/failure.md).

@@ -169,7 +169,7 @@ def _launch_once(n: int, warm: bool) -> _Launched:
             result = trio.run(session)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if not result.ok:
-            failure = result.first_failure
+            failure = result.first_to_fail
             cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
             raise RuntimeError(f"the launch of {n} roles failed: {cause}")
         # The reports count only as the run committed them (docs/failure.md).

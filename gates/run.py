@@ -266,7 +266,7 @@ def _left_problems(gate: Gate, outcome: Outcome) -> list[str]:
     problems = []
     if gate.expected == "commit":
         if not (outcome.result.ok and outcome.committed()):
-            problems.append(f"the run did not commit: {outcome.result.first_failure}")
+            problems.append(f"the run did not commit: {outcome.result.first_to_fail}")
     else:
         if outcome.committed():
             problems.append("the run committed (a commit record was written)")
@@ -319,7 +319,7 @@ def control_problems(control: Outcome) -> list[str]:
     """A run without a fault committed and left nothing running."""
     problems = []
     if not (control.result.ok and control.committed()):
-        problems.append(f"the run without a fault did not commit: {control.result.first_failure}")
+        problems.append(f"the run without a fault did not commit: {control.result.first_to_fail}")
     if control.left_running():
         problems.append(f"processes left running: {control.left_running()}")
     return problems
@@ -432,7 +432,7 @@ class _Scenarios:
         compile_plan(parse_plan(plan, source=scenario.name), native_compiled, range(scenario.roles))
         native = await relayed_run(native_compiled, self.folder(f"native-{scenario.name}"))
         if not (native.result.ok and native.committed()):
-            return [f"the all-native run did not commit: {native.result.first_failure}"]
+            return [f"the all-native run did not commit: {native.result.first_to_fail}"]
         return compare_native(scenario, digests(control), digests(native))
 
     async def run(self, gate: Gate) -> Verdict:

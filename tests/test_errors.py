@@ -106,7 +106,6 @@ RUN = {
     "CommitInvalid",
     "CommitUnknown",
     "ProgressRecordInvalid",
-    "LaunchFailed",
     "NodeUnreachable",
     "PortMissing",
     "LauncherLost",

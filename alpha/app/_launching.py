@@ -66,7 +66,7 @@ def launch_folder(
                 await close()
 
     result = trio.run(main)
-    failure = result.first_failure
+    failure = result.first_to_fail
     for note in result.notes:  # a warm starter's fault that did not fail the run
         print(f"launch: note: {note}", file=sys.stderr)
     if as_json:

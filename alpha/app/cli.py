@@ -28,7 +28,7 @@ from alpha.app._options import (
     nonnegative_int,
     shard,
 )
-from alpha.errors import AlphaError, UsageError
+from alpha.errors import AlphaError, UsageError, one_line
 from alpha.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 # The exit codes are re-exported: a caller of main() compares its result with them.
@@ -331,19 +331,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except AlphaError as error:
-        print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
+        print(f"alpha: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code  # its family's: InputInvalid is 2, RunFailed 1
     except OSError as error:
         # The machine refused a file operation (disk full, permissions): not a bug, one line.
-        print(f"alpha: error: {_one_line(str(error))}", file=sys.stderr)
+        print(f"alpha: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C outside a launch (a launch stops its participants and reports it itself).
         print("alpha: error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-# Still written here as well as in the participant's modules: one home for an error's one line
-# (low in the tree, for both sides) is another change of issue 23's, and this one follows it.
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

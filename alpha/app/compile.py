@@ -20,8 +20,8 @@ from alpha import __version__
 from alpha.app._options import print_json
 from alpha.artifact.build import build_artifact, package_code_digest
 from alpha.artifact.payload import ARTIFACT_FORMAT
-from alpha.artifact.read import file_sha256
-from alpha.artifact.run_json import RUN_FORMAT, RUN_JSON, write_run_json
+from alpha.artifact.run_json import RUN_FORMAT, write_run_json
+from alpha.artifact.verify import file_sha256
 from alpha.compiler.checks import check
 from alpha.compiler.forms import Protocol
 from alpha.compiler.implemented import unimplemented
@@ -33,6 +33,7 @@ from alpha.core.identity import RunIdentity
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder
+from alpha.records.folder import RUN_JSON
 from alpha.schedule.local import encode
 from alpha.schedule.role import Edge, RoleDescription
 

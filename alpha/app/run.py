@@ -33,7 +33,6 @@ from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
-from alpha.artifact.entry import REPORTS_DIR
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
@@ -62,6 +61,7 @@ from alpha.learner.saving import (
 )
 from alpha.learner.state import LearnerState
 from alpha.records.commit import COMMIT_NAME
+from alpha.records.folder import REPORTS_DIR
 from alpha.records.progress import RoundRecord, progress_path
 from alpha.records.reports import clear_reports, committed_reports
 
@@ -187,7 +187,7 @@ def _launch_segment(
         return result
 
     result = trio.run(main)
-    failure = result.first_failure
+    failure = result.first_to_fail
     if failure is not None:
         return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
     try:

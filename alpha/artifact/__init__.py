@@ -34,10 +34,17 @@ if TYPE_CHECKING:
         build_artifact,
         package_code_digest,
     )
+    from alpha.artifact.description import (
+        description_view,
+        payload_description,
+    )
     from alpha.artifact.entry import (
-        BLAS_THREADS,
         REPORTS_DIR,
         run_embedded,
+    )
+    from alpha.artifact.environ import (
+        BLAS_THREADS,
+        TRACEBACK_ENV,
     )
     from alpha.artifact.loader import (
         MANIFEST_NAME,
@@ -46,7 +53,6 @@ if TYPE_CHECKING:
     )
     from alpha.artifact.participant import (
         FAILURE_CLOCK,
-        TRACEBACK_ENV,
         run_description,
         run_payload,
         unexpected,
@@ -60,15 +66,11 @@ if TYPE_CHECKING:
         check_payload_fields,
         check_target,
         checked_role,
-        description_view,
         host_target,
-        payload_description,
+        read_artifact,
     )
     from alpha.artifact.read import (
         artifact_entry,
-        file_sha256,
-        read_artifact,
-        verify_artifact,
     )
     from alpha.artifact.run_json import (
         RUN_FORMAT,
@@ -79,6 +81,10 @@ if TYPE_CHECKING:
     from alpha.artifact.verified import (
         VerifiedRole,
         verified_roles,
+    )
+    from alpha.artifact.verify import (
+        file_sha256,
+        verify_artifact,
     )
 
 __all__ = [
@@ -125,10 +131,17 @@ __getattr__, __dir__ = lazy(
             "build_artifact",
             "package_code_digest",
         ),
+        "alpha.artifact.description": (
+            "description_view",
+            "payload_description",
+        ),
         "alpha.artifact.entry": (
-            "BLAS_THREADS",
             "REPORTS_DIR",
             "run_embedded",
+        ),
+        "alpha.artifact.environ": (
+            "BLAS_THREADS",
+            "TRACEBACK_ENV",
         ),
         "alpha.artifact.loader": (
             "MANIFEST_NAME",
@@ -137,7 +150,6 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.artifact.participant": (
             "FAILURE_CLOCK",
-            "TRACEBACK_ENV",
             "run_description",
             "run_payload",
             "unexpected",
@@ -151,16 +163,10 @@ __getattr__, __dir__ = lazy(
             "check_payload_fields",
             "check_target",
             "checked_role",
-            "description_view",
             "host_target",
-            "payload_description",
-        ),
-        "alpha.artifact.read": (
-            "artifact_entry",
-            "file_sha256",
             "read_artifact",
-            "verify_artifact",
         ),
+        "alpha.artifact.read": ("artifact_entry",),
         "alpha.artifact.run_json": (
             "RUN_FORMAT",
             "RUN_JSON",
@@ -170,6 +176,10 @@ __getattr__, __dir__ = lazy(
         "alpha.artifact.verified": (
             "VerifiedRole",
             "verified_roles",
+        ),
+        "alpha.artifact.verify": (
+            "file_sha256",
+            "verify_artifact",
         ),
     },
 )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 import alpha
+from alpha.artifact.description import description_view
 from alpha.artifact.loader import (
     FILE_MODE,
     HEADER,
@@ -36,7 +37,6 @@ from alpha.artifact.payload import (
     MAX_PAYLOAD_BYTES,
     PAYLOAD_NAME,
     check_payload_fields,
-    description_view,
 )
 from alpha.errors import ArtifactInvalid
 from alpha.files import write_bytes_atomically

@@ -12,37 +12,24 @@ import traceback
 from pathlib import Path
 from typing import Final
 
-from alpha.artifact.payload import check_target
-from alpha.artifact.read import read_artifact
-from alpha.errors import AlphaError, TargetMismatch
+from alpha.artifact.environ import BLAS_THREADS, TRACEBACK_ENV
+from alpha.artifact.payload import check_target, read_artifact
+from alpha.errors import AlphaError, TargetMismatch, one_line
 from alpha.exitcodes import EXIT_USAGE
 from alpha.files import role_file
+from alpha.records.folder import REPORTS_DIR
 from alpha.records.progress import progress_path
+from alpha.wire.console import failed_line
 
-__all__ = ["BLAS_THREADS", "REPORTS_DIR", "run_embedded"]
-
-REPORTS_DIR: Final = "reports"
-"""Where, beside its artifact, a finished role writes its report (``docs/roles.md``)."""
+__all__ = ["BLAS_THREADS", "REPORTS_DIR", "TRACEBACK_ENV", "run_embedded"]
 
 # The exit code of an artifact that cannot start: a wrong target, a damaged archive, an
 # interpreter without numpy or trio. Nothing ran, as for any other usage error.
 EXIT_CANNOT_START: Final = EXIT_USAGE
 
-TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
-"""As ``participant.TRACEBACK_ENV`` (not imported from there: it imports trio and numpy,
-which this module must not before it checked that they exist)."""
 
-BLAS_THREADS: Final = ("OPENBLAS_NUM_THREADS", "1")
-"""The environment variable, and its value, that gives numpy's BLAS one thread in a
-participant, set before numpy is imported unless the environment sets it already. A
-participant computes without BLAS (contract arithmetic in explicit loops, docs/learner.md), yet
-OpenBLAS starts a thread per core when numpy is imported, and they spin a while: about 0.1 s
-of CPU at every start here, a quarter of a participant's start-up, paid by every role of a run
-that starts them all at once on a few cores."""
-
-
-def _say(role: object, text: str) -> None:
-    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+def _fail(role: object, what: str) -> None:
+    print(failed_line(role, what), file=sys.stderr, flush=True)
 
 
 def run_embedded(archive: Path | None = None) -> int:
@@ -68,9 +55,9 @@ def run_embedded(archive: Path | None = None) -> int:
             missing = (error.name or "").partition(".")[0]
             if missing in ("", "alpha"):
                 raise  # a module of Alpha itself is missing from the artifact: a bug in the build
-            _say(
+            _fail(
                 role,
-                f"failed: {sys.executable} cannot import {missing}; an artifact needs an "
+                f"{sys.executable} cannot import {missing}; an artifact needs an "
                 "interpreter with numpy and trio installed (they are not bundled)",
             )
             return EXIT_CANNOT_START
@@ -83,15 +70,15 @@ def run_embedded(archive: Path | None = None) -> int:
         print(error, file=sys.stderr, flush=True)
         return EXIT_CANNOT_START
     except AlphaError as error:
-        _say(role, f"failed: {type(error).__name__}: {error}")
+        _fail(role, f"{type(error).__name__}: {error}")
         return EXIT_CANNOT_START
     except Exception as error:  # not one of Alpha's, before anything ran: one line
         if os.environ.get(TRACEBACK_ENV) == "1":
             traceback.print_exception(error, file=sys.stderr)
-        text = " ".join(str(error).split()) or "no message"
-        _say(
+        text = one_line(str(error)) or "no message"
+        _fail(
             role,
-            f"failed: {type(error).__name__}: {text} (not one of Alpha's refusals: set "
+            f"{type(error).__name__}: {text} (not one of Alpha's refusals: set "
             f"{TRACEBACK_ENV}=1 for its traceback)",
         )
         return EXIT_CANNOT_START

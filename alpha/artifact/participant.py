@@ -18,10 +18,11 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import trio
 
+from alpha.artifact.environ import TRACEBACK_ENV
 from alpha.errors import (
     AlphaError,
     ArtifactInvalid,
@@ -29,15 +30,17 @@ from alpha.errors import (
     GpuUnavailable,
     LearnerStateInvalid,
     RoleDescriptionInvalid,
+    error_line,
+    one_line,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from alpha.failpoints import reach, requested
 from alpha.runtime.cause import failures, first_cause
 from alpha.runtime.endpoint import announce_on_stdout
-from alpha.runtime.parent import FAILURE_CLOCK
 from alpha.runtime.session import run_role
 from alpha.schedule.local import LocalSchedule, decode
 from alpha.schedule.role import RoleDescription
+from alpha.wire.console import FAILURE_CLOCK, clock_line, failed_line, role_line
 
 if TYPE_CHECKING:
     from alpha.learner.saving import Saver
@@ -45,17 +48,20 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
 
-TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
-"""Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
-traceback on stderr before its one-line cause (for debugging; ``docs/launch.md``)."""
-
 
 def _log(role: int | str, text: str) -> None:
-    print(f"role {role}: {text}", file=sys.stderr, flush=True)
+    print(role_line(role, text), file=sys.stderr, flush=True)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def _log_failed(role: int | str, what: str) -> None:
+    """The one-line cause, the last line a failed participant logs (docs/launch.md)."""
+    print(failed_line(role, what), file=sys.stderr, flush=True)
+
+
+def _log_clock(role: int | str, clock: float | None = None) -> None:
+    """The failure-clock line, just before a failure's one-line cause (docs/launch.md)."""
+    line = clock_line(role, time.monotonic() if clock is None else clock)
+    print(line, file=sys.stderr, flush=True)
 
 
 def unexpected(role: int | str, error: BaseException) -> int:
@@ -68,10 +74,10 @@ def unexpected(role: int | str, error: BaseException) -> int:
     leaves = failures(error) or [error]
     first = first_cause(error) or error
     more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
-    _log(role, f"{FAILURE_CLOCK} {clock:.6f}")
-    _log(
+    _log_clock(role, clock)
+    _log_failed(
         role,
-        f"failed: {type(first).__name__}: {_one_line(str(first)) or 'no message'}{more} "
+        f"{type(first).__name__}: {one_line(str(first)) or 'no message'}{more} "
         f"(not one of Alpha's refusals: set {TRACEBACK_ENV}=1 for its traceback)",
     )
     return EXIT_FAILURE
@@ -99,8 +105,8 @@ def run_description(
         # The clock line lets the launcher tell which role failed first; CLOCK_MONOTONIC is
         # one clock for every process of a host.
         reported.append(error)
-        _log(role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-        _log(role, f"failed: {type(error).__name__}: {' '.join(str(error).split())}")
+        _log_clock(role)
+        _log_failed(role, error_line(error))
 
     async def session() -> None:
         # A private copy of stdin: trio sets it non-blocking, which must not leak to the
@@ -132,7 +138,7 @@ def run_description(
             report_failure(error)
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        _log(role, "failed: interrupted")
+        _log_failed(role, "interrupted")
         return EXIT_FAILURE
     except Exception as error:  # not one of Alpha's: a bug or an unchecked OS error
         return unexpected(role, error)
@@ -181,7 +187,7 @@ def _run_payload(
             segment = segment_from_payload(data)
         requested()  # a misspelt failpoint is refused before anything runs
     except (RoleDescriptionInvalid, ArtifactInvalid, ValueError) as error:
-        _log("?", f"failed: {type(error).__name__}: the artifact's payload: {error}")
+        _log_failed("?", f"{type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
     if learner is None:
         return run_description(description, schedule, report_path, learner)
@@ -194,16 +200,16 @@ def _run_payload(
             load_start(learner, segment)
         except (CheckpointCorrupt, LearnerStateInvalid) as error:
             # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
-            _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-            _log(description.role, f"failed: {type(error).__name__}: {_one_line(str(error))}")
+            _log_clock(description.role)
+            _log_failed(description.role, error_line(error))
             return EXIT_USAGE
         if segment.save is not None:
             saver = Saver(learner, segment, description.role)
     try:
         attach_gpu(learner)
     except GpuUnavailable as error:
-        _log(description.role, f"{FAILURE_CLOCK} {time.monotonic():.6f}")
-        _log(description.role, f"failed: GpuUnavailable: {error}")
+        _log_clock(description.role)
+        _log_failed(description.role, f"GpuUnavailable: {error}")
         return EXIT_FAILURE
     try:
         return run_description(description, schedule, report_path, learner, saver)

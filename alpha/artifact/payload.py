@@ -7,18 +7,19 @@ modules: an artifact checks its target before numpy or trio is imported.
 
 from __future__ import annotations
 
+import json
 import platform
+import zipfile
+import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import Final
 
-from alpha.artifact.loader import MAX_MEMBER_BYTES
 from alpha.checked import int_in
+from alpha.core.targets import TARGETS
 from alpha.core.topology import MAX_ROLES
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.files import role_file
-
-if TYPE_CHECKING:
-    from alpha.schedule.role import RoleDescription
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -29,16 +30,12 @@ __all__ = [
     "check_payload_fields",
     "check_target",
     "checked_role",
-    "description_view",
     "host_target",
-    "payload_description",
+    "read_artifact",
 ]
 
 ARTIFACT_FORMAT: Final = "alpha-artifact/1"
 """The ``format`` field of every artifact payload (``role.json``) this module writes and reads."""
-
-TARGETS: Final = ("x86_64", "aarch64")
-"""The machines an artifact can be built for (decision 7 of the design)."""
 
 PAYLOAD_NAME: Final = "role.json"
 """The member of an artifact that holds its payload."""
@@ -46,8 +43,9 @@ PAYLOAD_NAME: Final = "role.json"
 # A payload is a role description and a compact local schedule (a 200,000-round repeat is one
 # form, not 200,000): kilobytes. 16 MiB is far above any real one, and stops a damaged or
 # foreign archive from making a participant or the launcher read gigabytes. The loader bounds
-# every member by the same size (it cannot import this module before checking it).
-MAX_PAYLOAD_BYTES: Final = MAX_MEMBER_BYTES
+# every member by the same size, its MAX_MEMBER_BYTES, which it must write itself: it imports
+# the standard library only (tests/artifact/test_loader_entry.py holds the two equal).
+MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
 
 #: Machine names, as ``platform.machine()`` spells them, of each target.
 _MACHINES: Final = {
@@ -128,40 +126,48 @@ def check_payload_fields(payload: Mapping[str, object], where: str) -> None:
         )
 
 
-def payload_description(payload: Mapping[str, object], where: str) -> RoleDescription:
-    """The payload's description, parsed.
+# --- reading a payload from an archive ----------------------------------------
 
-    Raises:
-        ArtifactInvalid: the description is not a valid role description, or describes another
-            role than the payload's.
-    """
-    # Imported here: the role layer needs numpy, and an artifact checks its target first.
-    from alpha.errors import RoleDescriptionInvalid
-    from alpha.schedule.role import RoleDescription
 
+def _read_payload_bytes(path: Path) -> bytes:
     try:
-        description = RoleDescription.from_dict(payload.get("description"))
-    except RoleDescriptionInvalid as error:
-        raise ArtifactInvalid(f"{where}: description: {error}") from None
-    if description.role != payload.get("role"):
-        raise ArtifactInvalid(
-            f"{where}: description.role is {description.role}, but the payload is role "
-            f"{payload.get('role')}"
-        )
-    return description
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if "__main__.py" not in names:
+                raise ArtifactInvalid(f"{path.name} has no __main__.py: it is not an artifact")
+            if PAYLOAD_NAME not in names:
+                raise ArtifactInvalid(f"{path.name} has no {PAYLOAD_NAME}: it is not an artifact")
+            info = archive.getinfo(PAYLOAD_NAME)
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ArtifactInvalid(f"{path.name}: {PAYLOAD_NAME} must be stored uncompressed")
+            if info.file_size > MAX_PAYLOAD_BYTES:
+                raise ArtifactInvalid(
+                    f"{path.name}: {PAYLOAD_NAME} is {info.file_size} bytes, past the "
+                    f"{MAX_PAYLOAD_BYTES} allowed"
+                )
+            return archive.read(info)
+    except FileNotFoundError:
+        raise ArtifactInvalid(f"{path} does not exist") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error) as error:
+        raise ArtifactInvalid(f"{path.name} is not a readable artifact: {error}") from None
+    except NotImplementedError as error:  # a compression method zipfile does not know
+        raise ArtifactInvalid(f"{path.name} is not a readable artifact: {error}") from None
 
 
-def description_view(
-    payload: Mapping[str, object], where: str
-) -> tuple[float | None, tuple[int, ...], tuple[int, ...]]:
-    """The payload's description, parsed: its deadline (None: off), lower and higher peers.
+def read_artifact(path: Path) -> dict[str, object]:
+    """The payload (``role.json``) of the artifact at ``path``, with its format, role and
+    target checked (its description is checked where it is used).
 
     Raises:
-        ArtifactInvalid: as :func:`payload_description`.
+        ArtifactInvalid: the file is missing, is not a zip, is damaged, lacks ``role.json`` or
+            ``__main__.py``, or its payload is not JSON or has a wrong format, role or target.
     """
-    description = payload_description(payload, where)
-    return (
-        description.budgets.deadline,
-        tuple(edge.peer for edge in description.lower),
-        tuple(edge.peer for edge in description.higher),
-    )
+    data = _read_payload_bytes(path)
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ArtifactInvalid(f"{path.name}: {PAYLOAD_NAME} is not JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise ArtifactInvalid(f"{path.name}: {PAYLOAD_NAME} must be a JSON object")
+    check_payload_fields(payload, f"{path.name}: {PAYLOAD_NAME}")
+    return payload

@@ -15,14 +15,12 @@ from alpha.checked import int_in
 from alpha.core.topology import MAX_ROLES
 from alpha.errors import ArtifactInvalid
 from alpha.files import write_atomically
+from alpha.records.folder import RUN_JSON
 
 __all__ = ["RUN_FORMAT", "RUN_JSON", "read_run_json", "write_run_json"]
 
 RUN_FORMAT: Final = "alpha-run/1"
 """The ``format`` field of every ``run.json`` this module writes and reads."""
-
-RUN_JSON: Final = "run.json"
-"""The file, beside the artifacts, that lists what a build wrote."""
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import final
 
-from alpha.artifact.payload import PAYLOAD_NAME, description_view, payload_description
-from alpha.artifact.read import file_sha256, read_artifact, verify_artifact
+from alpha.artifact.description import description_view, payload_description
+from alpha.artifact.payload import PAYLOAD_NAME, read_artifact
 from alpha.artifact.run_json import RUN_JSON, read_run_json
+from alpha.artifact.verify import file_sha256, verify_artifact
 from alpha.errors import ArtifactInvalid
 
 __all__ = ["VerifiedRole", "verified_roles"]

@@ -66,6 +66,9 @@ if TYPE_CHECKING:
         MAX_NUMBER_DIGITS,
         parse_group,
     )
+    from alpha.core.targets import (
+        TARGETS,
+    )
     from alpha.core.topology import (
         ParticipantTree,
         certify_cover,
@@ -94,6 +97,7 @@ __all__ = [
     "MAX_ROLES",
     "OPERATIONS",
     "ROLE_WIDTH",
+    "TARGETS",
     "TOPOLOGIES",
     "Budgets",
     "Contract",
@@ -183,6 +187,7 @@ __getattr__, __dir__ = lazy(
             "MAX_NUMBER_DIGITS",
             "parse_group",
         ),
+        "alpha.core.targets": ("TARGETS",),
         "alpha.core.topology": (
             "ParticipantTree",
             "certify_cover",

@@ -19,17 +19,31 @@ if TYPE_CHECKING:
     from alpha.launch.launcher import (
         ANNOUNCE_WAIT,
         CAUSE_TAIL_BYTES,
-        EXIT_NOTICE,
         LAUNCH_SLACK,
         START_SHARE,
-        LaunchResult,
         LaunchSpec,
-        RoleOutcome,
         announce_bound,
-        first_failure,
         launch,
         launch_specs,
         read_cause,
+    )
+    from alpha.launch.outcome import (
+        EXIT_NOTICE,
+        LaunchResult,
+        OutcomeLedger,
+        RoleOutcome,
+        first_to_fail,
+        signal_name,
+        with_log,
+    )
+    from alpha.launch.proc import (
+        PF_EXITING,
+        STAT_BYTES,
+        STOPPED_HOW,
+        ProcStat,
+        parse_stat,
+        process_state,
+        read_stat,
     )
     from alpha.launch.remote import (
         SSH_OPTIONS,
@@ -38,11 +52,9 @@ if TYPE_CHECKING:
         stage_artifacts,
     )
     from alpha.launch.warm import (
-        STOPPED_HOW,
         StarterUnfit,
         WarmProcess,
         WarmStarter,
-        process_state,
     )
 
 __all__ = [
@@ -51,14 +63,18 @@ __all__ = [
     "EXIT_NOTICE",
     "LAUNCH_SLACK",
     "MAX_DEPLOY_BYTES",
+    "PF_EXITING",
     "SSH_OPTIONS",
     "START_SHARE",
+    "STAT_BYTES",
     "STOPPED_HOW",
     "TRANSPORTS",
     "Deployment",
     "LaunchResult",
     "LaunchSpec",
     "Node",
+    "OutcomeLedger",
+    "ProcStat",
     "RoleOutcome",
     "StarterUnfit",
     "Tunnels",
@@ -66,14 +82,18 @@ __all__ = [
     "WarmStarter",
     "announce_bound",
     "deploy_specs",
-    "first_failure",
+    "first_to_fail",
     "launch",
     "launch_specs",
     "load_deployment",
     "parse_deployment",
+    "parse_stat",
     "process_state",
     "read_cause",
+    "read_stat",
+    "signal_name",
     "stage_artifacts",
+    "with_log",
 ]
 
 __getattr__, __dir__ = lazy(
@@ -90,17 +110,31 @@ __getattr__, __dir__ = lazy(
         "alpha.launch.launcher": (
             "ANNOUNCE_WAIT",
             "CAUSE_TAIL_BYTES",
-            "EXIT_NOTICE",
             "LAUNCH_SLACK",
             "START_SHARE",
-            "LaunchResult",
             "LaunchSpec",
-            "RoleOutcome",
             "announce_bound",
-            "first_failure",
             "launch",
             "launch_specs",
             "read_cause",
+        ),
+        "alpha.launch.outcome": (
+            "EXIT_NOTICE",
+            "LaunchResult",
+            "RoleOutcome",
+            "first_to_fail",
+            "OutcomeLedger",
+            "signal_name",
+            "with_log",
+        ),
+        "alpha.launch.proc": (
+            "PF_EXITING",
+            "STAT_BYTES",
+            "STOPPED_HOW",
+            "ProcStat",
+            "parse_stat",
+            "process_state",
+            "read_stat",
         ),
         "alpha.launch.remote": (
             "SSH_OPTIONS",
@@ -109,11 +143,9 @@ __getattr__, __dir__ = lazy(
             "stage_artifacts",
         ),
         "alpha.launch.warm": (
-            "STOPPED_HOW",
             "StarterUnfit",
             "WarmProcess",
             "WarmStarter",
-            "process_state",
         ),
     },
 )

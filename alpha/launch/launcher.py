@@ -10,10 +10,12 @@ absent listener. Then it waits for every participant.
 When a participant fails, the launcher names the role that failed first and its one-line cause
 (the last line of its log, or how it ended: killed by a signal, stopped, silent), stops every
 other participant, and returns a failure. "First" follows the rules written in
-:func:`first_failure`. No participant outlives the launcher: every path out of :func:`launch`
-(success, failure, deadline, cancellation, SIGINT, SIGTERM or SIGHUP) kills and reaps every
-role it started, one being started included; and a launcher killed with SIGKILL, which can do
-nothing, is watched by its participants themselves (``alpha.runtime.parent``).
+:func:`alpha.launch.outcome.first_to_fail`; the outcomes are kept by the launch's outcome
+ledger (``alpha.launch.outcome``), a pure value this module drives. No participant outlives
+the launcher: every path out of :func:`launch` (success, failure, deadline, cancellation,
+SIGINT, SIGTERM or SIGHUP) kills and reaps every role it started, one being started included;
+and a launcher killed with SIGKILL, which can do nothing, is watched by its participants
+themselves (``alpha.runtime.parent``).
 """
 
 from __future__ import annotations
@@ -25,19 +27,36 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
 import trio
 
-from alpha.artifact import TARGETS, verified_roles
-from alpha.errors import AlphaError, UsageError, WarmStarterLost, WarmStarterStalled
+from alpha.artifact.verified import verified_roles
+from alpha.core.targets import TARGETS
+from alpha.errors import (
+    AlphaError,
+    UsageError,
+    WarmStarterLost,
+    WarmStarterStalled,
+    error_line,
+)
 from alpha.files import role_file
-from alpha.launch.warm import STOPPED_HOW, StarterUnfit, WarmProcess, WarmStarter, process_state
-from alpha.runtime.endpoint import PORT_BYTES
-from alpha.runtime.parent import FAILURE_CLOCK, LAUNCHER_PID_ENV
+from alpha.launch.outcome import (
+    EXIT_NOTICE,
+    LaunchResult,
+    OutcomeLedger,
+    RoleOutcome,
+    first_to_fail,
+    with_log,
+)
+from alpha.launch.proc import PF_EXITING, STOPPED_HOW, process_state, read_stat
+from alpha.launch.warm import StarterUnfit, WarmProcess, WarmStarter
+from alpha.records.folder import LOGS_DIR
+from alpha.runtime.parent import LAUNCHER_PID_ENV
+from alpha.wire.console import PORT_BYTES, cause_of, decode_ports, encode_port
 
 __all__ = [
     "ANNOUNCE_WAIT",
@@ -49,7 +68,7 @@ __all__ = [
     "LaunchSpec",
     "RoleOutcome",
     "announce_bound",
-    "first_failure",
+    "first_to_fail",
     "launch",
     "launch_specs",
     "read_cause",
@@ -78,14 +97,6 @@ FDS_PER_ROLE: Final = 4
 end of its stdin until every port is written, the read end of its stdout until it announced,
 the handle it waits on for the exit, and its log while it is being created."""
 
-EXIT_NOTICE: Final = 1.0
-"""Seconds by which a failure the launcher saw itself (an exit without a failure-clock line,
-a death by a signal) is placed before the moment it saw it, when failures are ordered. The
-kernel closes a dying process's connections before it tells the parent, and its peers may log
-their failure (the connection broke) before the launcher's wait returns: by a process wake-up
-or two, which a loaded host stretches to hundreds of milliseconds. A second covers that and is
-far below every budget that could make an unrelated role fail just before."""
-
 CAUSE_TAIL_BYTES: Final = 64 * 1024
 """How much of the end of a failed role's log the launcher reads for its cause: the last two
 lines are a clock and a one-line cause (a long one lists a few failures, kilobytes); a
@@ -111,39 +122,6 @@ class LaunchSpec:
     log: Path
 
 
-@dataclass(slots=True)
-class RoleOutcome:
-    """How one role ended, or one failure the launcher found.
-
-    ``cause`` is one line and, for every role that did not end well, ends with ``its log:
-    PATH``. ``failed_at`` is the failure's time on the host's monotonic clock (CLOCK_MONOTONIC,
-    one clock for every process of a host): the participant's own ``failure-clock`` line when
-    it logged one (``logged``), else when the launcher saw the failure.
-    """
-
-    role: int
-    returncode: int | None  # None: never started, or still running when the launch ended
-    cause: str = ""
-    killed: bool = False  # stopped by the launcher after another role failed
-    started_s: float = 0.0  # seconds from the launch's start to this role's start
-    ended_s: float = 0.0  # seconds from the launch's start
-    failed_at: float | None = None  # None: not a failure
-    logged: bool = False  # failed_at is the participant's own failure-clock line
-    exit_seen: bool = False  # failed_at is when the launcher saw it exit (see EXIT_NOTICE)
-    stopped: bool = False  # found stopped (SIGSTOP, a debugger) when the run failed
-    log: Path | None = None  # where the role's stderr went
-    error: AlphaError | None = None  # the launcher's own finding, as its exact class
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-    @property
-    def failed(self) -> bool:
-        """A failure to name: it did not end well, and not because the launcher stopped it."""
-        return self.failed_at is not None
-
-
 class _Child(Protocol):
     """A started participant: a ``trio.Process``, or a :class:`alpha.launch.warm.WarmProcess`."""
 
@@ -164,23 +142,6 @@ class _Child(Protocol):
     async def wait(self) -> int: ...
 
 
-@dataclass(slots=True)
-class LaunchResult:
-    outcomes: dict[int, RoleOutcome] = field(default_factory=dict)
-    first_failure: RoleOutcome | None = None
-    elapsed_s: float = 0.0
-    signal: int | None = None
-    """The signal (SIGINT, SIGTERM or SIGHUP) that made the launcher stop the run, if one did."""
-    notes: list[str] = field(default_factory=list)
-    """One line each for what went wrong without failing the run: a warm starter that failed
-    before it was ready (every role then started cold), or one that stalled or died once every
-    role had ended and been reported."""
-
-    @property
-    def ok(self) -> bool:
-        return self.first_failure is None and all(o.ok for o in self.outcomes.values())
-
-
 def read_cause(path: Path) -> tuple[str, float | None]:
     """A failed participant's one-line cause (the last non-empty line of its log) and the
     monotonic time it failed at, when it logged one (``failure-clock T`` just before). Only
@@ -192,43 +153,7 @@ def read_cause(path: Path) -> tuple[str, float | None]:
             tail = file.read(CAUSE_TAIL_BYTES)
     except OSError:
         return "", None
-    lines = [line.strip() for line in tail.decode(errors="replace").splitlines()]
-    lines = [line for line in lines if line]
-    if not lines:
-        return "", None
-    clock = None
-    if len(lines) >= 2 and f" {FAILURE_CLOCK} " in lines[-2]:
-        try:
-            clock = float(lines[-2].rsplit(" ", 1)[1])
-        except ValueError:
-            clock = None
-    return lines[-1], clock
-
-
-def first_failure(failures: Iterable[RoleOutcome]) -> RoleOutcome | None:
-    """The failure to name first, of those a launch found. In this order:
-
-    1. A role found stopped (state ``T`` or ``t``: SIGSTOP, SIGTSTP, a debugger) when the run
-       failed, the lowest such role: its peers' budgets ran out waiting for it, and each of
-       them would otherwise look first.
-    2. The earliest on the host's monotonic clock: a participant's own ``failure-clock`` time,
-       or the time the launcher saw a failure, less :data:`EXIT_NOTICE` for an exit (a role
-       killed by a signal, or one that exited without a clock line): its peers may log that
-       its connections broke before the launcher sees it exit.
-    3. None: nothing failed.
-    """
-    found = [failure for failure in failures if failure.failed]
-    stopped = [failure for failure in found if failure.stopped]
-    if stopped:
-        return min(stopped, key=lambda failure: failure.role)
-    if not found:
-        return None
-    return min(found, key=_blame_time)
-
-
-def _blame_time(failure: RoleOutcome) -> float:
-    assert failure.failed_at is not None
-    return failure.failed_at - EXIT_NOTICE if failure.exit_seen else failure.failed_at
+    return cause_of(tail.decode(errors="replace"))
 
 
 def announce_bound(announce_wait: float, roles: int, cores: int) -> float:
@@ -262,16 +187,14 @@ def _enough_descriptors(roles: int, warm: bool = False) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
 
 
-_PF_EXITING: Final = 0x4  # the kernel's flag of a task inside exit (include/linux/sched.h)
-
-
 def _dying(pid: int) -> bool:
     """Whether ``pid`` is already on its way out: inside its exit (``PF_EXITING`` in
     ``/proc/PID/stat``'s flags) or with a SIGKILL pending that it has not yet run to take."""
+    stat = read_stat(pid)
+    if stat is None:
+        return True  # gone already
     try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            fields = file.read().rpartition(b")")[2].split()
-        if int(fields[6]) & _PF_EXITING:
+        if stat.flags & PF_EXITING:
             return True
         with open(f"/proc/{pid}/status", "rb") as file:
             for line in file:
@@ -301,14 +224,6 @@ _state = process_state
 _STOPPED_HOW: Final = STOPPED_HOW
 
 
-def _error_line(error: AlphaError) -> str:
-    return f"{type(error).__name__}: {' '.join(str(error).split())}"
-
-
-def _with_log(cause: str, log: Path | None) -> str:
-    return cause if log is None else f"{cause}; its log: {log}"
-
-
 class _Launch:
     def __init__(
         self,
@@ -320,8 +235,8 @@ class _Launch:
         self.by_role = {spec.role: spec for spec in self.specs}
         self.fail_fast = fail_fast
         self.committed = committed
-        self.result = LaunchResult()
-        self.failures: list[RoleOutcome] = []  # in the order the launcher found them
+        self.ledger = OutcomeLedger(fail_fast)
+        self.result = self.ledger.result
         self.processes: dict[int, _Child] = {}
         self.ports: dict[tuple[int, int], int] = {}  # (listener, connector) -> port
         # Set once the port of an edge (listener, connector) may go to its connector.
@@ -329,8 +244,8 @@ class _Launch:
         # Each role's stdin feed, cancelled when the role exits.
         self.feeds: dict[int, trio.CancelScope] = {}
         self.route: RouteHook | None = None
-        self.killed: set[int] = set()  # the launcher sent them SIGKILL
-        self.stopped: dict[int, tuple[str, float]] = {}  # role -> (state, when found)
+        self.killed = self.ledger.killed  # the launcher sent them SIGKILL
+        self.stopped = self.ledger.stopped  # role -> (state, when found)
         self.diagnosed: dict[int, RoleOutcome] = {}  # failures the launcher found in a role
         self.stopping = False
         # Starting the roles, delays and announcements included: stop_all() cuts it short.
@@ -341,6 +256,11 @@ class _Launch:
         self.environment = {**os.environ, LAUNCHER_PID_ENV: str(os.getpid())}
         self.starter: WarmStarter | None = None  # with warm starts
 
+    @property
+    def failures(self) -> list[RoleOutcome]:
+        """The failures found, in the order found (the ledger's)."""
+        return self.ledger.failures
+
     def relay_of(self, listener: int, connector: int) -> trio.Event:
         return self.relayed.setdefault((listener, connector), trio.Event())
 
@@ -348,17 +268,12 @@ class _Launch:
         return trio.current_time() - self.started
 
     def fail(self, outcome: RoleOutcome) -> None:
-        if outcome.failed_at is None:
-            outcome.failed_at = time.monotonic()
-        if not any(found is outcome for found in self.failures):
-            self.failures.append(outcome)
-        if self.result.first_failure is None:
-            self.result.first_failure = outcome
-        # Before anything is killed: a stopped role is the one its peers waited for.
-        self.note_stopped()
         # After the commit point the run's outcome is decided: stopping the other roles could
         # only lose the final reports they are publishing (they end by themselves, bounded).
-        if self.fail_fast and not (self.committed is not None and self.committed()):
+        stop = self.ledger.fail(outcome, time.monotonic(), self.committed)
+        # Before anything is killed: a stopped role is the one its peers waited for.
+        self.note_stopped()
+        if stop:
             self.stop_all()
 
     def note_stopped(self) -> None:
@@ -393,47 +308,23 @@ class _Launch:
             outcome.started_s = self.started_at.get(role, 0.0)
             outcome.ended_s = self.now()
             return outcome
-        outcome = RoleOutcome(
-            role, code, started_s=self.started_at.get(role, 0.0), ended_s=self.now(), log=spec.log
-        )
         process = self.processes.get(role)
-        if isinstance(process, WarmProcess) and process.status_lost:
-            # It ended, and the warm starter, lost, never said how: that loss is the failure.
-            outcome.returncode = None
-            outcome.cause = "it ended, but its exit status was lost with the warm starter"
-        elif role in self.stopped and code != 0:
-            state, found = self.stopped[role]
-            outcome.cause = f"role {role} was {_STOPPED_HOW[state]} and stopped answering"
-            outcome.failed_at = found
-            outcome.stopped = True
-        elif code != 0:
-            cause, clock = read_cause(spec.log)
-            # A role that logged its own failure failed, whether or not it was then killed.
-            if clock is not None:
-                outcome.cause = cause
-                outcome.failed_at = clock
-                outcome.logged = True
-                if code is not None and code < 0 and role not in self.killed:
-                    outcome.cause += f" (then it was killed by {_signal_name(-code)})"
-            elif role in self.killed:
-                outcome.killed = True
-                outcome.cause = "stopped by the launcher after another role failed"
-            elif code is not None and code < 0:
-                outcome.cause = f"role {role} was killed by {_signal_name(-code)}"
-                outcome.failed_at = seen
-                outcome.exit_seen = True
-            else:
-                outcome.cause = cause or f"exited with code {code}"
-                outcome.failed_at = seen
-                outcome.exit_seen = True
-        if outcome.cause:
-            outcome.cause = _with_log(outcome.cause, spec.log)
+        outcome = self.ledger.ended(
+            role,
+            code,
+            seen,
+            log=spec.log,
+            cause=lambda: read_cause(spec.log),
+            status_lost=isinstance(process, WarmProcess) and process.status_lost,
+        )
+        outcome.started_s = self.started_at.get(role, 0.0)
+        outcome.ended_s = self.now()
         return outcome
 
     async def watch(self, spec: LaunchSpec, process: _Child) -> None:
         code = await process.wait()
         outcome = self.record(spec, code, _seen_ending(process))
-        self.result.outcomes[spec.role] = outcome
+        self.ledger.settle(outcome)
         feed = self.feeds.pop(spec.role, None)
         if feed is not None:
             feed.cancel()  # no port it still waits for can reach it now
@@ -470,8 +361,7 @@ class _Launch:
                     # The longest known prefix, in one write.
                     known = bytearray()
                     while cursor < len(lower) and self.relay_of(lower[cursor], spec.role).is_set():
-                        port = self.ports[(lower[cursor], spec.role)]
-                        known += port.to_bytes(PORT_BYTES, "big")
+                        known += encode_port(self.ports[(lower[cursor], spec.role)])
                         cursor += 1
                     await stdin.send_all(bytes(known))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -499,8 +389,10 @@ class _Launch:
             except (WarmStarterLost, WarmStarterStalled) as error:
                 # The starter's loss already failed the run (WarmStarter.on_lost), unless this
                 # start is where it was found first.
-                self.result.outcomes[spec.role] = RoleOutcome(
-                    spec.role, None, f"never started: {type(error).__name__}", log=spec.log
+                self.ledger.settle(
+                    RoleOutcome(
+                        spec.role, None, f"never started: {type(error).__name__}", log=spec.log
+                    )
                 )
                 if not self.stopping:
                     self.fail(self.launcher_failure(error))
@@ -509,11 +401,11 @@ class _Launch:
                 outcome = RoleOutcome(
                     spec.role,
                     None,
-                    _with_log(f"role {spec.role} could not be started: {error}", spec.log),
+                    with_log(f"role {spec.role} could not be started: {error}", spec.log),
                     ended_s=self.now(),
                     log=spec.log,
                 )
-                self.result.outcomes[spec.role] = outcome
+                self.ledger.settle(outcome)
                 self.fail(outcome)
                 return
         self.processes[spec.role] = process
@@ -546,7 +438,7 @@ class _Launch:
                 outcome = RoleOutcome(
                     spec.role,
                     None,
-                    _with_log(
+                    with_log(
                         f"role {spec.role} announced {len(announced)} of {wanted} port bytes "
                         f"within {announce_wait:g} s",
                         spec.log,
@@ -559,10 +451,7 @@ class _Launch:
                 process.kill()
                 self.fail(outcome)
             return
-        ports = tuple(
-            int.from_bytes(announced[i : i + PORT_BYTES], "big")
-            for i in range(0, wanted, PORT_BYTES)
-        )
+        ports = decode_ports(announced)
         for peer, port in zip(spec.higher, ports, strict=True):
             if self.route is not None:
                 port = await self.route(spec.role, peer, port)
@@ -583,18 +472,25 @@ class _Launch:
         spec = self.by_role.get(role)
         log = None if spec is None else spec.log
         error = found if isinstance(found, AlphaError) else None
-        text = found if isinstance(found, str) else _error_line(found)
+        text = found if isinstance(found, str) else error_line(found)
         return RoleOutcome(
-            role, None, _with_log(text, log), ended_s=self.now(), log=log, error=error
+            role, None, with_log(text, log), ended_s=self.now(), log=log, error=error
         )
 
     def starter_lost(self, error: AlphaError, harmful: bool) -> None:
         """The warm starter ended or stalled after it was ready (``WarmStarter.on_lost``): a
         failure of the run while it still owed a start or an outcome, else a note."""
         if harmful:
-            self.fail(self.launcher_failure(error))
+            found = self.launcher_failure(error)
+            ended = None if self.starter is None else self.starter.ended_at
+            if ended is not None:
+                # An exit the launcher saw, as a role's (EXIT_NOTICE): the roles it had started
+                # find their parent gone and fail too (LauncherLost), by their clocks, within a
+                # poll of its death, while the launcher is still reaping it.
+                found.failed_at, found.exit_seen = ended, True
+            self.fail(found)
         else:
-            self.result.notes.append(_error_line(error))
+            self.result.notes.append(error_line(error))
 
     async def reap(self) -> None:
         with trio.CancelScope(shield=True):
@@ -605,13 +501,6 @@ class _Launch:
                     if stream is not None:
                         await stream.aclose()
                 await process.wait()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 async def launch(
@@ -661,7 +550,8 @@ async def launch(
             no other role, even with ``fail_fast``: each is publishing its final report.
 
     Returns:
-        Every role's outcome and the first failure (see :func:`first_failure`), if any.
+        Every role's outcome and the role that failed first (see
+        :func:`alpha.launch.outcome.first_to_fail`), if any.
     """
     state = _Launch(specs, fail_fast, committed)
     state.route = route
@@ -678,7 +568,7 @@ async def launch(
             pass  # every role starts an interpreter of its own, as documented
         except (WarmStarterLost, WarmStarterStalled) as error:
             # Never ready: every role starts an interpreter of its own, and the launch says so.
-            state.result.notes.append(_error_line(error))
+            state.result.notes.append(error_line(error))
         else:
             state.starter = starter
         try:
@@ -711,8 +601,8 @@ async def _launch(
                         async with trio.open_nursery() as starts:
                             for spec in state.specs:
                                 if spec.role in absent:
-                                    state.result.outcomes[spec.role] = RoleOutcome(
-                                        spec.role, None, "never started (absent)"
+                                    state.ledger.settle(
+                                        RoleOutcome(spec.role, None, "never started (absent)")
                                     )
                                     continue
                                 starts.start_soon(
@@ -737,11 +627,9 @@ async def _launch(
     for role, process in state.processes.items():
         if role not in state.result.outcomes:  # its watch was cancelled
             outcome = state.record(state.by_role[role], process.returncode, _seen_ending(process))
-            state.result.outcomes[role] = outcome
-            if outcome.failed and not any(found is outcome for found in state.failures):
-                state.failures.append(outcome)
+            state.ledger.settle(outcome)
     # The order in which exits reach the launcher follows teardown, not cause.
-    state.result.first_failure = first_failure(state.failures)
+    state.ledger.close()
     state.result.elapsed_s = state.now()
     return state.result
 
@@ -790,7 +678,7 @@ def launch_specs(
     Raises:
         ArtifactInvalid: as :func:`alpha.artifact.verified_roles`.
         UsageError: ``interpreters`` names a target that is not one of
-            :data:`alpha.artifact.TARGETS`, or gives one an empty prefix.
+            :data:`alpha.core.targets.TARGETS`, or gives one an empty prefix.
     """
     chosen = dict(interpreters or {})
     for target, prefix in chosen.items():
@@ -805,7 +693,7 @@ def launch_specs(
             argv=(*chosen.get(entry.target, (sys.executable,)), str(entry.path.resolve())),
             lower=entry.lower,
             higher=entry.higher,
-            log=directory / "logs" / role_file(entry.role, ".log"),
+            log=directory / LOGS_DIR / role_file(entry.role, ".log"),
         )
         for entry in roles
     ]

@@ -172,7 +172,7 @@ def deploy_specs(
 
 
 def _target_of(artifact: Path) -> str:
-    from alpha.artifact import read_artifact
+    from alpha.artifact.payload import read_artifact
 
     target = read_artifact(artifact)["target"]
     assert isinstance(target, str)

@@ -37,11 +37,12 @@ from typing import Final
 
 import trio
 
-from alpha.artifact.entry import BLAS_THREADS
+from alpha.artifact.environ import BLAS_THREADS
 from alpha.errors import AlphaError, WarmStarterLost, WarmStarterStalled
+from alpha.launch.proc import STOPPED_HOW, process_state
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 
-__all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter", "process_state"]
+__all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter"]
 
 _SERVER: Final = Path(__file__).with_name("warm_server.py")
 _MAX_MESSAGE: Final = 1 << 16
@@ -62,25 +63,6 @@ STALL_GRACE: Final = 1.0
 """Seconds the server may be seen stopped (state ``T`` or ``t``) while it owes an answer
 before it counts as stalled: a tracer stops it at each system call for microseconds, a
 SIGSTOP until someone continues it."""
-
-STOPPED_HOW: Final = {
-    "T": "stopped (SIGSTOP or another stop signal)",
-    "t": "stopped by a tracer (a debugger)",
-}
-"""The stopped states of ``/proc/PID/stat``, in words."""
-
-
-def process_state(pid: int) -> str:
-    """A process's state letter from ``/proc/PID/stat`` (``T`` stopped by a signal, ``t``
-    stopped by a tracer), or ``""`` where it cannot be read (it was reaped, no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read(4096)
-    except OSError:
-        return ""
-    # The state follows the command name, which is in parentheses and may hold anything.
-    fields = stat.rpartition(b")")[2].split()
-    return fields[0].decode(errors="replace") if fields else ""
 
 
 def _readable(fd: int) -> bool:
@@ -187,6 +169,9 @@ class WarmStarter:
         self._stall: WarmStarterStalled | None = None  # found by the watchdog, which killed it
         self._heard = 0.0  # when the server last said anything, or last owed nothing
         self._gone = trio.Event()  # the relay has seen it end
+        # When the relay saw the server end (its socket closed), on the monotonic clock: None
+        # while it runs, or when the watchdog ended it (a stall is not an exit).
+        self.ended_at: float | None = None
         self._sending = trio.Lock()  # one message at a time on the socket
         self._followers: trio.Nursery | None = None  # each child's follow()
 
@@ -379,6 +364,8 @@ class WarmStarter:
                     elif message["op"] == "started":
                         await self._discard(int(message["pid"]))
         finally:
+            if self._stall is None:
+                self.ended_at = time.monotonic()
             with trio.CancelScope(shield=True):
                 _, _, harmful = self._moment()
                 fault = await self._fault()

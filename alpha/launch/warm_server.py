@@ -55,6 +55,8 @@ def _retitle(argv: list[str]) -> None:
     does). This server's own command line, its whole text, leaves room for any artifact path;
     one that does not fit leaves the line as it was."""
     try:
+        # As alpha.launch.proc.parse_stat (the one parser; this server imports nothing of
+        # alpha): the fields follow the command name's last ")".
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rpartition(b")")[2].split()
         start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end (fields 48, 49)
@@ -113,7 +115,7 @@ def _child(
     except BaseException as error:  # outside the participant's own handling: one line
         if os.environ.get("ALPHA_TRACEBACK") == "1":  # as alpha.artifact.participant.TRACEBACK_ENV
             traceback.print_exc()
-        text = " ".join(str(error).split())
+        text = " ".join(str(error).split())  # as alpha.errors.one_line: nothing of alpha here
         print(f"role ?: failed: {type(error).__name__}: {text}", file=sys.stderr)
         code = 1
     try:

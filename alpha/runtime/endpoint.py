@@ -34,11 +34,10 @@ from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
+from alpha.wire.console import PORT_BYTES, decode_ports, encode_ports  # the announced ports
 
 __all__ = ["PORT_BYTES", "Establishment", "establish"]
 
-PORT_BYTES: Final = 2
-"""Each announced port is two bytes, big-endian: a TCP port number."""
 
 # A pending connection waits in the kernel until its accept; one is all an edge ever needs,
 # and a stranger taking that place is refused on its hello.
@@ -270,7 +269,7 @@ async def read_ports(
                 data += chunk
         if scope.cancelled_caught:
             raise where.exhausted("accept", budgets.accept, peer=peer, step=step)
-        ports.append(int.from_bytes(data[:PORT_BYTES], "big"))
+        ports.extend(decode_ports(data[:PORT_BYTES]))
         del data[:PORT_BYTES]
     return ports
 
@@ -298,7 +297,7 @@ async def establish(
     stack.callback(state.close)
     ports = await state.listen()
     state.step = "announcing ports"
-    await announce(b"".join(port.to_bytes(PORT_BYTES, "big") for port in ports))
+    await announce(encode_ports(ports))
     lower = description.lower
     peers = [edge.peer for edge in lower]
     for index, edge in enumerate(lower):

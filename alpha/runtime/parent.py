@@ -22,6 +22,7 @@ from typing import Final
 import trio
 
 from alpha.errors import LauncherLost, UsageError
+from alpha.wire.console import FAILURE_CLOCK  # the failure-clock line: launcher-participant bytes
 
 __all__ = [
     "FAILURE_CLOCK",
@@ -30,10 +31,6 @@ __all__ = [
     "launcher_pid",
     "watch_for_launcher_loss",
 ]
-
-FAILURE_CLOCK: Final = "failure-clock"
-"""The word before the monotonic time of a failure, on the line a failing participant logs
-just before its one-line cause: with it the launcher tells which role failed first."""
 
 LAUNCHER_PID_ENV: Final = "ALPHA_LAUNCHER_PID"
 """The environment variable in which the launcher gives each participant its own pid."""

@@ -379,7 +379,7 @@ async def test_role_0_writes_a_record_a_round_and_no_participant_imports_the_dis
     run = CompiledRun(parse_plan(learn_plan(4)), tmp_path)
     for warm, listed in ((False, {"alpha", "numpy", "trio"}), (True, {"alpha"})):
         result = await run.launch(warm=warm)
-        assert result.ok, result.first_failure
+        assert result.ok, result.first_to_fail
         for role in (0, 1):
             imported = {
                 line.rpartition("|")[2].strip().split(".")[0]

@@ -1483,7 +1483,7 @@ def test_launch_specs_refuses_a_run_json_that_names_another_plan(tmp_path: Path)
 async def test_artifacts_of_the_edge_exchange_launch_and_report(tmp_path: Path) -> None:
     build = tmp_path / "build"
     result = await CompiledRun(PLAN, build).launch()
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     # Every role's report beside the artifacts, final through the run's commit record.
     reports = build / "reports"
     assert sorted(p.name for p in reports.iterdir()) == [

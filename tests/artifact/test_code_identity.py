@@ -201,7 +201,7 @@ async def test_participants_built_from_different_sources_refuse_each_other(
     our_specs, deadline = launch_specs(ours)
     their_specs, _ = launch_specs(theirs)
     result = await launch([our_specs[0], their_specs[1]], deadline=deadline, fail_fast=False)
-    assert result.first_failure is not None
+    assert result.first_to_fail is not None
     logs = [spec.log.read_text() for spec in (our_specs[0], their_specs[1])]
     refused = [log for log in logs if "IdentityMismatch" in log]
     assert refused, logs

@@ -124,7 +124,7 @@ def outcome(
             log=log,
         )
     failures = [each for each in result.outcomes.values() if each.failed_at is not None]
-    result.first_failure = min(failures, key=lambda each: each.failed_at or 0.0, default=None)
+    result.first_to_fail = min(failures, key=lambda each: each.failed_at or 0.0, default=None)
     for role in final:
         report = {"role": role, "digests": {"w": "00"}, "machine": "x86_64"}
         (folder / "reports" / f"role-{role:06d}.json").write_text(json.dumps(report))

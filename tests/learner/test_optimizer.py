@@ -541,7 +541,7 @@ def test_a_role_that_starts_at_round_k_takes_round_k_s_batch() -> None:
 async def _distributed(plan: Plan, directory: Path) -> set[str]:
     run = CompiledRun(plan, directory)
     result = await run.launch()
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     return {report["digests"]["w"] for report in run.found_reports().values()}
 
 

@@ -51,7 +51,7 @@ def _stops(outcome: Outcome) -> dict[int, float]:
 
 async def test_the_fan_scenario_commits_without_a_fault(compiled: Path, tmp_path: Path) -> None:
     outcome = await relayed_run(compiled, tmp_path / "run", FAN.edge, None)
-    assert outcome.result.ok and outcome.committed(), outcome.result.first_failure
+    assert outcome.result.ok and outcome.committed(), outcome.result.first_to_fail
     assert not outcome.left_running()
 
 

@@ -70,7 +70,7 @@ async def test_compile_then_launch_the_shipped_plans(fixture: str, tmp_path: Pat
     assert result.roles == tuple(range(plan.participants))
     specs, deadline = launch_specs(tmp_path)
     outcome = await launch(specs, deadline=deadline)
-    assert outcome.ok, outcome.first_failure
+    assert outcome.ok, outcome.first_to_fail
     found = reports(tmp_path)
     assert sorted(found) == list(range(plan.participants))
     # Every role ran every round, and every owner holds the same, correct total.
@@ -87,7 +87,7 @@ async def test_compile_then_launch_the_shipped_plans(fixture: str, tmp_path: Pat
 async def test_choices_reach_every_process_and_both_arms_are_taken(tmp_path: Path) -> None:
     plan = parse_plan(plan_text(n=7, fanout=2, rounds=6, choice="parity"))
     outcome = await CompiledRun(plan, tmp_path).launch()
-    assert outcome.ok, outcome.first_failure
+    assert outcome.ok, outcome.first_to_fail
     found = reports(tmp_path)
     assert len(found) == 7
     for report in found.values():
@@ -99,9 +99,9 @@ async def test_a_selector_of_two_aborts_the_round_everywhere(tmp_path: Path) -> 
     plan = parse_plan(plan_text(n=6, fanout=2, rounds=3, choice="const-2"))
     # Without fail-fast every role stops by itself: the abort travels over the connections.
     outcome = await CompiledRun(plan, tmp_path).launch(fail_fast=False)
-    assert outcome.first_failure is not None
-    assert outcome.first_failure.role == 0
-    assert "SelectorOutOfRange" in outcome.first_failure.cause
+    assert outcome.first_to_fail is not None
+    assert outcome.first_to_fail.role == 0
+    assert "SelectorOutOfRange" in outcome.first_to_fail.cause
     for role, result in outcome.outcomes.items():
         assert result.returncode == 1, (role, result)
         assert not result.killed

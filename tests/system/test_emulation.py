@@ -90,7 +90,7 @@ def _reports(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
 
 
 def _assert_ok(result: LaunchResult) -> None:
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
 
 
 # --- the interpreter ------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_without_an_interpreter_the_aarch64_artifact_refuses_to_start_on_x86_64(
     specs, deadline = launch_specs(folder)
     assert specs[EMULATED].argv[0] == sys.executable
     result = trio.run(lambda: launch(specs, deadline=deadline))
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None and failure.role == EMULATED
     assert result.outcomes[EMULATED].returncode == EXIT_USAGE
     assert failure.cause.startswith(

@@ -89,7 +89,7 @@ def _assert_everyone_names(outcome: Outcome, origin: int, cause: str) -> None:
             assert outcome.cause(role) == "RoundAborted", (role, outcome.log(role))
             assert f"aborted by role {origin}" in outcome.log(role)
             assert f": {cause}" in outcome.log(role)
-    first = outcome.result.first_failure
+    first = outcome.result.first_to_fail
     assert first is not None and first.role == origin, first
 
 
@@ -104,7 +104,7 @@ def frames(compiled: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     for edge in ((0, 1), (1, 2)):
         folder = tmp_path_factory.mktemp("control") / "run"
         outcome = trio.run(_run, compiled, folder, edge, None)
-        assert outcome.result.ok, outcome.result.first_failure
+        assert outcome.result.ok, outcome.result.first_to_fail
         record, _ = committed_reports(folder / "reports", PLAN.tree.children)
         assert record.rounds == ROUNDS and record.participants == N
         assert not list((folder / "reports").glob("*.staged"))
@@ -212,7 +212,7 @@ async def test_a_silent_edge_is_bounded_by_its_budget_and_aborts_every_role(
     _assert_nothing_committed(outcome)
     # Both ends of the silent edge wait, and so may roles whose next frame depends on it: the
     # first whose budget runs out is the origin. Each says which budget, for whom, and when.
-    first = outcome.result.first_failure
+    first = outcome.result.first_to_fail
     assert first is not None
     origin = first.role
     assert outcome.cause(origin) == "BudgetExhausted"
@@ -350,7 +350,7 @@ async def test_a_participant_stopped_between_hello_and_first_data_is_blamed(
                     os.kill(pid, signal.SIGKILL)
     outcome = Outcome(result, folder, relay)
     assert relay.frames["up"][:1] == [FrameKind.HELLO] and len(relay.frames["up"]) == 1
-    first = result.first_failure
+    first = result.first_to_fail
     assert first is not None and first.role == 2 and first.stopped, first
     assert "was stopped" in first.cause
     # A role waiting on it ran out of its start budget and aborted the run; the others heard
@@ -380,7 +380,7 @@ async def test_the_optional_deadline_names_the_step_the_peer_and_the_round(
     result = await run.launch(fail_fast=False)
     outcome = Outcome(result, tmp_path, Relay(0))
     assert not outcome.committed() and outcome.final_reports() == []
-    first = result.first_failure
+    first = result.first_to_fail
     assert first is not None
     log = outcome.log(first.role)
     assert outcome.cause(first.role) == "BudgetExhausted"

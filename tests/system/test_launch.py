@@ -28,7 +28,7 @@ from alpha.launch.launcher import (
     LaunchSpec,
     RoleOutcome,
     _Launch,
-    first_failure,
+    first_to_fail,
     launch,
     read_cause,
 )
@@ -75,7 +75,7 @@ async def test_every_edge_is_established_once_and_checked(
 ) -> None:
     run = CompiledRun.exchange(tmp_path, tree, budgets=ROOMY, payload=3000)
     result = await run.launch()
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     found = run.found_reports()
     assert sorted(found) == list(range(tree.n))
     for role, report in found.items():
@@ -145,12 +145,12 @@ async def test_the_launcher_fails_fast_and_leaves_no_process(tmp_path: Path) -> 
         dataclasses.replace(spec, argv=sleeper) if spec.role == 6 else spec for spec in run.specs
     ]
     result = await launch(specs, deadline=run.deadline, absent=frozenset({1}))
-    assert result.first_failure is not None
+    assert result.first_to_fail is not None
     # A neighbour of role 1 (its parent 0 or a child 2, 3) hits its budget first; the launcher
     # stops every other role then.
-    assert result.first_failure.role in tree.edges(1)
-    assert "BudgetExhausted" in result.first_failure.cause
-    assert "for role 1" in result.first_failure.cause
+    assert result.first_to_fail.role in tree.edges(1)
+    assert "BudgetExhausted" in result.first_to_fail.cause
+    assert "for role 1" in result.first_to_fail.cause
     assert result.outcomes[6].killed
     assert result.outcomes[6].returncode == -signal.SIGKILL
     last_start = max(o.started_s for o in result.outcomes.values())
@@ -163,7 +163,7 @@ async def test_a_peer_that_starts_late_within_budget_succeeds(tmp_path: Path) ->
     late = Budgets(connect_attempts=60, connect_interval=0.1, accept=6.0, deadline=60.0)
     run = CompiledRun.exchange(tmp_path, star(4), budgets=late)
     result = await run.launch(delays={2: 2.0})
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert sorted(run.found_reports()) == [0, 1, 2, 3]
 
 
@@ -211,9 +211,9 @@ async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
     finally:
         for conn in strangers:
             conn.close()
-    assert result.first_failure is not None
-    assert result.first_failure.role == 0
-    assert refusal in result.first_failure.cause
+    assert result.first_to_fail is not None
+    assert result.first_to_fail.role == 0
+    assert refusal in result.first_to_fail.cause
     assert f"failed: {refusal}" in run.log(0)
     assert unreaped(result) == []
     assert alive_children() == []
@@ -296,7 +296,7 @@ async def test_a_role_killed_by_a_signal_is_named_first_with_its_log(tmp_path: P
             os.kill(await pid_running(run.specs[0].argv[-1]), signal.SIGKILL)
 
     result = await run.launch(delays={2: late}, on_announce=kill_role_0_once_role_1_is_connected)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert failure.role == 0
     assert failure.cause == f"role 0 was killed by SIGKILL; its log: {run.log_path(0)}"
@@ -331,7 +331,7 @@ async def test_a_stopped_role_is_blamed_not_the_peer_whose_budget_ran_out(tmp_pa
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert failure.role == 2
     assert failure.stopped
@@ -465,8 +465,8 @@ def test_a_stopped_role_is_named_before_any_earlier_failure() -> None:
     early = _failed(3, 1.0, logged=True)
     stopped = _failed(5, 50.0, stopped=True)
     also = _failed(4, 60.0, stopped=True)
-    assert first_failure([early, stopped]) is stopped
-    assert first_failure([early, stopped, also]) is also, "the lowest stopped role"
+    assert first_to_fail([early, stopped]) is stopped
+    assert first_to_fail([early, stopped, also]) is also, "the lowest stopped role"
 
 
 @pytest.mark.parametrize(
@@ -481,18 +481,18 @@ def test_an_exit_the_launcher_saw_is_placed_exit_notice_earlier(
 ) -> None:
     logged = _failed(1, 100.0, logged=True)
     exit_ = RoleOutcome(0, -signal.SIGKILL, "killed", failed_at=100.0 + seen_after, exit_seen=True)
-    chosen = first_failure([logged, exit_])
+    chosen = first_to_fail([logged, exit_])
     assert chosen is (exit_ if first == "exit" else logged)
 
 
 def test_the_earliest_clock_is_first_and_no_failure_is_none() -> None:
     diagnosed = RoleOutcome(2, None, "silent", failed_at=10.5)
     logged = _failed(1, 10.0, logged=True)
-    assert first_failure([diagnosed, logged]) is logged
-    assert first_failure([diagnosed]) is diagnosed
+    assert first_to_fail([diagnosed, logged]) is logged
+    assert first_to_fail([diagnosed]) is diagnosed
     killed = RoleOutcome(3, -signal.SIGKILL, "stopped by the launcher", killed=True)
-    assert first_failure([killed, RoleOutcome(0, 0)]) is None
-    assert first_failure([]) is None
+    assert first_to_fail([killed, RoleOutcome(0, 0)]) is None
+    assert first_to_fail([]) is None
 
 
 def test_the_cause_is_read_from_the_end_of_a_long_log(tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ async def test_every_role_is_started_before_the_first_announces(tmp_path: Path) 
         nursery.start_soon(open_the_gate)
         result = await launch(specs, deadline=FAST.deadline)
         nursery.cancel_scope.cancel()
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert len(seen) == len(specs), "every role's process, at once"
     for leaf in leaves:
         assert (tmp_path / f"got-{leaf}").read_bytes() == _ports(4000 + leaf - 1)
@@ -150,7 +150,7 @@ async def test_ports_reach_a_connector_in_edge_order_when_listeners_announce_out
         return port
 
     result = await launch(specs, deadline=FAST.deadline, delays={0: 1.0}, route=route)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert known[-1] == 0, "role 0 announced last"
     assert out.read_bytes() == _ports(1000, 1001, 1002), "in edge order, then stdin closed"
     assert unreaped(result) == []
@@ -169,7 +169,7 @@ async def test_a_port_goes_to_its_connector_as_soon_as_its_listener_announced(
         _connector(tmp_path, 2, (0, 1), out),
     ]
     result = await launch(specs, deadline=FAST.deadline)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert (tmp_path / "got-0").read_bytes() == _ports(2000)
     assert out.read_bytes() == _ports(2000, 2001)
     assert unreaped(result) == []
@@ -209,7 +209,7 @@ async def test_a_listener_that_dies_before_announcing_is_named_first(
     dies = (sys.executable, "-c", code)
     specs = [dataclasses.replace(s, argv=dies) if s.role == 1 else s for s in run.specs]
     result = await launch(specs, deadline=run.deadline)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert failure.role == 1
     log = run.log_path(1)
@@ -241,7 +241,7 @@ async def test_a_role_that_never_announces_is_named_with_the_announce_bound(
     ]
     wait = 0.5
     result = await launch(specs, deadline=FAST.deadline, announce_wait=wait)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert failure.role == 0
     bound = announce_bound(wait, 2, _cores())
@@ -297,7 +297,7 @@ async def test_a_failure_after_the_commit_point_stops_no_other_role(
         ),
     ]
     result = await launch(specs, deadline=FAST.deadline, committed=lambda: committed)
-    assert result.first_failure is not None and result.first_failure.role == 0
+    assert result.first_to_fail is not None and result.first_to_fail.role == 0
     assert result.outcomes[1].killed is not committed
     assert done.exists() is committed
     assert result.outcomes[1].returncode == (0 if committed else -signal.SIGKILL)

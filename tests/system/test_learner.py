@@ -131,7 +131,7 @@ MAIN_JOB_DIGEST = "3c30813ae4ca7e663b05202ddbcf301645df250c7079485f7e5d537d02876
 async def _distributed(plan: Plan, directory: Path) -> set[str]:
     run = CompiledRun(plan, directory)
     result = await run.launch()
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     return {report["digests"]["w"] for report in run.found_reports().values()}
 
 
@@ -211,9 +211,9 @@ async def test_a_gpu_role_without_a_gpu_fails_and_never_falls_back(tmp_path: Pat
         pytest.skip("this machine has a GPU; scripts/gpu_check.py covers the GPU run")
     plan = parse_plan(GPU_PLAN.replace("KIND", "mlp"))
     result = await CompiledRun(plan, tmp_path).launch()
-    assert result.first_failure is not None
-    assert result.first_failure.role == 1
-    assert "GpuUnavailable" in result.first_failure.cause
+    assert result.first_to_fail is not None
+    assert result.first_to_fail.role == 1
+    assert "GpuUnavailable" in result.first_to_fail.cause
     assert not list((tmp_path / "reports").glob("*.json")), "no role commits anything"
     del why
 
@@ -319,8 +319,8 @@ async def test_a_participant_killed_mid_training_aborts_every_role_and_commits_n
         result = await run.launch(fail_fast=False)
     assert result.outcomes[victim].returncode == -signal.SIGKILL
     # The launcher names the killed role first, from its exit status.
-    assert result.first_failure is not None and result.first_failure.role == victim
-    assert "killed by SIGKILL" in result.first_failure.cause
+    assert result.first_to_fail is not None and result.first_to_fail.role == victim
+    assert "killed by SIGKILL" in result.first_to_fail.cause
     causes = {}
     for role, outcome in result.outcomes.items():
         if role != victim:

@@ -103,7 +103,7 @@ async def test_an_unexpected_exception_is_one_line_and_the_launcher_reports_it(
     run = CompiledRun.exchange(tmp_path, TREE, budgets=BUDGETS)
     staged = _broken_report(run, 1)
     result = await run.launch(warm=True)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None and failure.role == 1, result.outcomes
     one_line = (
         f"role 1: failed: IsADirectoryError: [Errno 21] Is a directory: '{staged}' (not one of "

@@ -67,7 +67,7 @@ async def test_a_warm_run_is_the_same_run_and_each_participant_shows_its_artifac
         parents[role] = _parent(pid)
 
     result = await run.launch(warm=True, on_announce=look)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     # Forked by one warm starter, not by this process.
     assert len(set(parents.values())) == 1 and os.getpid() not in parents.values()
     _, reports = committed_reports(run.reports, run.plan.tree.children)
@@ -89,7 +89,7 @@ async def test_a_warm_role_killed_mid_run_is_named_and_nothing_is_committed(
         nursery.start_soon(kill_role_2)
         result = await run.launch(warm=True)
         nursery.cancel_scope.cancel()
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None and failure.role == 2
     assert failure.cause == f"role 2 was killed by SIGKILL; its log: {run.log_path(2)}"
     assert result.outcomes[2].returncode == -signal.SIGKILL
@@ -113,7 +113,7 @@ async def test_the_warm_starter_killed_mid_run_stops_every_role_and_commits_noth
         nursery.start_soon(kill_the_starter)
         result = await run.launch(warm=True)
         nursery.cancel_scope.cancel()
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert type(failure.error) is WarmStarterLost
     assert failure.cause.startswith(
@@ -140,7 +140,7 @@ async def test_with_a_blas_thread_the_starter_stays_out_and_every_role_starts_co
         parents[role] = _parent(await pid_running(run.specs[role].argv[-1]))
 
     result = await run.launch(warm=True, on_announce=look)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert set(parents.values()) == {os.getpid()}
     assert children_of(os.getpid()) == []
 

@@ -121,7 +121,7 @@ def patient(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _cold_parents(run: CompiledRun, result: LaunchResult) -> None:
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert (run.reports / COMMIT_NAME).exists()
 
 
@@ -139,7 +139,7 @@ async def test_a_starter_killed_before_it_is_ready_is_named_and_every_role_start
         parents[role] = parent_of(await pid_running(run.specs[role].argv[-1]))
 
     result, starter = await _launch_signalling_the_starter(run, signal.SIGKILL, look)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert result.notes == [
         f"WarmStarterLost: the warm starter (pid {starter}) was killed by SIGKILL before it "
         "was ready; every role starts in an interpreter of its own instead, as with --cold; "
@@ -156,7 +156,7 @@ async def test_a_starter_stopped_before_it_is_ready_is_killed_and_every_role_sta
     monkeypatch.setenv(FAILPOINTS_ENV, "warm.ready@0")
     run = _exchange(tmp_path)
     result, starter = await _launch_leaving_it_stopped(run)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     (note,) = result.notes
     assert note.startswith(
         f"WarmStarterStalled: the warm starter (pid {starter}) was stopped (SIGSTOP or another "
@@ -175,7 +175,7 @@ async def test_a_starter_killed_while_forking_fails_the_run_naming_it(
     monkeypatch.setenv(FAILPOINTS_ENV, "warm.forking@2")
     run = _exchange(tmp_path)
     result, starter = await _launch_killing_the_starter(run)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert type(failure.error) is WarmStarterLost
     assert failure.cause.startswith(
@@ -196,7 +196,7 @@ async def test_a_starter_stopped_while_forking_is_killed_and_the_run_fails_namin
     monkeypatch.setenv(FAILPOINTS_ENV, "warm.forking@2")
     run = _exchange(tmp_path)
     result, starter = await _launch_leaving_it_stopped(run)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert type(failure.error) is WarmStarterStalled
     assert failure.cause.startswith(
@@ -238,7 +238,7 @@ async def test_a_starter_stopped_mid_run_is_named_once_its_roles_end_and_nothing
         result = await run.launch(warm=True)
         nursery.cancel_scope.cancel()
     (starter,) = stopped
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None
     assert type(failure.error) is WarmStarterStalled
     assert failure.cause.startswith(
@@ -260,7 +260,7 @@ async def test_a_starter_killed_after_the_last_role_leaves_the_result_with_a_not
     monkeypatch.setenv(FAILPOINTS_ENV, "warm.closing@0")
     run = _exchange(tmp_path)
     result, starter = await _launch_killing_the_starter(run)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert result.notes == [
         f"WarmStarterLost: the warm starter (pid {starter}) was killed by SIGKILL after every "
         "role it started had ended; every role's outcome was known by then, so the run's "
@@ -276,7 +276,7 @@ async def test_a_starter_stopped_after_the_last_role_is_killed_with_a_note(
     monkeypatch.setenv(FAILPOINTS_ENV, "warm.closing@0")
     run = _exchange(tmp_path)
     result, starter = await _launch_leaving_it_stopped(run)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     (note,) = result.notes
     assert note.startswith(
         f"WarmStarterStalled: the warm starter (pid {starter}) was stopped (SIGSTOP or another "
@@ -386,7 +386,7 @@ async def test_a_start_that_fails_is_the_runs_named_failure_not_a_traceback(
     async with trio.open_nursery() as nursery:
         await state.start(run.specs[1], nursery, ANNOUNCE_WAIT, None)
     await state.reap()
-    failure = state.result.first_failure
+    failure = state.result.first_to_fail
     assert failure is not None
     if kind is _CannotStart:
         assert failure.role == 1
@@ -413,7 +413,7 @@ async def test_a_starter_stopped_before_it_is_ready_and_continued_serves_the_lau
         parents[role] = parent_of(await pid_running(run.specs[role].argv[-1]))
 
     result, starter = await _launch_signalling_the_starter(run, signal.SIGCONT, look)
-    assert result.ok, result.first_failure
+    assert result.ok, result.first_to_fail
     assert result.notes == []
     assert set(parents.values()) == {starter}, "every role forked by the starter"
     _nothing_left(run, starter)
@@ -477,7 +477,7 @@ async def test_a_child_forked_just_before_the_starter_dies_never_runs(
     monkeypatch.setenv("ALPHA_TEST_MARK", str(tmp_path))
     run = _exchange(tmp_path)
     result, starter = await _launch_killing_the_starter(run)
-    failure = result.first_failure
+    failure = result.first_to_fail
     assert failure is not None and type(failure.error) is WarmStarterLost
     while [pid for pid in _marked(str(tmp_path)) if state_of(pid) not in ("", "Z")]:
         await trio.sleep(EXEC_POLL)  # left alone, role 1 would stop on LauncherLost

@@ -1,0 +1,21 @@
+"""The environment an artifact's participant reads, in one place: imported by the entry
+before numpy or trio (so it imports nothing), by the participant, and by the warm starter,
+which prepares its interpreter as a participant's."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["BLAS_THREADS", "TRACEBACK_ENV"]
+
+TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
+"""Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
+traceback on stderr before its one-line cause (for debugging; ``docs/launch.md``)."""
+
+BLAS_THREADS: Final = ("OPENBLAS_NUM_THREADS", "1")
+"""The environment variable, and its value, that gives numpy's BLAS one thread in a
+participant, set before numpy is imported unless the environment sets it already. A
+participant computes without BLAS (contract arithmetic in explicit loops, docs/learner.md), yet
+OpenBLAS starts a thread per core when numpy is imported, and they spin a while: about 0.1 s
+of CPU at every start here, a quarter of a participant's start-up, paid by every role of a run
+that starts them all at once on a few cores."""
