@@ -53,9 +53,7 @@ The rules, each with its own message (one line per violation, importer and impor
     count imports, what importing a module runs: the loader's hand-off by name is a call its
     ``main()`` makes when an artifact runs, not an import, so the toolchain's import of the
     loader (for its reader) does not stand on the participant. And ``circle``: at most one
-    import circle, inside artifact/ only. While the floors are in
-    ``KNOWN``, ``KNOWN_FLOORS`` holds their count: the chain may not grow, and a cut is written
-    down.
+    import circle, inside artifact/ only.
 (j) ``concrete``: inside alpha, a module imports the module a name lives in
     (``from alpha.core.membership import ...``), never a folder's face, its own included: a face
     is for harness/, gates/, bench/ and users, and importing one from inside deepens the graph
@@ -140,22 +138,10 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 USERS = ("harness", "gates", "bench")
 
 MAX_FLOORS = 12
-# While ("alpha", "floors") is in KNOWN: the floors that stand, so that the chain cannot grow
-# meanwhile, and each cut is written down.
-KNOWN_FLOORS = 14
 
 # (importer, imported): why it is still here. ("alpha", "floors") stands for the floor count,
 # ("alpha", "circles") for a circle outside artifact/ or a second one.
-KNOWN: dict[tuple[str, str], str] = {
-    ("alpha", "floors"): (
-        "KNOWN_FLOORS, 18 at the move (3da7aa9): alpha.__main__ -> app.cli -> launch.remote -> "
-        "launch.launcher -> artifact.verified -> artifact.run_json -> [the artifact circle] -> "
-        "artifact.participant -> runtime.session -> runtime.endpoint -> runtime.channel -> "
-        "wire.frame -> core.identity -> core._digests -> core.topology -> core.membership -> "
-        "errors -> exitcodes; the identity split, the launcher's concrete imports and the cli "
-        "split (issue 23) are cutting it to 12"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -533,13 +519,6 @@ def graph_rules(pkg: Package) -> Iterator[Violation]:
             f"floors: the longest chain of run-time imports is {len(chain)} floors, more than "
             f"{MAX_FLOORS}: {' -> '.join(chain)}",
         )
-        if (PACKAGE, "floors") in KNOWN and len(chain) != KNOWN_FLOORS:
-            yield Violation(
-                PACKAGE,
-                "known floors",
-                f"floors: KNOWN lets {KNOWN_FLOORS} floors stand and the chain is {len(chain)}: "
-                + ("cut it back" if len(chain) > KNOWN_FLOORS else "lower KNOWN_FLOORS to it"),
-            )
     loops = [c for c in circles(pkg) if len(c) > 1]
     for n, loop in enumerate(loops):
         inside = all(pkg.folder(m) == "artifact" for m in loop)

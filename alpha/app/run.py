@@ -57,9 +57,8 @@ from alpha.learner.saving import (
     check_fits,
     identity_changes,
     segment_record,
-    state_specs,
 )
-from alpha.learner.state import LearnerState
+from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.folder import REPORTS_DIR
 from alpha.records.progress import RoundRecord, progress_path

@@ -37,8 +37,7 @@ from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
-from alpha.learner.saving import state_specs
-from alpha.learner.state import LearnerSetup, LearnerState
+from alpha.learner.state import LearnerSetup, LearnerState, state_specs
 from alpha.schedule.learner_regions import CONTRIBUTIONS as C
 from alpha.schedule.learner_regions import GRADIENT as G
 from alpha.schedule.learner_regions import PARAMETERS as W

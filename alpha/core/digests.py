@@ -20,8 +20,7 @@ from numpy.typing import NDArray
 
 from alpha.checked import int_in
 from alpha.core.identity import IDENTITY_PART_SIZE, RunIdentity
-from alpha.core.membership import ParticipantGroup
-from alpha.core.topology import MAX_ROLES
+from alpha.core.membership import MAX_ROLES, ParticipantGroup
 from alpha.errors import ContractInvalid, LearnerInputInvalid
 
 __all__ = [

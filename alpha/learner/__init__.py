@@ -75,7 +75,6 @@ if TYPE_CHECKING:
         load_start,
         segment_record,
         state_arrays,
-        state_specs,
     )
     from alpha.learner.state import (
         LOGICAL_FANOUT,
@@ -84,6 +83,7 @@ if TYPE_CHECKING:
         logical_tree,
         owned,
         split_of,
+        state_specs,
     )
 
 __all__ = [
@@ -218,9 +218,9 @@ __getattr__, __dir__ = lazy(
             "load_start",
             "segment_record",
             "state_arrays",
-            "state_specs",
         ),
         "alpha.learner.state": (
+            "state_specs",
             "LOGICAL_FANOUT",
             "LearnerSetup",
             "LearnerState",

@@ -35,7 +35,7 @@ from alpha.checkpoint.store import (
 from alpha.errors import LearnerStateInvalid
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
-from alpha.learner.state import LearnerState
+from alpha.learner.state import LearnerState, state_specs
 from alpha.schedule.learner_regions import PARAMETERS as LEARNER_PARAMETERS
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "load_start",
     "segment_record",
     "state_arrays",
-    "state_specs",
 ]
 
 PARAMETERS: Final = LEARNER_PARAMETERS
@@ -79,15 +78,6 @@ class SegmentIO:
             "keep": self.keep,
             "record": self.record,
         }
-
-
-def state_specs(state: LearnerState) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Every array of the learner's state: name -> (shape, dtype)."""
-    dtype = state.model.dtype
-    specs: dict[str, tuple[tuple[int, ...], str]] = {PARAMETERS: ((state.model.size,), dtype)}
-    for name, length in state.optimizer.state_layout(state.model.size):
-        specs[name] = ((length,), dtype)
-    return specs
 
 
 def state_arrays(

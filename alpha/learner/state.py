@@ -37,6 +37,7 @@ from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
 from alpha.records.progress import RecordWriter, RoundRecord
+from alpha.schedule.learner_regions import PARAMETERS
 
 __all__ = [
     "LOGICAL_FANOUT",
@@ -45,6 +46,7 @@ __all__ = [
     "logical_tree",
     "owned",
     "split_of",
+    "state_specs",
 ]
 
 
@@ -320,3 +322,13 @@ class LearnerState:
                 with contextlib.suppress(OSError):  # what it has not flushed is lost anyway
                     self._progress.close()
                 self._progress = None
+
+
+def state_specs(state: LearnerState) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every array of the learner's state: name -> (shape, dtype): what a checkpoint holds of it
+    (``alpha.learner.saving``) and what the compiler sizes (``docs/checkpoints.md``)."""
+    dtype = state.model.dtype
+    specs: dict[str, tuple[tuple[int, ...], str]] = {PARAMETERS: ((state.model.size,), dtype)}
+    for name, length in state.optimizer.state_layout(state.model.size):
+        specs[name] = ((length,), dtype)
+    return specs
