@@ -1,5 +1,7 @@
-"""The command line: the parser (``alpha``) and one module per command: compile, run (with its
-progress lines) and the plots of a finished run.
+"""The command line: the parser and its dispatch (``cli``), and one module per command:
+``describe``, ``run`` (and ``replicate``), ``compile``, ``launch_command``, ``exchange``,
+``checkpoint_command`` and ``observe``; the live display of a run (``display``) and the plots of a
+finished one (``plot``).
 """
 
 from typing import TYPE_CHECKING

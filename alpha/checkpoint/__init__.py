@@ -1,5 +1,8 @@
-"""Checkpoints on disk: a generation's shards written and sealed, published by moving one pointer,
-pruned, and opened again to resume on any number of roles (``docs/checkpoints.md``).
+"""Checkpoints: the format ``alpha-checkpoint/2`` as names and bytes (``manifest``: generation
+names and seals, owner ranges, each manifest's and the pointer's encoding and checks; it opens no
+file), apart from the files (``store``: shards written and fsynced, a generation sealed and
+published by moving one pointer, the folder's lock, pruning, and opening again to resume on any
+number of roles, ``docs/checkpoints.md``).
 """
 
 from typing import TYPE_CHECKING

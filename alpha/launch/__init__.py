@@ -1,6 +1,8 @@
-"""Starting a run: the launcher starts every role in role order and only relays port
-announcements, warm starts keep a started interpreter ready for the next role, a deployment
-places roles on hosts, and the remote transport reaches them over OpenSSH.
+"""Starting a run: the launcher starts every role and only relays port announcements
+(``launcher``), a pure ledger keeps each role's outcome and names the first to fail (``outcome``),
+one reader of ``/proc/PID/stat`` tells a stopped or dying process (``proc``), warm starts keep an
+interpreter ready to fork the next role (``warm``, ``warm_server``), a deployment places roles on
+hosts (``deploy``), and the remote transport reaches them over OpenSSH (``remote``).
 """
 
 from typing import TYPE_CHECKING

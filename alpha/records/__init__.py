@@ -1,5 +1,7 @@
-"""The run folder's records: the commit record the roles agree on, and the progress records role
-0 writes after each round and the launcher reads as they come (``docs/progress.md``).
+"""The run folder's records: the folder's one map of names (``folder``), the commit record the
+roles agree on (``commit``), the reports folder read against it (``reports``), and the progress
+records role 0 writes after each round and the launcher reads as they come (``progress``,
+``docs/progress.md``).
 """
 
 from typing import TYPE_CHECKING

@@ -1,7 +1,10 @@
-"""One participant process, trio at the edges: endpoints establish a role's edges, frame channels
-move frames through the sans-IO codec, the interpreter runs the local schedule, and a session
-runs one participant's work under its budgets. It never imports the compiler: what it runs is
-data the compiler wrote.
+"""One participant process, trio at the edges: endpoints establish a role's edges
+(``endpoint``), one object per edge makes every spec and slot of its frames (``edge``), frame
+channels move frames through the sans-IO codec (``channel``), the interpreter runs the local
+schedule (``interpreter``), a session runs one participant's work under its budgets
+(``session``), the completion commits or aborts the run (``completion``), and the first cause of a
+failure is found once (``cause``). It never imports the compiler: what it runs is data the
+compiler wrote.
 """
 
 from typing import TYPE_CHECKING

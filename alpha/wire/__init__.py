@@ -1,6 +1,9 @@
-"""What travels between roles: the frame layout, with every frame kind's fields (a receiver
-derives the header it expects and compares it byte for byte, ``docs/frames.md``), and the abort
-cause a refused round sends to every peer it can reach.
+"""What travels between roles: the frame layout with one table of every frame kind's slot and
+extent (``frame``: a receiver derives the header it expects and compares it byte for byte,
+``docs/frames.md``), the send side (``send``) and the receive side with its refusals
+(``receive``), the abort cause a refused round sends to every peer it can reach (``abort``), and
+the lines between the launcher and a participant (``console``: announced ports, the failure
+clock, the failure line).
 
 Pure code over bytes; the runtime moves them.
 """
