@@ -39,7 +39,7 @@ from alpha.app import compile_plan
 from alpha.artifact import BLAS_THREADS
 from alpha.compiler import exchange_plan
 from alpha.core import Budgets, RunIdentity
-from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.launch import LaunchResult, launch, launch_specs, read_stat
 from alpha.records import committed_reports
 from alpha.runtime import FrameChannel
 from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
@@ -101,11 +101,10 @@ def _children_pss() -> int:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as file:
-                parents[int(entry)] = int(file.read().rpartition(b")")[2].split()[1])
-        except (OSError, IndexError, ValueError):
+        stat = read_stat(entry)
+        if stat is None:
             continue  # it exited meanwhile
+        parents[int(entry)] = stat.ppid
     below = {os.getpid()}
     grew = True
     while grew:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from alpha.records import LOGS_DIR, log_name
 from gates.catalogue import Gate, Scenario, scenario_plan
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def _enospc(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]
         if "--resume " not in said.cause:
             problems.append("the run's cause gives no --resume to go on with")
         for role in gate.at:
-            log = run / "logs" / f"role-{role:06d}.log"
+            log = run / LOGS_DIR / log_name(role)
             text = log.read_text(errors="replace") if log.exists() else ""
             if "Traceback" in text or "+----" in text:
                 problems.append(f"role {role} died with a traceback")

@@ -12,6 +12,7 @@ from alpha.artifact import artifact_name, read_artifact
 from alpha.compiler import Plan, exchange_plan
 from alpha.core import Budgets, ParticipantTree
 from alpha.launch import LaunchResult, launch, launch_specs
+from alpha.records import LOGS_DIR, REPORTS_DIR, log_name
 from alpha.schedule import RoleDescription
 
 __all__ = ["CompiledRun"]
@@ -33,7 +34,7 @@ class CompiledRun:
         self.plan = plan
         self.folder = folder
         compile_plan(plan, folder, range(plan.participants))
-        self.reports = folder / "reports"
+        self.reports = folder / REPORTS_DIR
         self.specs, self.deadline = launch_specs(folder)
 
     @classmethod
@@ -70,7 +71,7 @@ class CompiledRun:
 
     def log_path(self, role: int) -> Path:
         """Where ``role``'s stderr goes (the path its failure cause names)."""
-        return self.folder / "logs" / f"role-{role:06d}.log"
+        return self.folder / LOGS_DIR / log_name(role)
 
     def log(self, role: int) -> str:
         """What ``role`` wrote to its log (its stderr)."""

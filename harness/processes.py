@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from alpha.launch import read_stat
+
 if TYPE_CHECKING:
     from alpha.launch import LaunchResult, RoleOutcome
 
@@ -66,13 +68,10 @@ async def pid_running(argument: str | Path) -> int:
 
 def _stat(pid: int | str) -> list[str] | None:
     """The fields of ``/proc/PID/stat`` after the parenthesised command name (the state
-    first, then the parent pid), or None once the process is gone. The name may hold spaces
-    and parentheses: the fields start after its last ``)``."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()
+    first, then the parent pid), or None once the process is gone: alpha's one reader of it
+    (``alpha.launch.read_stat``)."""
+    stat = read_stat(pid)
+    return None if stat is None else list(stat.fields)
 
 
 def parent_of(pid: int) -> int | None:

@@ -20,15 +20,12 @@ from pathlib import Path
 import trio
 
 from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
-from alpha.records import COMMIT_NAME
+from alpha.records import COMMIT_NAME, LOGS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
+from alpha.wire import failure_of
 from harness.processes import running
 from harness.relay import Fault, Relay
 
 __all__ = ["STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
-
-#: The text after ``failed:`` on a participant's failure line (``alpha.artifact.participant`` writes
-#: ``role N: failed: CLASS: MESSAGE``).
-_FAILED = ": failed: "
 
 #: How ``alpha.errors.RoundAborted`` names the original cause in its message: ``the run was
 #: aborted by role ORIGIN (relayed by role PEER): CLASS``; the relay part only when relayed.
@@ -67,7 +64,7 @@ class Outcome:
     signalled_at: float | None = None  # time.monotonic() just before the interrupt's signal
 
     def log(self, role: int) -> str:
-        return (self.folder / "logs" / f"role-{role:06d}.log").read_text(errors="replace")
+        return (self.folder / LOGS_DIR / log_name(role)).read_text(errors="replace")
 
     def failure(self, role: int) -> str:
         """The role's last failure line after ``failed:`` (``CLASS: MESSAGE``), or "" when
@@ -76,8 +73,7 @@ class Outcome:
             text = self.log(role)
         except FileNotFoundError:
             return ""
-        lines = [line for line in text.splitlines() if _FAILED in line]
-        return lines[-1].split(_FAILED, 1)[1] if lines else ""
+        return failure_of(text)
 
     def cause(self, role: int) -> str:
         """The class named on the role's failure line, or "" when it logged none."""
@@ -99,10 +95,10 @@ class Outcome:
         return None if found is None else found[1]
 
     def committed(self) -> bool:
-        return (self.folder / "reports" / COMMIT_NAME).exists()
+        return (self.folder / REPORTS_DIR / COMMIT_NAME).exists()
 
     def final_reports(self) -> list[Path]:
-        return sorted((self.folder / "reports").glob("role-*.json"))
+        return sorted((self.folder / REPORTS_DIR).glob(REPORT_GLOB))
 
     def staged_reports(self) -> list[Path]:
         """Reports left staged in the run folder (a role that ended keeps none)."""

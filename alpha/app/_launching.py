@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from alpha.app._options import print_json
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
+from alpha.records.folder import LOGS_DIR
 
 if TYPE_CHECKING:
     from alpha.launch.launcher import LaunchSpec, RouteHook
@@ -80,7 +81,7 @@ def launch_folder(
                 if failure is None
                 else {"role": failure.role, "cause": failure.cause},
                 "signal": None if result.signal is None else signal.Signals(result.signal).name,
-                "logs": str(directory / "logs"),
+                "logs": str(directory / LOGS_DIR),
                 "notes": result.notes,
             }
         )

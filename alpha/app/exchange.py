@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from alpha.core.topology import ParticipantTree
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.files import hold_folder, output_folder
+from alpha.records.folder import REPORTS_DIR
 
 if TYPE_CHECKING:
     from alpha.compiler.plan import Plan
@@ -48,7 +49,7 @@ def _exchange_in(
     from alpha.launch.launcher import launch_specs
     from alpha.records.reports import clear_reports, committed_reports
 
-    reports = output_folder(directory / "reports")
+    reports = output_folder(directory / REPORTS_DIR)
     clear_reports(reports)
     compile_plan(plan, directory, range(plan.participants))
     edges = tree.n - 1

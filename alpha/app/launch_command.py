@@ -14,6 +14,7 @@ from alpha.app._launching import launch_folder
 from alpha.app._options import interpreters
 from alpha.errors import UsageError
 from alpha.files import hold_folder
+from alpha.records.folder import LOGS_DIR
 
 __all__ = ["launch_command"]
 
@@ -68,7 +69,7 @@ def _launch_dir(
     print(f"launch: copying {len(local)} artifact(s) to their nodes", file=sys.stderr)
     stage_artifacts(local, deployment, ssh_options)
     specs, deadline = deploy_specs(directory, deployment, interpreters, ssh_options)
-    logs = directory / "logs"
+    logs = directory / LOGS_DIR
     logs.mkdir(exist_ok=True)
     tunnels = Tunnels(deployment, logs, ssh_options)
     return launch_folder(

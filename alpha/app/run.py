@@ -60,7 +60,7 @@ from alpha.learner.saving import (
 )
 from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
-from alpha.records.folder import REPORTS_DIR
+from alpha.records.folder import LOGS_DIR, REPORTS_DIR, log_name
 from alpha.records.progress import RoundRecord, progress_path
 from alpha.records.reports import clear_reports, committed_reports
 
@@ -343,7 +343,7 @@ def _run_plan(
             print(f"run: checkpoint {previous.path.name} published (round {segment.end})", file=out)
             # Old generations go once a newer one is published; a removal that failed is
             # reported on role 0's log, and here.
-            log = (directory / "logs" / "role-000000.log").read_text(errors="replace")
+            log = (directory / LOGS_DIR / log_name(0)).read_text(errors="replace")
             for line in log.splitlines():
                 if ": checkpoint: " in line:
                     print(f"run: {line.split(': ', 1)[1]}", file=out)
@@ -588,7 +588,7 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
         "signal": None if summary.signal is None else signal.Signals(summary.signal).name,
         "loss_png": None if summary.curve is None else str(summary.curve),
         "history_csv": None if summary.csv is None else str(summary.csv),
-        "logs": str(folder / "logs"),
+        "logs": str(folder / LOGS_DIR),
     }
 
 

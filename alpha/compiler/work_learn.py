@@ -30,8 +30,9 @@ from alpha.compiler.forms import (
     Targets,
     Transfer,
 )
-from alpha.compiler.plan import TARGETS, LearnerSpec, Plan
+from alpha.compiler.plan import LearnerSpec, Plan
 from alpha.core.digests import learner_digest
+from alpha.core.targets import HOSTS
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits, load_digits
@@ -60,8 +61,6 @@ __all__ = [
 LEARNER_PROGRAM: Final = "alpha.digits-sgd/1"
 """The learner digest's program name: a change of the learner's meaning changes this."""
 
-_HOSTS: Final = frozenset(TARGETS)
-
 _KERNELS: Final = ("contribute",)
 """The learner operations that have GPU kernels (for the MLP only); the others are staged."""
 
@@ -72,7 +71,7 @@ the GPU role's host, which stages the contribution and uploads the parameters ag
 model has no kernels, so binding it a GPU is a compile error naming ``contribute``: never a
 silent fallback to the host."""
 
-_STAGED: Final = _HOSTS | {GPU_TARGET}
+_STAGED: Final = HOSTS | {GPU_TARGET}
 
 
 def model_of(plan: Plan) -> Model:
@@ -117,7 +116,7 @@ def learner_setup(plan: Plan) -> LearnerSetup:
 def learner_operations(model: Model) -> dict[str, Operation]:
     """The learner's operations (implemented in ``alpha.schedule.operations``) and where each is
     realized, for ``model``."""
-    kernels = _STAGED if model.hidden is not None else _HOSTS
+    kernels = _STAGED if model.hidden is not None else HOSTS
     return {
         name: Operation(name, "local", kernels if name in _KERNELS else _STAGED)
         for name in LEARNER_OPS

@@ -27,9 +27,10 @@ from alpha.compiler.forms import (
     Seq,
     Targets,
 )
-from alpha.compiler.plan import TARGETS, Plan, parse_plan
+from alpha.compiler.plan import Plan, parse_plan
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.core.digests import learner_digest
+from alpha.core.targets import HOSTS
 from alpha.errors import PlanInvalid
 from alpha.learner.data import Digits
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS
@@ -45,11 +46,9 @@ __all__ = [
 SUM_CHECK_PROGRAM: Final = "alpha.sum-check/1"
 """The learner digest's program name for the sum check: a change of its meaning changes this."""
 
-_HOSTS: Final = frozenset(TARGETS)
-
 SUM_CHECK_OPERATIONS: Final = {
-    **{name: Operation(name, "local", _HOSTS) for name in SUM_CHECK_OPS},
-    **{name: Operation(name, "selector", _HOSTS) for name in SELECTORS},
+    **{name: Operation(name, "local", HOSTS) for name in SUM_CHECK_OPS},
+    **{name: Operation(name, "selector", HOSTS) for name in SELECTORS},
 }
 """Every local operation and selector the sum check may name, with the targets that realize
 it: the names are those implemented in ``alpha.schedule.operations``, every one realized on

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         parse_group,
     )
     from alpha.core.targets import (
+        HOSTS,
         TARGETS,
     )
     from alpha.core.topology import (
@@ -86,6 +87,7 @@ __all__ = [
     "DIGEST_DOMAIN",
     "DIGEST_SIZE",
     "DTYPES",
+    "HOSTS",
     "IDENTITY_PARTS",
     "IDENTITY_PART_SIZE",
     "IDENTITY_SIZE",
@@ -187,7 +189,10 @@ __getattr__, __dir__ = lazy(
             "MAX_NUMBER_DIGITS",
             "parse_group",
         ),
-        "alpha.core.targets": ("TARGETS",),
+        "alpha.core.targets": (
+            "HOSTS",
+            "TARGETS",
+        ),
         "alpha.core.topology": (
             "ParticipantTree",
             "certify_cover",
