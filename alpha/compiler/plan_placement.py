@@ -11,6 +11,7 @@ from typing import Final
 
 from alpha.checked import int_in
 from alpha.compiler._fields import Table, ipv4, one_of, refuse_unknown, shown, table_at
+from alpha.core.targets import TARGETS  # the machine targets; the first is the default
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
 from alpha.schedule.role import DEFAULT_ADDRESS
@@ -26,10 +27,6 @@ __all__ = [
     "read_gpu",
     "read_targets",
 ]
-
-#: The machine targets a role's artifact can be built for (see DESIGN, "AArch64 is real
-#: emulation"); the first is the default.
-TARGETS: Final = ("x86_64", "aarch64")
 
 #: A GPU UUID as nvidia-smi prints it is 40 characters (``GPU-`` and 36 of hex and dashes); 64
 #: leaves room for other vendors' forms and keeps a pasted log line from passing as one.
