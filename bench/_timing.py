@@ -1,4 +1,5 @@
-"""Shared timing helpers for the benchmarks: one way to take a median."""
+"""Shared helpers for the benchmarks: one way to take a median, and the one run identity the
+frame benchmarks stamp on their frames."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+
+from alpha.core import RunIdentity
+
+IDENTITY = RunIdentity(learner=bytes(32), contract=bytes(32), membership=bytes(32))
+"""A run identity for frames that no run checks but the benchmark's own two ends."""
 
 
 def median_seconds(work: Callable[[], object], *, repeat: int, warmup: int = 1) -> float:

@@ -38,12 +38,12 @@ import trio
 from alpha.app import compile_plan
 from alpha.artifact import BLAS_THREADS
 from alpha.compiler import exchange_plan
-from alpha.core import Budgets, RunIdentity
+from alpha.core import Budgets
 from alpha.launch import LaunchResult, launch, launch_specs, read_stat
 from alpha.records import committed_reports
 from alpha.runtime import FrameChannel
 from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from bench._timing import median_seconds, rate
+from bench._timing import IDENTITY, median_seconds, rate
 
 NAME = "endpoints"
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,6 @@ MIB = 1 << 20
 PAYLOADS = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
 BATCH_BYTES = 128 * MIB  # payload bytes per timed batch (at least MIN_FRAMES frames)
 MIN_FRAMES = 4
-IDENTITY = RunIdentity(learner=bytes(32), contract=bytes(32), membership=bytes(32))
 MODES = ("plain", "sha256", "alpha")
 CHILD_WAIT = 60.0  # seconds to wait for the sender child to connect or to exit
 _CHILD = "import sys; from bench.endpoints import sender_main; sys.exit(sender_main(sys.argv[1:]))"

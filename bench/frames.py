@@ -12,16 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 
-from alpha.core import RunIdentity
 from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
-from bench._timing import median_seconds, peak_bytes, rate
+from bench._timing import IDENTITY, median_seconds, peak_bytes, rate
 
 Pieces = tuple[bytes, memoryview, bytes]
 
 NAME = "frames"
 MIB = 1 << 20
 SIZES = (1 * MIB, 16 * MIB, 64 * MIB)
-IDENTITY = RunIdentity(learner=bytes(32), contract=bytes(32), membership=bytes(32))
 
 
 def run(repeat: int) -> str:

@@ -15,13 +15,13 @@ import time
 
 import trio
 
-from alpha.core import Budgets, RunIdentity
+from alpha.core import Budgets
 from alpha.runtime import FrameChannel
 from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from bench._timing import IDENTITY
 
 NAME = "watch"
 
-_IDENTITY = RunIdentity(learner=b"l" * 32, contract=b"c" * 32, membership=b"m" * 32)
 _SIZES = (1024, 1 << 20)
 _FRAMES = {1024: 2000, 1 << 20: 100}
 
@@ -34,16 +34,16 @@ async def _pair() -> tuple[FrameChannel, FrameChannel]:
     await listeners[0].aclose()
     budgets = Budgets(receive=60.0)
     return (
-        FrameChannel(server, role=0, peer=1, budgets=budgets, identity=_IDENTITY),
-        FrameChannel(client, role=1, peer=0, budgets=budgets, identity=_IDENTITY),
+        FrameChannel(server, role=0, peer=1, budgets=budgets, identity=IDENTITY),
+        FrameChannel(client, role=1, peer=0, budgets=budgets, identity=IDENTITY),
     )
 
 
 async def _ping_pong(size: int, frames: int, watched: bool) -> float:
     """Seconds per round trip of one frame each way."""
     low, high = await _pair()
-    down = FrameSpec(_IDENTITY, FrameKind.DATA, 0, 1, 1, size)
-    up = FrameSpec(_IDENTITY, FrameKind.DATA, 1, 0, 1, size)
+    down = FrameSpec(IDENTITY, FrameKind.DATA, 0, 1, 1, size)
+    up = FrameSpec(IDENTITY, FrameKind.DATA, 1, 0, 1, size)
     payload = bytes(size)
 
     async def echo() -> None:
