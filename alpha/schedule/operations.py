@@ -49,7 +49,7 @@ Floats = npt.NDArray[np.floating]
 
 class Learner(Protocol):
     """What the learner's operations ask of a role's learner, by structure: the learner's
-    run-time half (``alpha.learner.program.LearnerState``) has these methods. The schedule is
+    run-time half (``alpha.learner.state.LearnerState``) has these methods. The schedule is
     below the learner, so it names what it calls without importing it, not even for types."""
 
     def init(self, w: Floats, /) -> None: ...
