@@ -220,13 +220,13 @@ __getattr__, __dir__ = lazy(
             "state_arrays",
         ),
         "alpha.learner.state": (
-            "state_specs",
             "LOGICAL_FANOUT",
             "LearnerSetup",
             "LearnerState",
             "logical_tree",
             "owned",
             "split_of",
+            "state_specs",
         ),
     },
 )
