@@ -15,6 +15,7 @@ reaches the user. Exit codes are documented in ``docs/exit-codes.md``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, NoReturn
@@ -44,7 +45,21 @@ __all__ = [
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line and a usage exit code."""
+    """An argparse parser whose errors are one line and a usage exit code, and whose unknown
+    word among choices (a command, ``WHAT``, ``ACTION``) is told the nearest one."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # The suggestion comes from the parser's own choices: no command's module is loaded.
+        if action.choices is None or value in action.choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        choices = [str(choice) for choice in action.choices]
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{hint} (choose from {', '.join(map(repr, choices))})",
+        )
 
     def error(self, message: str) -> NoReturn:
         # A subcommand names itself ("run: argument ..."); main() prefixes "alpha: error:".
