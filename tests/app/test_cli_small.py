@@ -39,3 +39,44 @@ def test_an_unknown_command_is_told_the_nearest_one(
 def test_a_word_near_no_command_gets_no_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
     line = _error(capsys, ["zzzz"])
     assert "invalid choice: 'zzzz'" in line and "did you mean" not in line
+
+
+def test_a_gate_pattern_chooses_every_gate_it_matches_once_in_catalogue_order() -> None:
+    from gates.catalogue import GATES
+    from gates.run import select
+
+    frames = [gate for gate in GATES if gate.family == "frames"]
+    assert len(frames) > 1 and select(["frames.*"], None) == frames
+    both = select(["connection.*", "*.late-peer", "frames.replay"], None)
+    assert both == [g for g in GATES if g.family == "connection" or g.name == "frames.replay"]
+    assert select(["frames.*"], (1, 2)) == frames[::2]
+
+
+def test_an_unknown_gate_or_pattern_is_named_with_the_nearest_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gates.run import select
+
+    with pytest.raises(KeyError) as info:
+        select(["frames.*", "frams.*"], None)
+    assert type(info.value) is KeyError
+    assert info.value.args[0] == (
+        "no gate matches the pattern 'frams.*' (`alpha observe gate --list` lists them); "
+        "did you mean 'frames.*'?"
+    )
+    assert _error(capsys, ["observe", "gate", "frames.replya"]) == (
+        "alpha: error: observe gate: no gate named 'frames.replya' (`alpha observe gate --list` "
+        "lists them); did you mean 'frames.replay'?"
+    )
+    assert _error(capsys, ["observe", "gate", "zzz*"]) == (
+        "alpha: error: observe gate: no gate matches the pattern 'zzz*' (`alpha observe gate "
+        "--list` lists them)"
+    )
+
+
+def test_the_list_shows_what_a_pattern_chooses(capsys: pytest.CaptureFixture[str]) -> None:
+    from gates.catalogue import GATES
+
+    assert main(["observe", "gate", "identity.*", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [gate.name for gate in GATES if gate.family == "identity"]
