@@ -283,7 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
     exchange.add_argument("n", type=nonnegative_int, metavar="N", help="number of roles")
     exchange.add_argument("fanout", type=nonnegative_int, metavar="F", help="fan-out")
     exchange.add_argument(
-        "--payload", type=nonnegative_int, default=4096, help="bytes each way per edge"
+        "--payload",
+        type=nonnegative_int,
+        default=4096,
+        metavar="BYTES",
+        help="bytes each way per edge (default %(default)s)",
     )
     add_output_option(exchange, default="runs/exchange-N-F")
     exchange.add_argument(

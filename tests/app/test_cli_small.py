@@ -4,10 +4,29 @@ by pattern, defaults and ``--json`` keys as the help and docs say, and a bad ``-
 
 from __future__ import annotations
 
+import argparse
+import re
+from pathlib import Path
+
 import pytest
 
-from alpha.app.cli import main
+from alpha.app.cli import build_parser, main
 from alpha.exitcodes import EXIT_USAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    """The parser of the command ``name``."""
+    parser = build_parser()
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = commands.choices[name]
+    return found
+
+
+def _option(parser: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    (action,) = (a for a in parser._actions if flag in a.option_strings)
+    return action
 
 
 def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -80,3 +99,17 @@ def test_the_list_shows_what_a_pattern_chooses(capsys: pytest.CaptureFixture[str
     assert main(["observe", "gate", "identity.*", "--list"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == [gate.name for gate in GATES if gate.family == "identity"]
+
+
+def test_the_exchange_payload_default_is_the_one_the_docs_and_help_give() -> None:
+    parser = _subparser("exchange")
+    default = _option(parser, "--payload").default
+    assert default == 4096  # what `alpha exchange N F` sends when given no --payload
+    assert f"(default {default})" in parser.format_help()
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    section = cli[cli.index("## `alpha exchange") :].split("\n## ")[0]
+    assert re.findall(r"each way per edge \(default (\d+)\)", section) == [str(default)]
+    launch = (ROOT / "docs" / "launch.md").read_text()
+    assert re.findall(r"`alpha exchange`'s default (\d+)", launch) == [str(default)]
+    readme = (ROOT / "README.md").read_text()
+    assert re.findall(r"a checked (\d+)-byte payload", readme) == [str(default)]
