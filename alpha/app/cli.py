@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a learn plan in one process; print the final parameter digest",
     )
     replicate.add_argument("plan", metavar="PLAN")
-    add_json_option(replicate, "the digest, rounds and history")
+    add_json_option(replicate, "plan, digest, rounds (done) and diverged_at")
     replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(

@@ -113,3 +113,19 @@ def test_the_exchange_payload_default_is_the_one_the_docs_and_help_give() -> Non
     assert re.findall(r"`alpha exchange`'s default (\d+)", launch) == [str(default)]
     readme = (ROOT / "README.md").read_text()
     assert re.findall(r"a checked (\d+)-byte payload", readme) == [str(default)]
+
+
+def test_replicate_json_help_names_the_keys_it_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from alpha.app.run import DEFAULT_PLAN
+
+    plan = tmp_path / "short.toml"
+    plan.write_text(DEFAULT_PLAN.read_text().replace("rounds = 30", "rounds = 2"))
+    assert main(["replicate", str(plan), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    help_text = " ".join(str(_option(_subparser("replicate"), "--json").help).split())
+    named = re.findall(r"print (.*) as one JSON object", help_text)[0]
+    assert sorted(re.split(r", | and ", named.replace(" (done)", ""))) == sorted(printed)
