@@ -26,6 +26,7 @@ from alpha.app._options import (
     add_interpreter_option,
     add_json_option,
     add_output_option,
+    existing_path,
     nonnegative_int,
     shard,
 )
@@ -214,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_json_option(run, "the summary")
     run.add_argument(
         "--resume",
+        type=existing_path,
         default=None,
         metavar="PATH",
         help="continue from a checkpoint folder (its latest generation) or a generation "

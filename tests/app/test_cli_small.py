@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from alpha.app.cli import build_parser, main
+from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,27 @@ def test_replicate_json_help_names_the_keys_it_prints(
     help_text = " ".join(str(_option(_subparser("replicate"), "--json").help).split())
     named = re.findall(r"print (.*) as one JSON object", help_text)[0]
     assert sorted(re.split(r", | and ", named.replace(" (done)", ""))) == sorted(printed)
+
+
+def test_a_resume_path_that_does_not_exist_is_told_so_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import alpha.app.run
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(alpha.app.run, "load_plan", must_not_run)
+    folder, missing = tmp_path / "out", tmp_path / "nonexistent"
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "nothing")
+    for path in (missing, dangling):
+        line = _error(capsys, ["run", "--resume", str(path), "-o", str(folder)])
+        assert line == (
+            f"alpha: error: run: argument --resume: {str(path)!r} does not exist; give a "
+            "checkpoint folder or one of its generation folders (docs/checkpoints.md)"
+        )
+    assert not folder.exists()
+    with pytest.raises(UsageError) as info:
+        build_parser().parse_args(["run", "--resume", str(missing)])
+    assert type(info.value) is UsageError
