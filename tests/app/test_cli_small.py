@@ -154,3 +154,23 @@ def test_a_resume_path_that_does_not_exist_is_told_so_before_anything_runs(
     with pytest.raises(UsageError) as info:
         build_parser().parse_args(["run", "--resume", str(missing)])
     assert type(info.value) is UsageError
+
+
+def test_a_reversed_roles_range_is_told_reversed_not_outside_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from alpha.app.compile import parse_roles
+    from alpha.app.run import DEFAULT_PLAN
+
+    folder = tmp_path / "out"
+    plan = DEFAULT_PLAN.parent / "tree.toml"  # 13 roles
+    line = _error(capsys, ["compile", str(plan), "-o", str(folder), "--roles", "0,5-2"])
+    assert line == "alpha: error: --roles: '5-2' is a reversed range: its low end comes first (2-5)"
+    assert not folder.exists()
+    with pytest.raises(UsageError) as info:
+        parse_roles("5-2", 13)
+    assert type(info.value) is UsageError
+    # A range in order is still checked against the run, at its ends.
+    assert parse_roles("2-5,12", 13) == [2, 3, 4, 5, 12]
+    with pytest.raises(UsageError, match=r"outside the run's roles 0\.\.12$"):
+        parse_roles("2-13", 13)
