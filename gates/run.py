@@ -15,6 +15,8 @@ run committed like the control run. docs/gates.md "The verdict" lists each condi
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import json
 import sys
 import tempfile
@@ -66,20 +68,32 @@ class Verdict:
 
 
 def select(names: Sequence[str], shard: tuple[int, int] | None) -> list[Gate]:
-    """The gates named (all when none), then shard K of N of them (every N-th from K-1).
+    """The gates named (all when none), then shard K of N of them (every N-th from K-1). A name
+    may be a pattern (``fnmatch``: ``frames.*``, ``*.late-peer``), choosing every gate it
+    matches; the gates keep the catalogue's order, each chosen once.
 
     Raises:
-        KeyError: a name is no gate's; the message lists the known ones.
+        KeyError: a name or pattern matches no gate; the message names it and the nearest
+            gate name or family pattern, if one is close.
     """
-    known = {gate.name: gate for gate in GATES}
-    chosen = [gate for gate in GATES if not names or gate.name in names]
-    unknown = [name for name in names if name not in known]
+    unknown = [n for n in names if not any(fnmatch.fnmatchcase(g.name, n) for g in GATES)]
     if unknown:
-        raise KeyError(f"no gate named {unknown[0]!r}; `alpha observe gate --list` lists them")
+        raise KeyError(_no_gate(unknown[0]))
+    chosen = [g for g in GATES if not names or any(fnmatch.fnmatchcase(g.name, n) for n in names)]
     if shard is not None:
         index, count = shard
         chosen = chosen[index - 1 :: count]
     return chosen
+
+
+def _no_gate(name: str) -> str:
+    """``name`` matches no gate: said, with the nearest gate name or family (``frames.*``)."""
+    families = dict.fromkeys(f"{gate.family}.*" for gate in GATES)
+    close = difflib.get_close_matches(name, [*(g.name for g in GATES), *families], n=1)
+    pattern = any(mark in name for mark in "*?[")  # fnmatch's wildcards
+    said = f"no gate matches the pattern {name!r}" if pattern else f"no gate named {name!r}"
+    said += " (`alpha observe gate --list` lists them)"
+    return f"{said}; did you mean {close[0]!r}?" if close else said
 
 
 RELAY_BOUND: Final = 1.0

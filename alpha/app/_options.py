@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
@@ -71,6 +72,17 @@ def folder(text: str) -> str:
     current one, which no command should fill with its files unasked)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path names no folder; give one, e.g. -o runs/x")
+    return text
+
+
+def existing_path(text: str) -> str:
+    """A path to read as typed (``alpha run --resume``): it must exist, so that a mistyped one
+    is told as such at once, before a plan is read or a folder made."""
+    if not os.path.exists(text):  # a link to nothing included
+        raise argparse.ArgumentTypeError(
+            f"{text!r} does not exist; give a checkpoint folder or one of its generation "
+            "folders (docs/checkpoints.md)"
+        )
     return text
 
 

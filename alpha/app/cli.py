@@ -15,6 +15,7 @@ reaches the user. Exit codes are documented in ``docs/exit-codes.md``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, NoReturn
@@ -25,6 +26,7 @@ from alpha.app._options import (
     add_interpreter_option,
     add_json_option,
     add_output_option,
+    existing_path,
     nonnegative_int,
     shard,
 )
@@ -44,7 +46,21 @@ __all__ = [
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line and a usage exit code."""
+    """An argparse parser whose errors are one line and a usage exit code, and whose unknown
+    word among choices (a command, ``WHAT``, ``ACTION``) is told the nearest one."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # The suggestion comes from the parser's own choices: no command's module is loaded.
+        if action.choices is None or value in action.choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        choices = [str(choice) for choice in action.choices]
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{hint} (choose from {', '.join(map(repr, choices))})",
+        )
 
     def error(self, message: str) -> NoReturn:
         # A subcommand names itself ("run: argument ..."); main() prefixes "alpha: error:".
@@ -199,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_json_option(run, "the summary")
     run.add_argument(
         "--resume",
+        type=existing_path,
         default=None,
         metavar="PATH",
         help="continue from a checkpoint folder (its latest generation) or a generation "
@@ -213,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a learn plan in one process; print the final parameter digest",
     )
     replicate.add_argument("plan", metavar="PLAN")
-    add_json_option(replicate, "the digest, rounds and history")
+    add_json_option(replicate, "plan, digest, rounds (done) and diverged_at")
     replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(
@@ -268,7 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     exchange.add_argument("n", type=nonnegative_int, metavar="N", help="number of roles")
     exchange.add_argument("fanout", type=nonnegative_int, metavar="F", help="fan-out")
     exchange.add_argument(
-        "--payload", type=nonnegative_int, default=4096, help="bytes each way per edge"
+        "--payload",
+        type=nonnegative_int,
+        default=4096,
+        metavar="BYTES",
+        help="bytes each way per edge (default %(default)s)",
     )
     add_output_option(exchange, default="runs/exchange-N-F")
     exchange.add_argument(

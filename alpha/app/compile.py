@@ -60,8 +60,9 @@ def parse_roles(spec: str | None, participants: int) -> list[int]:
     """Roles named by ``--roles``: ``all``, or a comma list of roles and ranges (``0,3,5-7``).
 
     Raises:
-        UsageError: the text does not parse, names a role outside the run, or (without
-            ``--roles``) the plan has more than ``ALL_ROLES_LIMIT`` roles.
+        UsageError: the text does not parse, has a reversed range (``5-2``), names a role
+            outside the run, or (without ``--roles``) the plan has more than
+            ``ALL_ROLES_LIMIT`` roles.
     """
     if spec is None or spec == "all":
         if spec is None and participants > ALL_ROLES_LIMIT:
@@ -78,6 +79,10 @@ def parse_roles(spec: str | None, participants: int) -> list[int]:
             last = int(high) if high else first
         except ValueError:
             raise UsageError(f"--roles: {part!r} is not a role or a range LOW-HIGH") from None
+        if first > last:
+            raise UsageError(
+                f"--roles: {part!r} is a reversed range: its low end comes first ({last}-{first})"
+            )
         if not 0 <= first <= last < participants:
             raise UsageError(f"--roles: {part!r} is outside the run's roles 0..{participants - 1}")
         roles.update(range(first, last + 1))

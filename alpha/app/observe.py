@@ -56,17 +56,18 @@ def observe_gate(args: argparse.Namespace) -> int:
     with why); with ``--list``, the gates, one a line.
 
     Raises:
-        UsageError: not a source checkout, or ``NAME`` is no gate.
+        UsageError: not a source checkout, or a ``NAME`` (a gate's name or an ``fnmatch``
+            pattern such as ``frames.*``) matches no gate.
     """
-    catalogue, gates_run = _checkout_gates()
-    if args.list:
-        for gate in catalogue.GATES:
-            print(f"{gate.name:<32} {gate.scenario.name:<6} {gate.expected:<18} {gate.meaning}")
-        return EXIT_OK
+    _, gates_run = _checkout_gates()
     try:
         chosen = gates_run.select(args.names, args.shard)
     except KeyError as error:
         raise UsageError(f"observe gate: {error.args[0]}") from None
+    if args.list:  # the gates the names or patterns choose: all when none is given
+        for gate in chosen:
+            print(f"{gate.name:<32} {gate.scenario.name:<6} {gate.expected:<18} {gate.meaning}")
+        return EXIT_OK
     verdicts = gates_run.run_gates(chosen)
     if args.json is not None:
         Path(args.json).write_text(gates_run.to_json(verdicts) + "\n")
