@@ -45,6 +45,12 @@ if TYPE_CHECKING:
     from alpha.app.observe import (
         observe_gate,
     )
+    from alpha.app.plans import (
+        PLANS_DIR,
+        plans_command,
+        resolve_plan,
+        shipped_plans,
+    )
     from alpha.app.plot import (
         HISTORY_HEADER,
         LOSS_NAME,
@@ -70,6 +76,7 @@ __all__ = [
     "HISTORY_HEADER",
     "LINE_SECONDS",
     "LOSS_NAME",
+    "PLANS_DIR",
     "POLL_SECONDS",
     "CompileResult",
     "RoundProgress",
@@ -89,8 +96,11 @@ __all__ = [
     "main",
     "observe_gate",
     "parse_roles",
+    "plans_command",
     "require_runnable",
+    "resolve_plan",
     "run_plan",
+    "shipped_plans",
     "summary_table",
     "write_run_plots",
 ]
@@ -130,6 +140,12 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.app.exchange": ("exchange_command",),
         "alpha.app.observe": ("observe_gate",),
+        "alpha.app.plans": (
+            "PLANS_DIR",
+            "plans_command",
+            "resolve_plan",
+            "shipped_plans",
+        ),
         "alpha.app.plot": (
             "HISTORY_HEADER",
             "LOSS_NAME",

@@ -134,6 +134,12 @@ def _observe_gate(args: argparse.Namespace) -> int:
     return observe_gate(args)
 
 
+def _plans(args: argparse.Namespace) -> int:
+    from alpha.app.plans import plans_command
+
+    return plans_command(args)
+
+
 #: Every leaf command's words and the function that runs it.
 COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] = {
     ("describe", "group"): _describe_group,
@@ -149,6 +155,9 @@ COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] =
         _checkpoint,
     ),
     ("observe", "gate"): _observe_gate,
+    ("plans",): _plans,
+    ("plans", "show"): _plans,
+    ("plans", "copy"): _plans,
 }
 
 
@@ -210,7 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         "on this host with live progress, and compare the final parameters with the "
         "replicated learner's, bit for bit. Exits 1 when they differ or a role fails.",
     )
-    run.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="a learn plan")
+    run.add_argument(
+        "plan",
+        nargs="?",
+        default=None,
+        metavar="PLAN",
+        help="a learn plan: a file, or a shipped plan's name (alpha plans); default digits",
+    )
     add_output_option(run, default="runs/NAME")
     add_json_option(run, "the summary")
     run.add_argument(
@@ -239,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check the plan's global protocol, project it to every role, and write "
         "role-NNNNNN.pyz artifacts and run.json into DIR.",
     )
-    compile_.add_argument("plan", metavar="PLAN", help="a plan (TOML); see docs/plans.md")
+    compile_.add_argument(
+        "plan",
+        metavar="PLAN",
+        help="a plan (TOML, docs/plans.md), or a shipped plan's name (alpha plans)",
+    )
     add_output_option(compile_, required=True)
     add_json_option(compile_, "what was written")
     compile_.add_argument(
@@ -321,6 +340,24 @@ def build_parser() -> argparse.ArgumentParser:
                 "-o", "--output", default=None, metavar="FILE", help="also write the arrays as .npz"
             )
         sub.set_defaults(handler=_checkpoint)
+
+    plans = commands.add_parser(
+        "plans",
+        help="list the plans shipped with alpha; show or copy one",
+        description="List the plans shipped with alpha (alpha run NAME and alpha compile NAME "
+        "take one by name); show one, or copy it to edit.",
+    )
+    plans.set_defaults(handler=_plans, action=None)
+    plan_actions = plans.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    show = plan_actions.add_parser("show", help="print a shipped plan's TOML")
+    show.add_argument("name", metavar="NAME", help="a shipped plan's name (alpha plans)")
+    show.set_defaults(handler=_plans)
+    copy = plan_actions.add_parser("copy", help="copy a shipped plan to a file, to edit it")
+    copy.add_argument("name", metavar="NAME", help="a shipped plan's name (alpha plans)")
+    copy.add_argument(
+        "dest", nargs="?", default=None, metavar="DEST", help="the file or folder (./NAME.toml)"
+    )
+    copy.set_defaults(handler=_plans)
 
     observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
 from alpha.app._options import print_json
+from alpha.app.plans import resolve_plan
 from alpha.artifact.build import build_artifact, package_code_digest
 from alpha.artifact.payload import ARTIFACT_FORMAT
 from alpha.artifact.run_json import RUN_FORMAT, write_run_json
@@ -287,7 +288,7 @@ def compile_command(args: argparse.Namespace) -> int:
         FolderInUse: another command holds ``DIR``.
         ProtocolRejected: the plan's protocol is refused (every refusal named).
     """
-    plan = load_plan(args.plan)
+    plan = load_plan(resolve_plan(args.plan))
     roles = parse_roles(args.roles, plan.participants)
     directory = Path(args.output)
     with hold_folder(directory, "alpha compile"):

@@ -32,6 +32,7 @@ import trio
 from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles
 from alpha.app.display import RoundProgress, follow, summary_table
+from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
 from alpha.checkpoint.store import (
     POINTER,
@@ -506,7 +507,7 @@ def main_run(
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
-    plan = load_plan(plan_path or DEFAULT_PLAN)
+    plan = load_plan(resolve_plan(plan_path) if plan_path else DEFAULT_PLAN)
     require_learner(plan)  # a sum check is refused before any folder is made
     folder = Path(directory or f"runs/{plan.name}")
     with hold_folder(folder, "alpha run"):
@@ -600,7 +601,7 @@ def replicate_command(args: argparse.Namespace) -> int:
 def main_replicate(plan_path: str, *, as_json: bool = False) -> int:
     """``alpha replicate``: the final digest on stdout (with ``as_json``, an object with the
     rounds and where it diverged, if it did); exit 1 when the learner diverged."""
-    plan = load_plan(plan_path)
+    plan = load_plan(resolve_plan(plan_path))
     replica = _replicated(plan, load_digits(), None, sys.stderr)
     if as_json:
         print(

@@ -36,17 +36,23 @@ EXPECTED = {
     ("checkpoint", "verify"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "restore"): "alpha.app.checkpoint_command:checkpoint_command",
     ("observe", "gate"): "alpha.app.observe:observe_gate",
+    ("plans",): "alpha.app.plans:plans_command",
+    ("plans", "show"): "alpha.app.plans:plans_command",
+    ("plans", "copy"): "alpha.app.plans:plans_command",
 }
 
 
 def _commands(
     parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """Every leaf command of ``parser`` with the words that reach it."""
+    """Every command of ``parser`` that runs, with the words that reach it: the leaves, and a
+    parser whose sub-commands are optional and that runs a command of its own (``plans``)."""
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subparsers:
         yield words, parser
         return
+    if parser.get_default("handler") is not None and not any(a.required for a in subparsers):
+        yield words, parser
     for action in subparsers:
         for name, sub in action.choices.items():
             yield from _commands(sub, (*words, name))
