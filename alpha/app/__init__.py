@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         compile_plan,
         compiled_identity,
         parse_roles,
+        require_buildable,
         require_runnable,
     )
     from alpha.app.describe import (
@@ -97,6 +98,7 @@ __all__ = [
     "observe_gate",
     "parse_roles",
     "plans_command",
+    "require_buildable",
     "require_runnable",
     "resolve_plan",
     "run_plan",
@@ -124,6 +126,7 @@ __getattr__, __dir__ = lazy(
             "compile_plan",
             "compiled_identity",
             "parse_roles",
+            "require_buildable",
             "require_runnable",
         ),
         "alpha.app.describe": (

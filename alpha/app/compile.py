@@ -49,12 +49,29 @@ __all__ = [
     "compile_plan",
     "compiled_identity",
     "parse_roles",
+    "require_buildable",
     "require_runnable",
 ]
 
 ALL_ROLES_LIMIT: Final = 4096
 """The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
 runtime (about 100 KB), so a plan of 200,000 roles compiled whole would write gigabytes."""
+
+
+def require_buildable(participants: int, command: str) -> None:
+    """Refuse a command that builds every role (``alpha exchange``, ``alpha run``) a run of more
+    than ``ALL_ROLES_LIMIT`` roles, before it writes anything: the one role limit every command
+    shares (``alpha compile`` builds past it only with ``--roles``).
+
+    Raises:
+        UsageError: ``participants`` is past the limit.
+    """
+    if participants > ALL_ROLES_LIMIT:
+        raise UsageError(
+            f"{command}: {participants:,} roles is more than the {ALL_ROLES_LIMIT:,} one command "
+            "builds at once (each role's artifact carries the runtime); compile a plan with "
+            "alpha compile --roles to build part of a larger run"
+        )
 
 
 def parse_roles(spec: str | None, participants: int) -> list[int]:

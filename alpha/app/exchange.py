@@ -29,10 +29,12 @@ def exchange_command(args: argparse.Namespace) -> int:
         InputInvalid: the tree or the plan is refused (N or F out of range).
         FolderInUse: another command holds the output folder.
     """
+    from alpha.app.compile import require_buildable
     from alpha.compiler.work_sum_check import exchange_plan
     from alpha.core.budgets import Budgets
 
     tree = ParticipantTree(args.n, args.fanout)
+    require_buildable(tree.n, "exchange")  # before a byte is written
     plan = exchange_plan(
         tree.n, tree.fanout, payload=args.payload, budgets=Budgets(deadline=args.deadline)
     )

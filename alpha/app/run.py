@@ -30,7 +30,7 @@ from typing import Any, Final, TextIO
 import trio
 
 from alpha.app._options import interpreters
-from alpha.app.compile import compile_plan, parse_roles
+from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
@@ -509,6 +509,7 @@ def main_run(
     learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
     plan = load_plan(resolve_plan(plan_path) if plan_path else DEFAULT_PLAN)
     require_learner(plan)  # a sum check is refused before any folder is made
+    require_buildable(plan.participants, "run")
     folder = Path(directory or f"runs/{plan.name}")
     with hold_folder(folder, "alpha run"):
         summary = run_plan(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from alpha.app.cli import main
+from alpha.app.compile import ALL_ROLES_LIMIT, parse_roles, require_buildable
 from alpha.app.plans import resolve_plan, shipped_plans
 from alpha.errors import UsageError
 from tests.support import PLANS, raises_exactly, run_alpha
@@ -80,3 +81,38 @@ def test_alpha_compile_takes_a_shipped_plan_by_name(tmp_path: Path) -> None:
         "role-000000.pyz",
         "role-000001.pyz",
     ]
+
+
+# --- one role limit for every command that builds every role -----------------------------------
+
+
+def test_exchange_past_the_role_limit_is_refused_before_a_byte_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["exchange", str(ALL_ROLES_LIMIT + 1), "64", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"exchange: {ALL_ROLES_LIMIT + 1:,} roles is more than the {ALL_ROLES_LIMIT:,}" in err
+    assert not out.exists()
+
+
+def test_run_past_the_role_limit_is_refused_before_a_byte_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (PLANS / "digits.toml").read_text()
+    assert 'group = "(group (stride 0 1 8))"' in text
+    big = ALL_ROLES_LIMIT + 1
+    plan = tmp_path / "big.toml"
+    plan.write_text(text.replace("(stride 0 1 8)", f"(stride 0 1 {big})"))
+    out = tmp_path / "out"
+    assert main(["run", str(plan), "-o", str(out)]) == 2
+    assert f"run: {big:,} roles is more than the {ALL_ROLES_LIMIT:,}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_limit_is_the_one_compile_applies_without_roles() -> None:
+    error = raises_exactly(UsageError, require_buildable, ALL_ROLES_LIMIT + 1, "x")
+    assert "x: " in str(error)
+    require_buildable(ALL_ROLES_LIMIT, "x")  # at the limit: built
+    parse_roles(None, ALL_ROLES_LIMIT)
+    raises_exactly(UsageError, parse_roles, None, ALL_ROLES_LIMIT + 1)
