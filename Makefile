@@ -9,14 +9,18 @@ STAMP  := $(VENV)/.installed
 AARCH64 := $(or $(ALPHA_AARCH64_HOME),.cache/aarch64)
 
 
-.PHONY: all venv system run test lint typecheck bytecode aarch64 unit bench clean
+.PHONY: all venv system system-run run test lint typecheck bytecode aarch64 unit bench clean
 
 all: test
 
-system:
-	@scripts/system-deps.sh
+# The Debian packages: `make run` installs only what the main job needs, `make test` the rest.
+system-run:
+	@scripts/system-deps.sh run
 
-$(STAMP): pyproject.toml | system
+system:
+	@scripts/system-deps.sh test
+
+$(STAMP): pyproject.toml | system-run
 	$(PYTHON) -m venv $(VENV)
 	# setuptools too: tests/system/test_install.py builds the wheel with this one (pyproject.toml says
 	# which it needs), not in an isolated environment.

@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# Install the Debian packages the suite needs, and only those that are missing.
+# Install the Debian packages a make target needs, and only those that are missing:
+# `system-deps.sh run` what `make run` (the main job) needs, `system-deps.sh` (or `test`)
+# what the whole suite needs besides.
 #
-# Each line of NEEDS below is "a command that succeeds when the need is met" and
+# Each line of the NEEDS lists below is "a command that succeeds when the need is met" and
 # "the Debian package that meets it". Nothing is installed when every check
 # passes, so repeated `make test` runs do not touch apt at all.
 set -euo pipefail
 
+scope=${1:-test}
+case "$scope" in
+  run | test) ;;
+  *) echo "system-deps: usage: system-deps.sh [run|test], not $scope" >&2; exit 2 ;;
+esac
+
+# The main job: a virtual environment for the project.
 NEEDS=(
   "python3 -c 'import venv, ensurepip'|python3-venv"
+)
+
+# The suite besides.
+[ "$scope" = run ] || NEEDS+=(
   # The AArch64 participant runs under user-mode emulation (docs/emulation.md).
   "command -v qemu-aarch64|qemu-user"
   # The ssh-tunnel tests start an sshd of their own (harness/sshd.py) and ssh through it,
