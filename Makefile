@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The test tools besides (the project's test extra): what make test needs and make run does not.
+TEST_STAMP := $(VENV)/.installed-test
 # Where the AArch64 participant's interpreter is built; harness/emulation.py reads the same.
 AARCH64 := $(or $(ALPHA_AARCH64_HOME),.cache/aarch64)
 
@@ -25,23 +27,27 @@ $(STAMP): pyproject.toml | system-run
 	# setuptools too: tests/system/test_install.py builds the wheel with this one (pyproject.toml says
 	# which it needs), not in an isolated environment.
 	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=77'
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
 
-venv: $(STAMP)
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(TEST_STAMP)
+
+venv: $(TEST_STAMP)
 
 # The main job on the shipped default plan: 8 participant processes train the digits learner
 # and must equal the replicated learner bit for bit.
 run: bytecode
 	$(BIN)/alpha run
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	# Folders are ranks: imports run down the rank table (the rules: scripts/check_layers.py).
 	$(BIN)/python scripts/check_layers.py
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	# The whole package is strict-clean, the pure layers included; keep it so.
 	$(BIN)/mypy --strict alpha
 	$(BIN)/mypy harness gates
@@ -57,7 +63,7 @@ bytecode: $(STAMP)
 aarch64: $(STAMP)
 	scripts/aarch64-sysroot.sh $(AARCH64)
 
-unit: bytecode aarch64
+unit: $(TEST_STAMP) bytecode aarch64
 	$(BIN)/pytest
 
 test: system lint typecheck unit
