@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--shard", type=shard, default=None, metavar="K/N", help="run every N-th gate from K"
     )
-    gate.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    add_json_option(gate, "the rows (instead of the table)")
     gate.set_defaults(handler=_observe_gate)
     return parser
 
