@@ -48,6 +48,7 @@ __all__ = [
     "DisseminationInvalid",
     "DoubleRearm",
     "EmptySelection",
+    "EmulationUnavailable",
     "FanoutInvalid",
     "FolderInUse",
     "FrameError",
@@ -730,6 +731,12 @@ class ArtifactInvalid(InputInvalid, ValueError):
 class TargetMismatch(InputInvalid):
     """A role artifact was started on a machine of another target than the one
     it was built for (x86_64 or aarch64)."""
+
+
+class EmulationUnavailable(InputInvalid, RuntimeError):
+    """A run holds roles built for another target than this machine's, and this machine
+    cannot run them yet (qemu-aarch64 missing, the AArch64 sysroot not built); refused before
+    any role starts. The message names what is missing and the command that provides it."""
 
 
 # --- checkpoints --------------------------------------------------------------

@@ -517,10 +517,11 @@ async def _run_all(
 
 
 def run_gates(
-    gates: Sequence[Gate], *, out: TextIO = sys.stdout, progress: TextIO = sys.stderr
+    gates: Sequence[Gate], *, out: TextIO | None = sys.stdout, progress: TextIO = sys.stderr
 ) -> list[Verdict]:
     """Run ``gates``, each scenario's control run before its first gate; print a progress
-    line per row as it ends, then the table; return the rows (controls included)."""
+    line per row as it ends, then the table on ``out`` (none when it is None); return the rows
+    (controls included)."""
     started = time.monotonic()
     scenarios = {gate.scenario.name for gate in gates}
     total = len(gates) + len(scenarios)
@@ -538,7 +539,8 @@ def run_gates(
 
     with tempfile.TemporaryDirectory(prefix="alpha-gates-") as work:
         verdicts = trio.run(_run_all, gates, Path(work), report)
-    print(table(verdicts), file=out)
+    if out is not None:
+        print(table(verdicts), file=out)
     return verdicts
 
 
@@ -561,5 +563,6 @@ def table(verdicts: Sequence[Verdict]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def to_json(verdicts: Sequence[Verdict]) -> str:
-    return json.dumps([asdict(v) for v in verdicts], indent=1)
+def to_json(verdicts: Sequence[Verdict]) -> list[dict[str, object]]:
+    """The rows as ``alpha observe gate --json`` prints them (docs/gates.md)."""
+    return [asdict(v) for v in verdicts]

@@ -75,6 +75,7 @@ INPUT = {
     "PlanInvalid",
     "ArtifactInvalid",
     "TargetMismatch",
+    "EmulationUnavailable",
     "CheckpointCorrupt",
     "LearnerStateInvalid",
     "DeployInvalid",
@@ -135,6 +136,7 @@ ROUND = {
 # the families sit between AlphaError and each class without changing these.
 BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "UsageError": {ValueError},
+    "EmulationUnavailable": {RuntimeError},
     "GroupSyntaxError": {ValueError},
     "AdmissionError": {ValueError},
     "NotAMember": {LookupError},

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,48 @@ from alpha.records.folder import LOGS_DIR
 if TYPE_CHECKING:
     from alpha.launch.launcher import LaunchSpec, RouteHook
 
-__all__ = ["launch_folder", "signal_exit"]
+__all__ = ["folder_targets", "launch_folder", "local_interpreters", "plan_targets", "signal_exit"]
+
+
+def local_interpreters(
+    targets: Mapping[str, Collection[int]], chosen: Mapping[str, Sequence[str]] | None
+) -> dict[str, tuple[str, ...]]:
+    """The interpreters a launch on this host starts the roles of ``targets`` (target: its
+    roles) with: the ``--interpreter`` ones, and for a target that is not this machine's the
+    emulation of it (``docs/emulation.md``), found before any role starts.
+
+    Raises:
+        EmulationUnavailable: a role cannot run on this machine and no interpreter was given.
+    """
+    from alpha.artifact.payload import host_target
+    from alpha.launch.emulation import interpreters_for
+
+    return interpreters_for(targets, chosen, host_target())
+
+
+def plan_targets(
+    participants: int, default: str, listed: Sequence[tuple[str, Sequence[int]]]
+) -> dict[str, Collection[int]]:
+    """The roles of each target of a plan of ``participants`` roles: those ``listed`` per
+    target (``Plan.target_roles``), and every other role ``default``'s."""
+    found: dict[str, Collection[int]] = {target: roles for target, roles in listed}
+    named = {role for _, roles in listed for role in roles}
+    rest = participants - len(named)
+    if rest:
+        found[default] = [
+            *found.get(default, ()),
+            *(r for r in range(participants) if r not in named),
+        ]
+    return found
+
+
+def folder_targets(run: Mapping[str, object]) -> dict[str, list[int]]:
+    """The roles of each target a compiled folder's ``run.json`` (read and checked) lists."""
+    found: dict[str, list[int]] = {}
+    roles = run.get("roles")
+    for entry in roles if isinstance(roles, list) else ():
+        found.setdefault(str(entry["target"]), []).append(int(entry["role"]))
+    return found
 
 
 def signal_exit(number: int | None) -> int | None:

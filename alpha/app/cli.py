@@ -134,6 +134,12 @@ def _observe_gate(args: argparse.Namespace) -> int:
     return observe_gate(args)
 
 
+def _emulation(args: argparse.Namespace) -> int:
+    from alpha.app.emulation_command import emulation_command
+
+    return emulation_command(args)
+
+
 def _plans(args: argparse.Namespace) -> int:
     from alpha.app.plans import plans_command
 
@@ -156,6 +162,9 @@ COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] =
     ),
     ("observe", "gate"): _observe_gate,
     ("plans",): _plans,
+    ("emulation",): _emulation,
+    ("emulation", "show"): _emulation,
+    ("emulation", "build"): _emulation,
     ("plans", "show"): _plans,
     ("plans", "copy"): _plans,
 }
@@ -359,6 +368,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.set_defaults(handler=_plans)
 
+    emulation = commands.add_parser(
+        "emulation",
+        help="show or build what runs AArch64 roles on this host (qemu-aarch64)",
+        description="A role built for aarch64 runs on an x86-64 host as a real AArch64 "
+        "CPython under qemu-aarch64 (docs/emulation.md); alpha run and alpha launch use it "
+        "when no --interpreter aarch64=... is given. With no ACTION, or show: print the "
+        "interpreter prefix, or what is missing (exit 2). build: build its sysroot and site.",
+    )
+    emulation.set_defaults(handler=_emulation, action="show", json=False, home=None)
+    emulation_actions = emulation.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser
+    )
+    shown = emulation_actions.add_parser("show", help="print the interpreter prefix")
+    add_json_option(shown, "home and interpreter")
+    shown.add_argument(
+        "--home", default=None, metavar="DIR", help="where it was built (default as build's)"
+    )
+    shown.set_defaults(handler=_emulation)
+    build = emulation_actions.add_parser(
+        "build",
+        help="build the AArch64 sysroot and site (about 90 MB to download, once)",
+        description="Build, into DIR (default $ALPHA_AARCH64_HOME, a checkout's .cache/aarch64, "
+        "or ~/.cache/alpha/aarch64), the Debian arm64 CPython and the aarch64 trio and numpy "
+        "at this alpha's versions. Needs qemu-user, apt-get and network; a build that is "
+        "current returns at once.",
+    )
+    build.add_argument("home", nargs="?", default=None, metavar="DIR", help="where to build")
+    build.set_defaults(handler=_emulation)
+
     observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     observed.required = True
@@ -373,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--shard", type=shard, default=None, metavar="K/N", help="run every N-th gate from K"
     )
-    gate.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    add_json_option(gate, "the rows (instead of the table)")
     gate.set_defaults(handler=_observe_gate)
     return parser
 

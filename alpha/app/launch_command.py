@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from alpha.app._launching import launch_folder
+from alpha.app._launching import folder_targets, launch_folder, local_interpreters
 from alpha.app._options import interpreters
 from alpha.errors import UsageError
 from alpha.files import hold_folder
@@ -24,6 +24,8 @@ def launch_command(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: ``DIR`` is not a folder, or ``--interpreter`` names a target twice.
+        EmulationUnavailable: without ``--deploy``, a role is built for another target and
+            this host cannot emulate it (``docs/emulation.md``); no role started.
         InputInvalid: ``DIR`` has no ``run.json`` that ``alpha compile`` wrote, or the
             deployment file is wrong (the first wrong field named).
         FolderInUse: another command holds ``DIR``.
@@ -34,7 +36,9 @@ def launch_command(args: argparse.Namespace) -> int:
     chosen = interpreters("launch", args.interpreter)
     from alpha.artifact.run_json import read_run_json
 
-    read_run_json(directory)  # a folder compile did not write is refused before it is touched
+    run = read_run_json(directory)  # a folder compile did not write is refused untouched
+    if args.deploy is None:  # on this host: a role it cannot start is refused before any starts
+        chosen = local_interpreters(folder_targets(run), chosen)
     with hold_folder(directory, "alpha launch"):
         return _launch_dir(
             directory,

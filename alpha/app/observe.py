@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from alpha.app._options import print_json
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 
@@ -68,10 +69,10 @@ def observe_gate(args: argparse.Namespace) -> int:
         for gate in chosen:
             print(f"{gate.name:<32} {gate.scenario.name:<6} {gate.expected:<18} {gate.meaning}")
         return EXIT_OK
-    verdicts = gates_run.run_gates(chosen)
-    if args.json is not None:
-        Path(args.json).write_text(gates_run.to_json(verdicts) + "\n")
+    verdicts = gates_run.run_gates(chosen, out=None if args.json else sys.stdout)
     failed = [v for v in verdicts if not v.passed]
+    if args.json:  # like every --json: one object on stdout, progress on stderr
+        print_json({"ok": not failed, "rows": gates_run.to_json(verdicts)})
     for verdict in failed:
         print(f"gate: {verdict.gate} failed: {verdict.why}", file=sys.stderr)
     return EXIT_FAILURE if failed else EXIT_OK

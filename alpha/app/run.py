@@ -29,6 +29,7 @@ from typing import Any, Final, TextIO
 
 import trio
 
+from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import RoundProgress, follow, summary_table
@@ -510,6 +511,10 @@ def main_run(
     plan = load_plan(resolve_plan(plan_path) if plan_path else DEFAULT_PLAN)
     require_learner(plan)  # a sum check is refused before any folder is made
     require_buildable(plan.participants, "run")
+    # An AArch64 role on this x86-64 host runs under qemu: found now, not after the compile.
+    interpreters = local_interpreters(
+        plan_targets(plan.participants, plan.default_target, plan.target_roles), interpreters
+    )
     folder = Path(directory or f"runs/{plan.name}")
     with hold_folder(folder, "alpha run"):
         summary = run_plan(

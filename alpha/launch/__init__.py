@@ -18,6 +18,16 @@ if TYPE_CHECKING:
         load_deployment,
         parse_deployment,
     )
+    from alpha.launch.emulation import (
+        BUILD_SCRIPT,
+        GUEST_PYTHON,
+        HOME_ENV,
+        QEMU,
+        aarch64_interpreter,
+        default_home,
+        emulated,
+        interpreters_for,
+    )
     from alpha.launch.launcher import (
         ANNOUNCE_WAIT,
         CAUSE_TAIL_BYTES,
@@ -61,11 +71,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANNOUNCE_WAIT",
+    "BUILD_SCRIPT",
     "CAUSE_TAIL_BYTES",
     "EXIT_NOTICE",
+    "GUEST_PYTHON",
+    "HOME_ENV",
     "LAUNCH_SLACK",
     "MAX_DEPLOY_BYTES",
     "PF_EXITING",
+    "QEMU",
     "SSH_OPTIONS",
     "START_SHARE",
     "STAT_BYTES",
@@ -82,9 +96,13 @@ __all__ = [
     "Tunnels",
     "WarmProcess",
     "WarmStarter",
+    "aarch64_interpreter",
     "announce_bound",
+    "default_home",
     "deploy_specs",
+    "emulated",
     "first_to_fail",
+    "interpreters_for",
     "launch",
     "launch_specs",
     "load_deployment",
@@ -108,6 +126,16 @@ __getattr__, __dir__ = lazy(
             "Node",
             "load_deployment",
             "parse_deployment",
+        ),
+        "alpha.launch.emulation": (
+            "BUILD_SCRIPT",
+            "GUEST_PYTHON",
+            "HOME_ENV",
+            "QEMU",
+            "aarch64_interpreter",
+            "default_home",
+            "emulated",
+            "interpreters_for",
         ),
         "alpha.launch.launcher": (
             "ANNOUNCE_WAIT",

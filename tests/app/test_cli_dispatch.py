@@ -39,6 +39,9 @@ EXPECTED = {
     ("plans",): "alpha.app.plans:plans_command",
     ("plans", "show"): "alpha.app.plans:plans_command",
     ("plans", "copy"): "alpha.app.plans:plans_command",
+    ("emulation",): "alpha.app.emulation_command:emulation_command",
+    ("emulation", "show"): "alpha.app.emulation_command:emulation_command",
+    ("emulation", "build"): "alpha.app.emulation_command:emulation_command",
 }
 
 

@@ -133,13 +133,15 @@ def test_every_gate_passes_after_its_scenarios_control_run() -> None:
 
 
 @pytest.mark.slow
-def test_the_command_writes_json_and_exits_0_when_the_gates_pass(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_command_prints_json_and_exits_0_when_the_gates_pass(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    report = tmp_path / "gates.json"
-    code = main(["observe", "gate", "frames.replay", "--json", str(report)])
-    assert code == EXIT_OK, capsys.readouterr().err
-    rows = json.loads(report.read_text())
+    code = main(["observe", "gate", "frames.replay", "--json"])
+    printed = capsys.readouterr()
+    assert code == EXIT_OK, printed.err
+    document = json.loads(printed.out)  # one object on stdout, as every --json; no table
+    assert document["ok"] is True
+    rows = document["rows"]
     assert [row["gate"] for row in rows] == ["control.pair", "frames.replay"]
     assert all(row["passed"] for row in rows)
     assert set(rows[1]) == {

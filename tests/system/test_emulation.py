@@ -8,6 +8,7 @@ missing and the command that provides it.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 import trio
 
-from alpha.app.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from alpha.app.cli import EXIT_OK, EXIT_USAGE, main
 from alpha.app.compile import compile_plan
 from alpha.compiler.plan import Plan, parse_plan
 from alpha.compiler.replicate import replicate
@@ -235,16 +236,53 @@ def test_alpha_run_and_launch_start_aarch64_roles_with_the_interpreter_option(
     replicated = replicate(_plan(LEARN, aarch64=True), load_digits()).digest
     assert f"final parameters    {replicated}" in ran.stdout.splitlines()
 
-    # The folder `alpha run` compiled launches again with the option, and fails without it,
-    # naming the aarch64 role that refused to start on this x86_64 host.
+    # The folder `alpha run` compiled launches again with the option, and without it too: the
+    # aarch64 role then runs under the emulation alpha finds itself (docs/emulation.md).
     again = run_alpha("launch", str(folder), "--interpreter", option)
     assert again.returncode == EXIT_OK, again.stderr
     assert "3 role(s) finished" in again.stderr
-    refused = run_alpha("launch", str(folder))
-    assert refused.returncode == EXIT_FAILURE
-    assert f"launch: role {EMULATED} failed first: role {EMULATED}: this artifact is built " in (
-        refused.stderr
+    found = run_alpha("launch", str(folder))
+    assert found.returncode == EXIT_OK, found.stderr
+    assert "3 role(s) finished" in found.stderr
+
+
+def test_a_run_whose_aarch64_role_cannot_start_here_is_refused_before_any_role_starts(
+    tmp_path: Path,
+) -> None:
+    # No emulation built where alpha looks: `alpha run` is refused before it compiles, and
+    # `alpha launch` of a compiled folder before any role starts, naming the role and the
+    # command that builds what is missing.
+    plan = tmp_path / "digits-emulated.toml"
+    plan.write_text(LEARN + AARCH64_ROLE)
+    nowhere = {**os.environ, HOME_ENV: str(tmp_path / "nothing")}
+    ran = run_alpha("run", str(plan), "--dir", str(tmp_path / "run"), env=nowhere)
+    assert ran.returncode == EXIT_USAGE, ran.stderr
+    assert ran.stderr == (
+        f"alpha: error: role {EMULATED} is built for aarch64 and this machine is x86_64, so it "
+        f"runs under qemu-aarch64, but the AArch64 sysroot is not built in {tmp_path / 'nothing'}"
+        f"; run `alpha emulation build {tmp_path / 'nothing'}` (in a checkout: `make aarch64`) "
+        "(or give --interpreter aarch64=COMMAND)\n"
     )
+    assert not (tmp_path / "run").exists()  # refused before the compile made anything
+
+    folder = _compiled(SUM_CHECK, tmp_path / "mixed", aarch64=True)
+    launched = run_alpha("launch", str(folder), env=nowhere)
+    assert launched.returncode == EXIT_USAGE, launched.stderr
+    assert f"role {EMULATED} is built for aarch64" in launched.stderr
+    assert not (folder / "logs").exists()  # no role started
+
+
+def test_alpha_emulation_shows_the_prefix_and_builds_at_once_when_current() -> None:
+    shown = run_alpha("emulation", "show", "--json")
+    assert shown.returncode == EXIT_OK, shown.stderr
+    assert json.loads(shown.stdout)["interpreter"] == list(aarch64_interpreter())
+    assert run_alpha("emulation").stdout == shlex.join(aarch64_interpreter()) + "\n"
+    # The build the package ships, into the folder make aarch64 built: current, so it
+    # returns at once without the network.
+    home = Path(aarch64_interpreter()[2]).parent
+    built = run_alpha("emulation", "build", str(home))
+    assert built.returncode == EXIT_OK, built.stderr
+    assert "emulation: ready" in built.stderr
 
 
 @pytest.mark.parametrize(
@@ -322,6 +360,6 @@ def test_the_home_of_the_build_can_be_moved_by_the_environment(tmp_path: Path) -
     )
     assert printed.returncode == 1
     assert printed.stderr == (
-        f"harness.emulation: the AArch64 sysroot is not built in {tmp_path}; run `make aarch64` "
-        f"(scripts/aarch64-sysroot.sh {tmp_path})\n"
+        f"harness.emulation: the AArch64 sysroot is not built in {tmp_path}; run `alpha emulation "
+        f"build {tmp_path}` (in a checkout: `make aarch64`)\n"
     )
