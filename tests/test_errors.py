@@ -81,6 +81,7 @@ INPUT = {
     "FolderInUse",
     "CheckpointFolderHeld",
     "GenerationForeign",
+    "GenerationNotFound",
 }
 RUN = {
     "RunFailed",
@@ -153,6 +154,7 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "DeployInvalid": {ValueError},
     "LearnerStateInvalid": {ValueError},
     "GenerationForeign": {ValueError},
+    "GenerationNotFound": {LookupError},
 }
 
 
