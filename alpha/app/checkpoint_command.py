@@ -73,7 +73,8 @@ def named_arrays(model: Model | None, arrays: Mapping[str, Array], round: int) -
     """The ``.npz`` layout of a generation's flat ``arrays`` (module docstring): copies, never
     views of ``arrays``. Without a ``model`` each array keeps its own name and shape."""
     named: dict[str, Array] = {}
-    for name, flat in sorted(arrays.items()):
+    # The parameters first, then the optimizer's arrays by name.
+    for name, flat in sorted(arrays.items(), key=lambda item: (item[0] != _PARAMETERS, item[0])):
         if model is None:
             named[name] = flat.copy()
         elif flat.shape == (model.size,):
