@@ -9,8 +9,9 @@ into the model's tensors (``alpha.learner.model.Model.layout``: ``W1``, ``b1``, 
 or ``W``, ``b`` for the linear model), each optimizer array of the parameters' length split the
 same way under its own name (``m.W1``, ``v.b2``, ...), each one-element optimizer array as a
 scalar (``p1``, ``p2``), and the round (``round``). A generation that records no model (not
-a learner run's) is written with each array under its own name and shape, and the round. :func:`named_arrays` makes that layout and
-:func:`flat_arrays` takes it back to the generation's flat arrays, element for element.
+a learner run's) is written with each array under its own name and shape, and the round.
+:func:`named_arrays` makes that layout and :func:`flat_arrays` takes it back to the
+generation's flat arrays, element for element.
 """
 
 from __future__ import annotations
