@@ -58,6 +58,7 @@ __all__ = [
     "FrameSpecInvalid",
     "GenerationExists",
     "GenerationForeign",
+    "GenerationNotFound",
     "GpuUnavailable",
     "GroupFieldInvalid",
     "GroupSyntaxError",
@@ -808,6 +809,23 @@ class GenerationForeign(InputInvalid, ValueError):
             f"checkpoint {generation} was written under another plan: {listed}; resume with the "
             f"plan that wrote it, or add {sorted(fields)} to checkpoint.may_change"
         )
+
+
+class GenerationNotFound(InputInvalid, LookupError):
+    """``alpha run --resume FOLDER --round R`` asked for a generation of round ``round`` that
+    ``folder`` does not hold: ``available`` lists the rounds of the generations it does hold
+    (``docs/checkpoints.md``). Pass one of them, or the generation's own folder."""
+
+    def __init__(self, folder: str, round: int, available: tuple[int, ...]) -> None:
+        self.folder = folder
+        self.round = round
+        self.available = available
+        if available:
+            rounds = ", ".join(str(each) for each in available)
+            held = f"its generations are of rounds {rounds}: pass one of them to --round"
+        else:
+            held = "it holds no published generation"
+        super().__init__(f"checkpoint folder {folder} has no generation of round {round}; {held}")
 
 
 class GpuUnavailable(RunFailed):

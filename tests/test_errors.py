@@ -82,6 +82,7 @@ INPUT = {
     "FolderInUse",
     "CheckpointFolderHeld",
     "GenerationForeign",
+    "GenerationNotFound",
 }
 RUN = {
     "RunFailed",
@@ -155,6 +156,7 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "DeployInvalid": {ValueError},
     "LearnerStateInvalid": {ValueError},
     "GenerationForeign": {ValueError},
+    "GenerationNotFound": {LookupError},
 }
 
 

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING
 from alpha.faces import lazy
 
 if TYPE_CHECKING:
+    from alpha.app.checkpoint_command import (
+        ROUND_KEY,
+        flat_arrays,
+        model_of,
+        named_arrays,
+    )
     from alpha.app.cli import (
         COMMANDS,
         EXIT_FAILURE,
@@ -61,6 +67,8 @@ if TYPE_CHECKING:
         RunPlots,
         diverged_round,
         history_csv,
+        resume_label,
+        unrecorded_note,
         write_run_plots,
     )
     from alpha.app.run import (
@@ -82,6 +90,7 @@ __all__ = [
     "LOSS_NAME",
     "PLANS_DIR",
     "POLL_SECONDS",
+    "ROUND_KEY",
     "CompileResult",
     "RoundProgress",
     "RunPlots",
@@ -96,24 +105,35 @@ __all__ = [
     "diverged_round",
     "emulation_command",
     "exchange_command",
+    "flat_arrays",
     "follow",
     "history_csv",
     "main",
+    "model_of",
+    "named_arrays",
     "observe_gate",
     "parse_roles",
     "plans_command",
     "require_buildable",
     "require_runnable",
     "resolve_plan",
+    "resume_label",
     "run_plan",
     "shipped_plans",
     "summary_table",
+    "unrecorded_note",
     "write_run_plots",
 ]
 
 __getattr__, __dir__ = lazy(
     __name__,
     {
+        "alpha.app.checkpoint_command": (
+            "ROUND_KEY",
+            "flat_arrays",
+            "model_of",
+            "named_arrays",
+        ),
         "alpha.app.cli": (
             "COMMANDS",
             "EXIT_FAILURE",
@@ -160,6 +180,8 @@ __getattr__, __dir__ = lazy(
             "RunPlots",
             "diverged_round",
             "history_csv",
+            "resume_label",
+            "unrecorded_note",
             "write_run_plots",
         ),
         "alpha.app.run": (

@@ -93,6 +93,12 @@ def _describe_tree(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.round is not None and args.resume is None:
+        # Refused before the plan is read: --round picks a generation of --resume's folder.
+        raise UsageError(
+            "run: argument --round: needs --resume FOLDER, the checkpoint folder whose "
+            f"generation of round {args.round} to resume from"
+        )
     from alpha.app.run import run_command
 
     return run_command(args)
@@ -157,7 +163,12 @@ COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] =
     ("launch",): _launch,
     ("exchange",): _exchange,
     **dict.fromkeys(
-        (("checkpoint", "inspect"), ("checkpoint", "verify"), ("checkpoint", "restore")),
+        (
+            ("checkpoint", "list"),
+            ("checkpoint", "inspect"),
+            ("checkpoint", "verify"),
+            ("checkpoint", "restore"),
+        ),
         _checkpoint,
     ),
     ("observe", "gate"): _observe_gate,
@@ -245,6 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from a checkpoint folder (its latest generation) or a generation "
         "(docs/checkpoints.md)",
     )
+    run.add_argument(
+        "--round",
+        type=nonnegative_int,
+        default=None,
+        metavar="R",
+        help="with --resume FOLDER: resume from FOLDER's generation of round R "
+        "(alpha checkpoint list FOLDER shows them)",
+    )
     add_interpreter_option(run)
     add_cold_option(run)
     run.set_defaults(handler=_run)
@@ -328,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     checkpoint = commands.add_parser(
         "checkpoint",
-        help="inspect, verify or restore a checkpoint from its path alone",
+        help="list, inspect, verify or restore a checkpoint from its path alone",
         description="Read a checkpoint folder (through its LATEST pointer) or one generation "
         "folder; every manifest and shard is checked against its SHA-256 before it is used "
         "(docs/checkpoints.md). Exits 2 naming the shard when one is missing or damaged.",
@@ -336,18 +355,29 @@ def build_parser() -> argparse.ArgumentParser:
     actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.required = True
     for action, text in (
+        ("list", "list a checkpoint folder's generations: round, run, when, size, LATEST"),
         ("inspect", "print the generation's round, owners, arrays and shards"),
         ("verify", "check every manifest and every shard file, whole"),
-        ("restore", "load every array (each shard checked) and print its SHA-256"),
+        (
+            "restore",
+            "load every array (each shard checked), print its SHA-256, and with OUT write "
+            "the model's named, shaped tensors, the optimizer's arrays and the round as .npz",
+        ),
     ):
         sub = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
-        sub.add_argument("path", metavar="PATH", help="a checkpoint folder or a generation folder")
-        if action == "inspect":
+        if action == "list":
+            sub.add_argument("path", metavar="FOLDER", help="a checkpoint folder")
+        else:
+            sub.add_argument(
+                "path", metavar="PATH", help="a checkpoint folder or a generation folder"
+            )
+        if action in ("list", "inspect"):
             sub.add_argument("--json", action="store_true", help="print JSON instead of text")
         if action == "restore":
             sub.add_argument(
-                "-o", "--output", default=None, metavar="FILE", help="also write the arrays as .npz"
+                "out", nargs="?", default=None, metavar="OUT", help="write the arrays as .npz"
             )
+            sub.add_argument("-o", "--output", default=None, metavar="FILE", help="the same as OUT")
         sub.set_defaults(handler=_checkpoint)
 
     plans = commands.add_parser(

@@ -10,6 +10,11 @@ it (``alpha.learner.state``, ``alpha.compiler.replicate``): the round counted fr
 round's training loss, the share of the round's batch predicted right (0..1), and the share of
 the held-out set predicted right after the round's step (0..1, or NaN without a held-out set).
 
+A resumed run's history goes from round 1 through each resume (the rounds before it, as its
+generation records them): each resume is marked on the plot with a labelled vertical line and
+in the CSV's ``resumed`` column. A history that starts after round 1 (resumed from a generation
+that records none) says on the plot that the rounds before it are not recorded.
+
 A run whose loss stops being finite has diverged: that is a result to show, not an error. The
 files are still written; the loss curve stops before the first non-finite loss, the round of
 that loss is marked, and the CSV keeps every row as it was, ``inf`` and ``nan`` included.
@@ -36,6 +41,8 @@ __all__ = [
     "RunPlots",
     "diverged_round",
     "history_csv",
+    "resume_label",
+    "unrecorded_note",
     "write_run_plots",
 ]
 
@@ -46,8 +53,10 @@ LOSS_NAME: Final = (
 error of the 10 scores against the one-hot label, summed over the classes; per round, the mean
 over the round's whole batch (every contributor's), at the parameters the round started from."""
 
-HISTORY_HEADER: Final = "round,loss,train_accuracy,holdout_accuracy"
-"""The first line of ``history.csv``; each further line is one round, counted from 1."""
+HISTORY_HEADER: Final = "round,loss,train_accuracy,holdout_accuracy,resumed"
+"""The first line of ``history.csv``; each further line is one round, counted from 1, and
+``resumed`` is 1 on the first round a resume ran (the run started there from a generation),
+else 0."""
 
 PNG_NAME: Final = "loss.png"
 CSV_NAME: Final = "history.csv"
@@ -72,6 +81,7 @@ _LOSS_COLOR: Final = "tab:blue"
 _TRAIN_COLOR: Final = "tab:orange"
 _HOLDOUT_COLOR: Final = "tab:green"
 _DIVERGED_COLOR: Final = "tab:red"
+_RESUMED_COLOR: Final = "tab:purple"
 
 Row = tuple[int, float, float, float]
 
@@ -92,6 +102,7 @@ def write_run_plots(
     title: str,
     loss_name: str = LOSS_NAME,
     diverged_at: int | None = None,
+    resumes: Sequence[int] = (),
 ) -> RunPlots:
     """Write ``folder/history.csv`` and ``folder/loss.png`` for ``history``, one row a round.
 
@@ -100,29 +111,45 @@ def write_run_plots(
     ``-inf``, ``nan`` included). The PNG has two panels over the rounds: the loss (named
     ``loss_name``; logarithmic when it spans more than :data:`LOG_SPAN`) and the training and
     held-out accuracy in percent. ``diverged_at``, the round counted from 1 whose loss was not
-    finite (:func:`diverged_round`), is marked on both. Each file is written through a
+    finite (:func:`diverged_round`), is marked on both; so is each of ``resumes`` (the rounds
+    done when a resume started, each below the last row's round), a labelled vertical line
+    between its round and the next, and the CSV's ``resumed`` column is 1 on the row after it.
+    A history whose first row is past round 1 says so on the plot (the rounds before it are
+    not recorded). Each file is written through a
     temporary file and renamed into place: a reader sees the old file or the whole new one.
     The CSV is written first, so that a run's data survives a plot that cannot be drawn.
 
     Raises:
         ValueError: a row is not four fields, its round not an ``int`` from 0, or a value not
-            a number; or ``diverged_at`` is not an ``int`` from 1. Nothing is written.
+            a number; ``diverged_at`` is not an ``int`` from 1; or a resume is not an ``int``
+            from 0. Nothing is written.
         OSError: a file cannot be written; the one that failed is left as it was.
     """
     rows = _checked(history)
     if diverged_at is not None and not int_in(diverged_at, 1):
         raise ValueError(f"diverged_at must be a round counted from 1, got {diverged_at!r}")
+    marks = sorted(set(_resumes(resumes)))
     plots = RunPlots(png=folder / PNG_NAME, csv=folder / CSV_NAME)
-    write_bytes_atomically(plots.csv, history_csv(rows).encode("ascii"))
-    write_bytes_atomically(plots.png, _render(rows, title, loss_name, diverged_at))
+    write_bytes_atomically(plots.csv, history_csv(rows, marks).encode("ascii"))
+    write_bytes_atomically(plots.png, _render(rows, title, loss_name, diverged_at, marks))
     return plots
 
 
-def history_csv(history: Sequence[Row]) -> str:
-    """The text of ``history.csv`` for ``history`` (see :func:`write_run_plots`). Pure."""
+def _resumes(resumes: Sequence[int]) -> list[int]:
+    for each in resumes:
+        if not int_in(each, 0):
+            raise ValueError(f"a resume is a round counted from 0, got {each!r}")
+    return list(resumes)
+
+
+def history_csv(history: Sequence[Row], resumes: Sequence[int] = ()) -> str:
+    """The text of ``history.csv`` for ``history`` and ``resumes`` (see
+    :func:`write_run_plots`). Pure."""
     lines = [HISTORY_HEADER]
+    marked = set(resumes)
     for index, loss, train, held in history:
-        lines.append(f"{index + 1},{float(loss)!r},{float(train)!r},{float(held)!r}")
+        resumed = 1 if index in marked else 0
+        lines.append(f"{index + 1},{float(loss)!r},{float(train)!r},{float(held)!r},{resumed}")
     return "\n".join(lines) + "\n"
 
 
@@ -177,7 +204,13 @@ def _finite_prefix(values: Sequence[float]) -> list[float]:
     return prefix
 
 
-def _render(rows: Sequence[Row], title: str, loss_name: str, diverged_at: int | None) -> bytes:
+def _render(
+    rows: Sequence[Row],
+    title: str,
+    loss_name: str,
+    diverged_at: int | None,
+    resumes: Sequence[int] = (),
+) -> bytes:
     """The PNG of ``rows``: the loss panel above, the accuracy panel below, one round axis."""
     # Imported here: alpha.app.plot costs nothing to import, and a participant never loads these.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -215,7 +248,10 @@ def _render(rows: Sequence[Row], title: str, loss_name: str, diverged_at: int | 
         accuracy_axes.legend(loc="best")
 
     accuracy_axes.set_xlabel("round")
+    note = unrecorded_note(rows)
     ends = [*rounds, *([] if diverged_at is None else [diverged_at])]
+    if note is not None:
+        ends.append(1)  # the axis shows the rounds not recorded, and says so
     if ends:
         # Half a round beyond the ends: the first and last points clear of the frame, and no
         # tick at round 0, which is not a round.
@@ -227,8 +263,12 @@ def _render(rows: Sequence[Row], title: str, loss_name: str, diverged_at: int | 
             _note(axes, "no rounds")
     for axes in (loss_axes, accuracy_axes):
         axes.grid(True, color="0.9")
+    if note is not None:
+        _mark_unrecorded(loss_axes, accuracy_axes, rounds[0], note)
     if diverged_at is not None:
         _mark_divergence(loss_axes, accuracy_axes, diverged_at)
+    if resumes:
+        _mark_resumes(loss_axes, accuracy_axes, resumes)
 
     out = io.BytesIO()
     figure.savefig(out, format="png")
@@ -268,3 +308,54 @@ def _mark_divergence(loss_axes: Axes, accuracy_axes: Axes, diverged_at: int) -> 
         loc="best",
         labelcolor=_DIVERGED_COLOR,
     )
+
+
+def unrecorded_note(history: Sequence[Row]) -> str | None:
+    """What the plot says of a history that starts after round 1 (a run resumed from a
+    generation that records no history); None when it starts at round 1 or is empty. Pure."""
+    if not history or history[0][0] == 0:
+        return None
+    return f"history before round {history[0][0] + 1} is not recorded"
+
+
+def resume_label(at: int) -> str:
+    """The label of the line that marks a resume at round ``at`` (rounds done). Pure."""
+    return f"resumed at round {at}"
+
+
+def _mark_unrecorded(loss_axes: Axes, accuracy_axes: Axes, first: int, note: str) -> None:
+    """Shade rounds ``1..first-1``, whose history the run does not have, and say so."""
+    for axes in (loss_axes, accuracy_axes):
+        axes.axvspan(0.5, first - 0.5, color="0.93", zorder=0)
+    loss_axes.text(
+        0.01,
+        0.5,
+        note,
+        transform=loss_axes.transAxes,
+        ha="left",
+        va="center",
+        color="0.35",
+        fontsize="small",
+    )
+
+
+def _mark_resumes(loss_axes: Axes, accuracy_axes: Axes, resumes: Sequence[int]) -> None:
+    """A dotted vertical line between round R and R + 1 for each resume at round R, labelled
+    at the top of the loss panel (:func:`resume_label`)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    for at in resumes:
+        for axes in (loss_axes, accuracy_axes):
+            axes.axvline(at + 0.5, color=_RESUMED_COLOR, linestyle=":", linewidth=1.4)
+        place = blended_transform_factory(loss_axes.transData, loss_axes.transAxes)
+        loss_axes.text(
+            at + 0.5,
+            0.97,
+            f" {resume_label(at)}",
+            transform=place,
+            rotation=90,
+            ha="left",
+            va="top",
+            color=_RESUMED_COLOR,
+            fontsize="small",
+        )

@@ -35,11 +35,13 @@ from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
+from alpha.checkpoint.manifest import decode_history, encode_history
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
     check_room,
     generation_name,
+    generation_of_round,
     hold_checkpoint_folder,
     open_generation,
     parse_generation,
@@ -100,6 +102,7 @@ class RunSummary:
     replica_diverged_at: int | None = None
     signal: int | None = None
     changed: dict[str, tuple[object, object]] = field(default_factory=dict)
+    resumes: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,60 @@ def _resume_point(
     arrays = generation.load()
     parameters = arrays.pop(PARAMETERS)
     return generation, Start(generation.round, parameters, arrays), changed
+
+
+def resume_generation(path: Path, round: int, run: str, out: TextIO) -> Path:
+    """``--resume PATH --round R``: the generation of round ``round`` in the checkpoint folder
+    ``path`` (or ``path``, a generation of that round); of several, the run ``run``'s first,
+    then the one ``LATEST`` names, then the newest, and a line says which was taken.
+
+    Raises:
+        GenerationNotFound: no generation of that round is there (the rounds that are, named).
+    """
+    chosen, count = generation_of_round(path, round, run)
+    if count > 1:
+        print(
+            f"run: {path} holds {count} generations of round {round}; resuming from "
+            f"{chosen.name} (pass a generation's folder to --resume to choose another)",
+            file=out,
+        )
+    return chosen
+
+
+def resumed_history(
+    generation: Generation,
+) -> tuple[list[tuple[int, float, float, float]], list[int], str]:
+    """What a run resumed from ``generation`` starts its history with: every round's record
+    before it and the rounds of the earlier resumes it records, and this resume's round after
+    them; and a line to print when the generation records no history (an older one), whose
+    history then starts at the resume.
+
+    Raises:
+        CheckpointCorrupt: the history it records is malformed.
+    """
+    recorded = decode_history(
+        generation.about, generation.round, f"checkpoint {generation.path.name}"
+    )
+    if recorded is None:
+        note = (
+            f"run: checkpoint {generation.path.name} records no history (an older generation): "
+            f"history.csv and loss.png start at round {generation.round + 1}"
+        )
+        return [], [generation.round], note
+    return list(recorded.rows), [*recorded.resumes, generation.round], ""
+
+
+def record_with_history(
+    record: str, history: Sequence[tuple[int, float, float, float]], resumes: Sequence[int]
+) -> str:
+    """``record`` (:func:`alpha.learner.saving.segment_record`) with the history so far and
+    the resumes (``about.history``, ``about.resumes``, ``docs/checkpoints.md``): role 0 adds
+    its own rounds when it publishes. ``""`` (nothing recorded) stays ``""``."""
+    if not record:
+        return record
+    return json.dumps(
+        {**json.loads(record), **encode_history(history, resumes)}, sort_keys=True, allow_nan=False
+    )
 
 
 @dataclass
@@ -256,9 +313,15 @@ def _run_plan(
     identity = plan_identity(plan, digits, state)
     first, previous, start = 0, None, None
     changed: dict[str, tuple[object, object]] = {}
+    history: list[tuple[int, float, float, float]] = []
+    resumes: list[int] = []
+    unrecorded = ""
     if resume is not None:
         previous, start, changed = _resume_point(plan, digits, resume, identity)
         first = previous.round
+        # The rounds before the generation, as it records them: history.csv and loss.png go
+        # from round 1, each resume marked (docs/checkpoints.md).
+        history, resumes, unrecorded = resumed_history(previous)
     if folder is not None:
         # A read-only or full folder is found before the first round, not after a segment.
         check_room(folder, state_specs(state), plan.participants)
@@ -277,8 +340,9 @@ def _run_plan(
             "(checkpoint.may_change)",
             file=out,
         )
+    if unrecorded:
+        print(unrecorded, file=out)
     progress = RoundProgress(out, plan.rounds, start=first)
-    history: list[tuple[int, float, float, float]] = []
     found: dict[int, dict[str, Any]] = {}
     for segment in segments:
         each = plan
@@ -294,7 +358,9 @@ def _run_plan(
                     save=None if folder is None else str(folder),
                     nonce=None if folder is None else nonce,
                     keep=2 if spec is None else spec.keep,
-                    record=record if folder is not None else "",
+                    record=record_with_history(record, history, resumes)
+                    if folder is not None
+                    else "",
                 ),
             )
         launched = _launch_segment(each, directory, interpreters, progress, warm)
@@ -309,8 +375,10 @@ def _run_plan(
                     print(f"run: checkpoint: {failure}", file=out)
                 cause += "; " + _after_failure(plan, folder, base, previous, resume)
             if diverged is not None:
-                return _diverged(plan, directory, digits, start, history, diverged, started, out)
-            plots = _plots(plan, directory, history, None)
+                return _diverged(
+                    plan, directory, digits, start, history, resumes, diverged, started, out
+                )
+            plots = _plots(plan, directory, history, resumes, None)
             return RunSummary(
                 False,
                 "",
@@ -323,6 +391,7 @@ def _run_plan(
                 csv=plots.csv,
                 signal=launched.signal,
                 changed=changed,
+                resumes=resumes,
             )
         history += [tuple(entry) for entry in found[0]["history"]]
         if folder is not None:
@@ -352,7 +421,7 @@ def _run_plan(
     progress.close()
     digests = {data["digests"][PARAMETERS] for data in found.values()}
     replica = _replicated(plan, digits, start, out)
-    plots = _plots(plan, directory, history, None)
+    plots = _plots(plan, directory, history, resumes, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"
     return RunSummary(
         ok=distributed == replica.digest and len(found) == plan.participants,
@@ -365,6 +434,7 @@ def _run_plan(
         csv=plots.csv,
         replica_diverged_at=replica.diverged_at,
         changed=changed,
+        resumes=resumes,
     )
 
 
@@ -440,9 +510,12 @@ def _plots(
     plan: Plan,
     directory: Path,
     history: Sequence[tuple[int, float, float, float]],
+    resumes: Sequence[int],
     diverged: int | None,
 ) -> RunPlots:
-    return write_run_plots(directory, history, title=plan.name, diverged_at=diverged)
+    return write_run_plots(
+        directory, history, title=plan.name, diverged_at=diverged, resumes=resumes
+    )
 
 
 def _diverged(
@@ -451,6 +524,7 @@ def _diverged(
     digits: Digits,
     start: Start | None,
     history: list[tuple[int, float, float, float]],
+    resumes: list[int],
     diverged: int,
     started: float,
     out: TextIO,
@@ -459,7 +533,7 @@ def _diverged(
     committed nothing. The replicated learner runs to where it diverges too, as a check that
     the distributed run diverged where the plan does."""
     replica = _replicated(plan, digits, start, out)
-    plots = _plots(plan, directory, history, diverged)
+    plots = _plots(plan, directory, history, resumes, diverged)
     finite = [entry for entry in history if math.isfinite(entry[1])]
     return RunSummary(
         ok=False,
@@ -478,6 +552,7 @@ def _diverged(
         csv=plots.csv,
         diverged_at=diverged,
         replica_diverged_at=replica.diverged_at,
+        resumes=resumes,
     )
 
 
@@ -494,6 +569,7 @@ def run_command(args: argparse.Namespace) -> int:
         args.resume,
         as_json=args.json,
         warm=not args.cold,
+        resume_round=args.round,
     )
 
 
@@ -505,9 +581,11 @@ def main_run(
     *,
     as_json: bool = False,
     warm: bool = True,
+    resume_round: int | None = None,
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
-    learner; 128 + the signal when one stopped it (130: Ctrl-C)."""
+    learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
+    generation of that round in the checkpoint folder ``resume``."""
     plan = load_plan(resolve_plan(plan_path) if plan_path else DEFAULT_PLAN)
     require_learner(plan)  # a sum check is refused before any folder is made
     require_buildable(plan.participants, "run")
@@ -515,6 +593,9 @@ def main_run(
     interpreters = local_interpreters(
         plan_targets(plan.participants, plan.default_target, plan.target_roles), interpreters
     )
+    if resume is not None and resume_round is not None:
+        # A round no generation has is refused here, before any folder is made.
+        resume = str(resume_generation(Path(resume), resume_round, plan.name, sys.stderr))
     folder = Path(directory or f"runs/{plan.name}")
     with hold_folder(folder, "alpha run"):
         summary = run_plan(
@@ -539,9 +620,14 @@ def main_run(
     return EXIT_OK if summary.ok else EXIT_FAILURE
 
 
+def _rounds_done(summary: RunSummary) -> int:
+    """The rounds the history reaches (from round 1, through any resume)."""
+    return summary.history[-1][0] + 1 if summary.history else 0
+
+
 def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
-    done = len(summary.history)
+    done = _rounds_done(summary)
     if summary.diverged_at is not None:
         rows.append(("rounds", f"{done} of {plan.rounds}: diverged at round {summary.diverged_at}"))
         same = summary.replica_diverged_at == summary.diverged_at
@@ -583,7 +669,8 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
         "distributed": summary.distributed or None,
         "replicated": summary.replicated or None,
         "rounds": plan.rounds,
-        "rounds_done": len(summary.history),
+        "rounds_done": _rounds_done(summary),
+        "resumes": summary.resumes,
         "diverged_at": summary.diverged_at,
         "replicated_diverged_at": summary.replica_diverged_at,
         "holdout_accuracy": _finite_or_none(summary.holdout_accuracy),

@@ -31,6 +31,7 @@ __all__ = [
     "DTYPES",
     "FORMAT",
     "HEX64",
+    "HISTORY",
     "LOCK",
     "MANIFEST",
     "MAX_DIMENSIONS",
@@ -40,23 +41,29 @@ __all__ = [
     "POINTER",
     "POINTER_FORMAT",
     "REMOVING_PREFIX",
+    "RESUMES",
     "SEAL_DIGITS",
     "SHARDS",
     "STAGED_SUFFIX",
     "ArraySpecs",
     "GenerationName",
+    "HistoryRow",
+    "RecordedHistory",
     "RootManifest",
     "Shard",
     "canonical_json",
     "check_cover",
+    "decode_history",
     "decode_json",
     "decode_owner_manifest",
     "decode_pointer",
     "decode_root_manifest",
     "elements_of",
+    "encode_history",
     "encode_owner_manifest",
     "encode_pointer",
     "encode_root_manifest",
+    "extended_history",
     "generation_name",
     "owner_manifest_name",
     "owner_ranges",
@@ -471,3 +478,99 @@ def decode_pointer(pointer: Mapping[str, object], where: str) -> tuple[str, str]
             f"{where} names {name}, whose seal is not the digest it pins ({sha})"
         )
     return name, sha
+
+
+# --- the history a generation carries ------------------------------------------------------
+
+HISTORY: Final = "history"
+"""The key of ``about`` that holds every round's record from round 0 up to the generation's:
+``[[round from 0, loss, training accuracy, held-out accuracy], ...]``, a value that is not
+finite (a held-out accuracy without a held-out set) written as null."""
+RESUMES: Final = "resumes"
+"""The key of ``about`` that lists the rounds at which the run that wrote the generation (or
+one it goes on from) was resumed by ``--resume``: the rounds done when each resume started."""
+
+#: One round's record: the round counted from 0, its loss, training and held-out accuracy.
+HistoryRow = tuple[int, float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedHistory:
+    """What a generation records of the rounds before it: ``rows`` (their rounds rising, each
+    below the generation's) and ``resumes`` (rising, each below it too)."""
+
+    rows: tuple[HistoryRow, ...]
+    resumes: tuple[int, ...]
+
+
+def _number(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def encode_history(
+    rows: Sequence[HistoryRow], resumes: Sequence[int]
+) -> dict[str, list[list[float | int | None]] | list[int]]:
+    """``about``'s :data:`HISTORY` and :data:`RESUMES` for ``rows`` and ``resumes``: JSON
+    values (canonical JSON has no NaN: a value that is not finite is null)."""
+    return {
+        HISTORY: [[int(r), _number(a), _number(b), _number(c)] for r, a, b, c in rows],
+        RESUMES: [int(each) for each in resumes],
+    }
+
+
+def extended_history(
+    about: Mapping[str, object], rows: Sequence[HistoryRow], round: int
+) -> dict[str, object]:
+    """``about``'s :data:`HISTORY` with the ``rows`` after its last one and before ``round``
+    appended (role 0's own rounds, at publication): ``{}`` when ``about`` records no history
+    (a segment compiled by hand), so nothing is claimed of rounds it never saw."""
+    recorded = about.get(HISTORY)
+    if not isinstance(recorded, list):
+        return {}
+    last = recorded[-1][0] if recorded and isinstance(recorded[-1], list) else -1
+    later = [row for row in rows if last < row[0] < round]
+    return {HISTORY: [*recorded, *encode_history(later, [])[HISTORY]]}
+
+
+def _float(value: object) -> float | None:
+    if value is None:
+        return math.nan
+    if type(value) in (int, float):
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def decode_history(about: Mapping[str, object], round: int, where: str) -> RecordedHistory | None:
+    """The history the generation of ``round`` records in ``about`` (:data:`HISTORY`,
+    :data:`RESUMES`); None when it records none (a generation written before they were, or by
+    a segment compiled by hand). ``where`` names it in refusals.
+
+    Raises:
+        CheckpointCorrupt: a row is not ``[round, three numbers or null]``, the rounds do not
+            rise or reach the generation's round, or a resume is not a rising round below it.
+    """
+    if HISTORY not in about:
+        return None
+    listed, resumes = about.get(HISTORY), about.get(RESUMES, [])
+    if not isinstance(listed, list) or not isinstance(resumes, list):
+        raise CheckpointCorrupt(f"{where}: about.{HISTORY} and about.{RESUMES} must be lists")
+    rows: list[HistoryRow] = []
+    for position, row in enumerate(listed):
+        values = [_float(v) for v in row[1:]] if isinstance(row, list) and len(row) == 4 else []
+        at = row[0] if isinstance(row, list) and row else None
+        before = rows[-1][0] if rows else -1
+        if len(values) != 3 or None in values or type(at) is not int or not before < at < round:
+            raise CheckpointCorrupt(
+                f"{where}: about.{HISTORY}[{position}] is not [round, loss, train_accuracy, "
+                f"holdout_accuracy] of a round after {before} and before {round}: {row!r}"
+            )
+        loss, train, held = (float(v) for v in values if v is not None)
+        rows.append((at, loss, train, held))
+    previous = -1
+    for each in resumes:
+        if type(each) is not int or not previous < each < round:
+            raise CheckpointCorrupt(
+                f"{where}: about.{RESUMES} must be rising rounds below {round}: {resumes!r}"
+            )
+        previous = each
+    return RecordedHistory(tuple(rows), tuple(resumes))

@@ -52,6 +52,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,7 @@ from alpha.errors import (
     CheckpointFolderHeld,
     CheckpointWriteFailed,
     GenerationExists,
+    GenerationNotFound,
 )
 from alpha.files import STAGED_SUFFIX, fsync_folder, read_regular_file, write_bytes_atomically
 
@@ -112,12 +114,15 @@ __all__ = [
     "STAGED_SUFFIX",
     "Generation",
     "GenerationName",
+    "Listed",
     "Part",
     "Shard",
     "check_room",
     "generation_name",
+    "generation_of_round",
     "generation_size",
     "hold_checkpoint_folder",
+    "list_generations",
     "move_pointer",
     "open_generation",
     "owner_manifest_name",
@@ -582,6 +587,122 @@ def _open_folder(folder: Path, expect_sha256: str | None) -> Generation:
     return Generation(
         folder, digest, root.round, parsed, len(root.owner_sha256), root.arrays, shards, root.about
     )
+
+
+# --- listing, and choosing a generation by its round -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One published generation of a checkpoint folder, as ``alpha checkpoint list`` shows
+    it: its folder, round, the run's name it records (``about.run``; None: none recorded),
+    its plan identity digest, when its root manifest was written (seconds since the epoch),
+    its bytes (every file in it), whether the pointer names it, and why it does not read
+    (``problem``; empty when its manifests check: its shards are checked by ``verify``)."""
+
+    path: Path
+    round: int
+    run: str | None
+    plan_sha256: str | None
+    written: float
+    bytes: int
+    latest: bool
+    problem: str = ""
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of every regular file under ``folder`` (links not followed)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                found = os.lstat(os.path.join(root, name))
+                total += found.st_size if stat.S_ISREG(found.st_mode) else 0
+    return total
+
+
+def list_generations(folder: Path) -> tuple[list[Listed], str, str]:
+    """Every published generation in ``folder``, oldest first (as :func:`published` orders
+    them), each opened pinned by its seal (its manifests checked, not its shards), the name
+    the pointer names, and why the pointer does not read (``""`` for each when there is no
+    pointer). A generation that does not open is listed with its ``problem``, never skipped.
+
+    Raises:
+        OSError: the folder cannot be listed.
+    """
+    try:
+        pointer = pointed(folder)
+        pointer_problem = ""
+    except CheckpointCorrupt as error:
+        pointer = ""
+        pointer_problem = "" if not (folder / POINTER).exists() else str(error)
+    listed = []
+    for path in published(folder):
+        parsed = parse_generation(path.name)
+        assert parsed is not None  # published() lists sealed names only
+        manifest = path / MANIFEST
+        written = manifest.stat().st_mtime if manifest.is_file() else path.stat().st_mtime
+        size = _folder_bytes(path)
+        try:
+            about = _open_folder(path, None).about
+        except CheckpointCorrupt as error:
+            latest = path.name == pointer
+            listed.append(Listed(path, parsed.round, None, None, written, size, latest, str(error)))
+            continue
+        run, plan = about.get("run"), about.get("plan_sha256")
+        listed.append(
+            Listed(
+                path,
+                parsed.round,
+                run if isinstance(run, str) else None,
+                plan if isinstance(plan, str) else None,
+                written,
+                size,
+                path.name == pointer,
+            )
+        )
+    return listed, pointer, pointer_problem
+
+
+def generation_of_round(path: Path, round: int, run: str | None = None) -> tuple[Path, int]:
+    """The generation of round ``round`` in the checkpoint folder ``path`` (or ``path``
+    itself, a generation folder of that round), and how many generations of that round the
+    folder holds. Of several, the one of the run named ``run`` comes first, then the one the
+    pointer names, then the one published last: it is opened and checked by the caller, like
+    any ``--resume`` path.
+
+    Raises:
+        GenerationNotFound: no published generation of that round is there; the rounds that
+            are are named.
+    """
+    own = parse_generation(path.name)
+    if own is not None and (path / MANIFEST).is_file():
+        if own.round != round:
+            raise GenerationNotFound(str(path), round, (own.round,))
+        return path, 1
+    found = published(path) if path.is_dir() else []
+    rounds = [parse_generation(each.name) for each in found]
+    mine = [each for each, name in zip(found, rounds, strict=True) if name and name.round == round]
+    if not mine:
+        available = sorted({name.round for name in rounds if name is not None})
+        raise GenerationNotFound(str(path), round, tuple(available))
+    if len(mine) == 1:
+        return mine[0], 1
+    try:
+        pointer = pointed(path)
+    except CheckpointCorrupt:
+        pointer = ""
+
+    def rank(position: int) -> tuple[bool, bool, int]:
+        each = mine[position]
+        try:
+            named = _open_folder(each, None).about.get("run")
+        except CheckpointCorrupt:
+            named = None
+        return (run is not None and named == run, each.name == pointer, position)
+
+    best = max(range(len(mine)), key=rank)
+    return mine[best], len(mine)
 
 
 # --- the folder's one writer, and the room it needs ------------------------------------------

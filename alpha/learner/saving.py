@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.checkpoint.manifest import generation_name, owner_ranges
+from alpha.checkpoint.manifest import extended_history, generation_name, owner_ranges
 from alpha.checkpoint.store import (
     Generation,
     Part,
@@ -233,13 +233,15 @@ class Saver:
     def publish(self) -> None:
         """Role 0, at the commit point: publish the generation (every owner's shards are in)."""
         reach("checkpoint.publishing", self.role)
+        # The history the run passed, with this role's own rounds up to the generation's.
+        history = extended_history(self.record, self.state.history, self.end)
         self.published, self.manifest_sha256 = publish(
             self.folder,
             self.end,
             self.nonce,
             owners=self.state.participants,
             arrays=state_specs(self.state),
-            about={**about(self.state), **self.record},
+            about={**about(self.state), **self.record, **history},
         )
 
     def point(self, log: Callable[[str], None]) -> None:

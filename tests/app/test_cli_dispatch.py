@@ -32,6 +32,7 @@ EXPECTED = {
     ("compile",): "alpha.app.compile:compile_command",
     ("launch",): "alpha.app.launch_command:launch_command",
     ("exchange",): "alpha.app.exchange:exchange_command",
+    ("checkpoint", "list"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "inspect"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "verify"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "restore"): "alpha.app.checkpoint_command:checkpoint_command",

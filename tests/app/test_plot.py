@@ -46,7 +46,8 @@ def read_csv(path: Path) -> list[Row]:
     assert header == HISTORY_HEADER
     rows = []
     for line in lines:
-        number, loss, train, held = line.split(",")
+        number, loss, train, held, resumed = line.split(",")
+        assert resumed == "0"
         rows.append((int(number) - 1, float(loss), float(train), float(held)))
     return rows
 
@@ -94,7 +95,8 @@ def test_history_csv_gives_back_every_float_exactly(history: list[Row]) -> None:
     assert header == HISTORY_HEADER
     found = []
     for line in lines:
-        number, loss, train, held = line.split(",")
+        number, loss, train, held, resumed = line.split(",")
+        assert resumed == "0"
         found.append((int(number) - 1, float(loss), float(train), float(held)))
     assert_same_rows(found, history)
 
@@ -102,7 +104,7 @@ def test_history_csv_gives_back_every_float_exactly(history: list[Row]) -> None:
 def test_history_csv_counts_rounds_from_1_and_spells_non_finite_values() -> None:
     history = [(0, 0.5, 0.25, math.nan), (1, math.inf, 0.1, -math.inf)]
     assert history_csv(history) == (
-        "round,loss,train_accuracy,holdout_accuracy\n1,0.5,0.25,nan\n2,inf,0.1,-inf\n"
+        "round,loss,train_accuracy,holdout_accuracy,resumed\n1,0.5,0.25,nan,0\n2,inf,0.1,-inf,0\n"
     )
 
 
@@ -149,14 +151,14 @@ def test_a_diverged_run_gets_its_plot_and_its_whole_history(tmp_path: Path) -> N
     assert png_shape(plots.png) == PNG_SHAPE
     rows = read_csv(plots.csv)
     assert_same_rows(rows, DIVERGED)
-    assert plots.csv.read_text().splitlines()[-2:] == ["49,inf,0.1,0.098", "50,nan,0.1,0.098"]
+    assert plots.csv.read_text().splitlines()[-2:] == ["49,inf,0.1,0.098,0", "50,nan,0.1,0.098,0"]
 
 
 def test_a_run_diverged_at_its_first_round_still_gets_both_files(tmp_path: Path) -> None:
     history = [(0, math.inf, 0.1, 0.1)]
     plots = write_run_plots(tmp_path, history, title="at once", diverged_at=1)
     assert png_shape(plots.png) == PNG_SHAPE
-    assert plots.csv.read_text() == f"{HISTORY_HEADER}\n1,inf,0.1,0.1\n"
+    assert plots.csv.read_text() == f"{HISTORY_HEADER}\n1,inf,0.1,0.1,0\n"
 
 
 # --- the files ------------------------------------------------------------------------------
@@ -171,7 +173,7 @@ def test_a_learning_run_writes_a_png_of_800_by_600_and_its_csv(tmp_path: Path) -
 def test_a_run_without_held_out_set_or_with_one_round_is_drawn(tmp_path: Path) -> None:
     plots = write_run_plots(tmp_path, [(0, 0.7, 0.5, math.nan)], title="one round")
     assert png_shape(plots.png) == PNG_SHAPE
-    assert plots.csv.read_text() == f"{HISTORY_HEADER}\n1,0.7,0.5,nan\n"
+    assert plots.csv.read_text() == f"{HISTORY_HEADER}\n1,0.7,0.5,nan,0\n"
 
 
 def test_an_empty_history_writes_a_png_and_the_header_alone(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_a_diverging_learner_stops_at_its_first_non_finite_loss_and_keeps_its_re
     # The history, every round up to the non-finite one, equal to the replicated learner's.
     with open(result["history_csv"], newline="") as data:
         rows = list(csv.reader(data))
-    assert rows[0] == ["round", "loss", "train_accuracy", "holdout_accuracy"]
+    assert rows[0] == ["round", "loss", "train_accuracy", "holdout_accuracy", "resumed"]
     assert [int(row[0]) for row in rows[1:]] == list(range(1, expected.diverged_at + 1))
     assert [float(row[1]) for row in rows[1:-1]] == [entry[1] for entry in expected.history[:-1]]
     assert math.isinf(float(rows[-1][1]))
