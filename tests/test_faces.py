@@ -64,9 +64,10 @@ SHADOWED = {
     **{
         (f"alpha.app.{name}", name): (
             "a command's body, named as its module (launch and checkpoint are folders of "
-            "alpha): the command line calls it, through alpha.app.cli.COMMANDS"
+            "alpha, emulation a module of alpha.launch): the command line calls it, through "
+            "alpha.app.cli.COMMANDS"
         )
-        for name in ("launch_command", "checkpoint_command")
+        for name in ("launch_command", "checkpoint_command", "emulation_command")
     },
 }
 

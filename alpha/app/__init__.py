@@ -46,9 +46,6 @@ if TYPE_CHECKING:
         follow,
         summary_table,
     )
-    from alpha.app.emulation_command import (
-        emulation_command,
-    )
     from alpha.app.exchange import (
         exchange_command,
     )
@@ -103,7 +100,6 @@ __all__ = [
     "describe_group",
     "describe_tree",
     "diverged_round",
-    "emulation_command",
     "exchange_command",
     "flat_arrays",
     "follow",
@@ -165,7 +161,6 @@ __getattr__, __dir__ = lazy(
             "follow",
             "summary_table",
         ),
-        "alpha.app.emulation_command": ("emulation_command",),
         "alpha.app.exchange": ("exchange_command",),
         "alpha.app.observe": ("observe_gate",),
         "alpha.app.plans": (
