@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -32,10 +34,11 @@ from alpha.checkpoint.store import (
     staged_folder,
     write_shards,
 )
-from alpha.errors import LearnerStateInvalid
+from alpha.errors import CheckpointWriteFailed, LearnerStateInvalid, error_line
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
 from alpha.learner.state import LearnerState, state_specs
+from alpha.schedule.learner_regions import DIGEST_BYTES
 from alpha.schedule.learner_regions import PARAMETERS as LEARNER_PARAMETERS
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "PARAMETERS",
     "Saver",
     "SegmentIO",
+    "carried_history",
     "identity_changes",
     "load_start",
     "segment_record",
@@ -66,6 +70,7 @@ class SegmentIO:
     nonce: str | None = None
     keep: int = 2
     record: str = ""
+    every: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,7 +82,17 @@ class SegmentIO:
             "nonce": self.nonce,
             "keep": self.keep,
             "record": self.record,
+            "every": self.every,
         }
+
+    def generation_rounds(self) -> list[int]:
+        """The rounds this launch publishes a generation of: every ``every`` rounds after
+        ``first``, and ``end``; none without ``save``."""
+        if self.save is None:
+            return []
+        if self.every is None:
+            return [self.end]
+        return [*range(self.first + self.every, self.end, self.every), self.end]
 
 
 def state_arrays(
@@ -159,7 +174,7 @@ def check_fits(generation: Generation, state: LearnerState) -> None:
         )
 
 
-def load_start(state: LearnerState, io: SegmentIO) -> None:
+def load_start(state: LearnerState, io: SegmentIO) -> Generation | None:
     """Load the state a resumed role starts from: the parameters (kept for ``init``) and the
     optimizer's state, every shard checked.
 
@@ -170,7 +185,7 @@ def load_start(state: LearnerState, io: SegmentIO) -> None:
     """
     state.first_round = io.first
     if io.resume is None:
-        return
+        return None
     generation = open_generation(Path(io.resume), expect_sha256=io.resume_sha256)
     check_fits(generation, state)
     if generation.round != io.first:
@@ -190,12 +205,53 @@ def load_start(state: LearnerState, io: SegmentIO) -> None:
     state.optimizer_state = OptimizerState.restore(
         state.optimizer, state.state_size, state.model.dtype, arrays
     )
+    return generation
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def carried_history(start: Generation | None, first: int) -> tuple[list[list[object]], list[int]]:
+    """What a run resumed from ``start`` carries into its generations: the history of the
+    rounds before ``first`` (``[round_from_0, loss, train_acc, holdout_acc]`` each, ``null``
+    for a value that is not finite) and the rounds runs were resumed at, this one's last.
+    A run from the seed carries nothing."""
+    if start is None:
+        return [], []
+    raw = start.about.get("history")
+    kept: list[list[object]] = []
+    if isinstance(raw, list):
+        for entry in raw:
+            if (
+                isinstance(entry, list)
+                and len(entry) == 4
+                and type(entry[0]) is int
+                and entry[0] < first
+            ):
+                kept.append(list(entry))
+    was = start.about.get("resumes")
+    resumes = [r for r in was if type(r) is int and r < first] if isinstance(was, list) else []
+    return kept, [*resumes, first]
 
 
 class Saver:
-    """One role's part in publishing its segment's generation."""
+    """One role's part in publishing its launch's generations: at each generation round within
+    the launch (the schedule's ``save`` and ``publish`` steps) and the last at the commit point
+    (``alpha.runtime.completion``).
 
-    def __init__(self, state: LearnerState, io: SegmentIO, role: int) -> None:
+    ``carried`` is what the generation the launch resumed from carries: the history before it
+    and the rounds runs were resumed at (:func:`carried_history`); role 0 writes them, with the
+    rounds of this launch, into each generation's ``about``.
+    """
+
+    def __init__(
+        self,
+        state: LearnerState,
+        io: SegmentIO,
+        role: int,
+        carried: tuple[list[list[object]], list[int]] = ([], []),
+    ) -> None:
         assert io.save is not None and io.nonce is not None
         self.state = state
         self.role = role
@@ -207,11 +263,17 @@ class Saver:
         self.published = ""
         self.manifest_sha256 = ""
         self.record: dict[str, object] = json.loads(io.record) if io.record else {}
+        self.history, self.resumes = carried
+        # A pointer that could not move at a generation within the launch: nothing more is
+        # published, the rounds go on and commit, and role 0 fails with it after the commit.
+        self.unpointed: CheckpointWriteFailed | None = None
 
-    def write_owner(self, w: npt.NDArray[np.floating]) -> str:
-        """Write this role's ranges of the state into the staged generation; return its owner
-        manifest's SHA-256. Owner ``r`` writes range ``r`` of every array; a partitioned
-        optimizer state is the owned range already, which is that range."""
+    def write_owner(self, w: npt.NDArray[np.floating], round: int | None = None) -> str:
+        """Write this role's ranges of the state after ``round`` (default: the launch's last)
+        into the staged generation; return its owner manifest's SHA-256. Owner ``r`` writes
+        range ``r`` of every array; a partitioned state (``w`` the owned range, or the
+        optimizer's) is that range already. Every file is fsynced before it returns."""
+        round = self.end if round is None else round
         parts = []
         local = state_arrays(self.state, w)
         offset = 0 if self.state.own is None else self.state.own[0]
@@ -225,30 +287,93 @@ class Saver:
             if index == 0:
                 reach("checkpoint.writing", self.role)
 
-        staged = staged_folder(self.folder, self.end, self.nonce)
+        staged = staged_folder(self.folder, round, self.nonce)
         digest = write_shards(staged, self.role, parts, on_shard=written)
         reach("checkpoint.written", self.role)
         return digest
 
-    def publish(self) -> None:
-        """Role 0, at the commit point: publish the generation (every owner's shards are in)."""
+    def save(self, w: npt.NDArray[np.floating], k: npt.NDArray[Any], round: int) -> None:
+        """A generation round within the launch: write this role's ranges (durably), and put
+        its owner manifest's SHA-256 into its entry of ``k``, which then travels to role 0."""
+        digest = self.write_owner(w, round)
+        at = self.role * DIGEST_BYTES
+        k[at : at + DIGEST_BYTES] = np.frombuffer(bytes.fromhex(digest), dtype=np.uint8)
+
+    def _about(self, round: int) -> dict[str, object]:
+        rows = [
+            [entry[0], *(_finite_or_none(value) for value in entry[1:])]
+            for entry in self.state.history
+            if entry[0] < round
+        ]
+        return {
+            **about(self.state),
+            **self.record,
+            "history": [*self.history, *rows],
+            "resumes": list(self.resumes),
+        }
+
+    def _publish(self, round: int, expect: list[str] | None) -> None:
         reach("checkpoint.publishing", self.role)
         self.published, self.manifest_sha256 = publish(
             self.folder,
-            self.end,
+            round,
             self.nonce,
             owners=self.state.participants,
             arrays=state_specs(self.state),
-            about={**about(self.state), **self.record},
+            about=self._about(round),
+            expect=expect,
         )
+
+    def publish(self) -> None:
+        """Role 0, at the commit point: publish the last generation (every owner's shards are
+        in: each owner wrote them before it reported its completion). Nothing, once a pointer
+        could not move."""
+        if self.unpointed is None:
+            self._publish(self.end, None)
+
+    def publish_round(self, k: npt.NDArray[Any], round: int) -> None:
+        """Role 0, at a generation round within the launch, every owner's entry of ``k`` in:
+        publish the generation (each owner manifest checked against the digest its owner
+        sent), point at it, prune, and record it for ``alpha run``; the rounds go on.
+
+        Raises:
+            CheckpointCorrupt: an owner manifest is missing or not the one its owner wrote.
+            CheckpointWriteFailed: the generation cannot be published.
+            GenerationExists: it was published already.
+        """
+        if self.unpointed is not None:
+            return
+        data = bytes(k)
+        expect = [
+            data[owner * DIGEST_BYTES : (owner + 1) * DIGEST_BYTES].hex()
+            for owner in range(self.state.participants)
+        ]
+        self._publish(round, expect)
+        try:
+            self._point(self._log)
+        except CheckpointWriteFailed as error:
+            self._log(f"checkpoint: {error_line(error)}; nothing more is published")
+            self.unpointed = error
+            return
+        self.state.record_checkpoint(round, self.published, self.role)
+
+    def _log(self, text: str) -> None:
+        print(f"role {self.role}: {text}", file=sys.stderr, flush=True)
 
     def point(self, log: Callable[[str], None]) -> None:
         """Role 0, after the commit: move the pointer, then remove this plan's old generations
         (never another plan's, never a staged one); a removal that fails is logged, not raised.
 
         Raises:
-            CheckpointWriteFailed: the pointer cannot be written; the old one stays.
+            CheckpointWriteFailed: the pointer cannot be written; the old one stays (or, once
+                a pointer could not move within the launch, that refusal).
         """
+        if self.unpointed is not None:
+            raise self.unpointed
+        self._point(log)
+        self.state.record_checkpoint(self.end, self.published, self.role)
+
+    def _point(self, log: Callable[[str], None]) -> None:
         reach("checkpoint.published", self.role)
         move_pointer(self.folder, self.published, self.manifest_sha256)
         plan = self.record.get("plan_sha256")
