@@ -145,7 +145,8 @@ def _update(ctx: Context, g: Array) -> None:
 def _own(ctx: Context) -> Array:
     """The parameters as this role keeps them between rounds: its own range with partitioned
     parameters (``p``), else the whole parameters."""
-    return ctx.buffers[STORE] if STORE in ctx.buffers else ctx.buffers[PARAMETERS]
+    own: Array = ctx.buffers[STORE] if STORE in ctx.buffers else ctx.buffers[PARAMETERS]
+    return own
 
 
 def _quiet(op: LocalOp) -> LocalOp:

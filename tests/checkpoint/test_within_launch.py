@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alpha.app.run import _generation_rounds
-from alpha.checkpoint.store import open_generation, publish, staged_folder, write_shards
 from alpha.checkpoint.store import Part as StorePart
+from alpha.checkpoint.store import open_generation, publish, staged_folder, write_shards
 from alpha.compiler import check
 from alpha.compiler.plan import Plan, Segment, parse_plan
 from alpha.compiler.projection import project
@@ -129,7 +129,9 @@ def test_the_run_and_the_artifact_agree_on_the_generation_rounds(
     assert _generation_rounds(first, rounds, every) == expected
     io = SegmentIO(first=first, end=rounds, save="/x", nonce="abcdef01", every=every)
     assert io.generation_rounds() == expected
-    steps = flat(project(learner_protocol(dataclasses.replace(plan(rounds, every), segment=Segment(first=first, save="/x", nonce="abcdef01", every=every))), 0).body)  # fmt: skip
+    segment = Segment(first=first, save="/x", nonce="abcdef01", every=every)
+    launched = dataclasses.replace(plan(rounds, every), segment=segment)
+    steps = flat(project(learner_protocol(launched), 0).body)
     assert steps.count(Op("publish", "k")) == (1 if len(expected) > 1 else 0)
 
 
