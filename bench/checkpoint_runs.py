@@ -14,8 +14,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from alpha.app.run import DEFAULT_PLAN, run_plan
-from alpha.compiler.plan import parse_plan
+from alpha.app import DEFAULT_PLAN, run_plan
+from alpha.compiler import parse_plan
 
 NAME = "checkpoint-runs"
 

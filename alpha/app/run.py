@@ -144,7 +144,7 @@ def _resume_point(
 
 @dataclass
 class _Launched:
-    """One segment's launch: its first failure (empty when it committed), its committed
+    """The run's launch: its first failure (empty when it committed), its committed
     reports, the rounds role 0 recorded, and the signal that stopped it, if one did."""
 
     cause: str
@@ -167,7 +167,7 @@ def _launch_segment(
     reports = directory / REPORTS_DIR
     clear_reports(reports)
     records_path = progress_path(directory)
-    records_path.unlink(missing_ok=True)  # a previous segment's or run's
+    records_path.unlink(missing_ok=True)  # a previous run's
     specs, deadline = launch_specs(directory, interpreters)
     records: list[RoundRecord] = []
 
@@ -212,8 +212,9 @@ def run_plan(
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
     forks them from the warm starter (:func:`alpha.launch.launcher.launch`).
 
-    With a ``[checkpoint]`` table the run is a chain of segments, each a whole run that
-    publishes a generation at its commit point; with ``resume`` (a checkpoint folder or a
+    With a ``[checkpoint]`` table the run is still one launch, which publishes a generation
+    every ``every`` rounds at a commit step of its own while the rounds go on, and the last at
+    the run's commit point; with ``resume`` (a checkpoint folder or a
     generation) it starts from that generation, and the replicated learner it is compared
     with starts from the same state (``docs/checkpoints.md``).
 
@@ -230,7 +231,7 @@ def run_plan(
     folder = None if spec is None else Path(spec.folder or directory / "checkpoints").resolve()
     with contextlib.ExitStack() as holding:
         if folder is not None:
-            # One run writes a checkpoint folder at a time, for all its segments; a second is
+            # One run writes a checkpoint folder at a time, for all its rounds; a second is
             # refused here, at once, naming this one (docs/checkpoints.md).
             holding.enter_context(hold_checkpoint_folder(folder, plan.name))
         return _run_plan(plan, directory, out, interpreters, resume, folder, warm, started)
@@ -257,7 +258,7 @@ def _run_plan(
         previous, start, changed = _resume_point(plan, digits, resume, identity)
         first = previous.round
     if folder is not None:
-        # A read-only or full folder is found before the first round, not after a segment.
+        # A read-only or full folder is found before the first round, not at a generation.
         check_room(folder, state_specs(state), plan.participants)
     output_folder(directory)  # a folder that cannot be made is refused before anything runs
     record = segment_record(identity, changed)
@@ -394,7 +395,8 @@ def _failed_generation(folder: Path, nonce: str, rounds: Sequence[int]) -> str:
 def _after_failure(
     plan: Plan, folder: Path, base: str, previous: Generation | None, resume: Path | None
 ) -> str:
-    """What a failed segment left published, read again from ``folder`` (never assumed), and
+    """What a failed segment (the rounds since the run's last generation, whose own is
+    ``base``) left published, read again from ``folder`` (never assumed), and
     the ``--resume`` command that goes on from it, given only when it will work: the
     generation it names opens and every shard of it checks."""
     latest: Generation | None

@@ -4,9 +4,13 @@ resumes from, and what it publishes.
 A role's learner carries a :class:`SegmentIO` when its run is one segment of a checkpointed
 run, or resumes: where it starts (a generation and the digest its identity binds) and where it
 publishes (a checkpoint folder, the segment's nonce, how many generations to keep). The
-participant loads the starting state before it connects (:func:`load_start`); after its last
-round every owner writes its ranges of the state (:meth:`Saver.write_owner`); role 0 publishes
-the generation at the commit point and moves the pointer after it.
+participant loads the starting state before it connects (:func:`load_start`). At each
+generation round within the launch (every ``every`` rounds) every owner writes its ranges of
+the state and sends its owner manifest's digest up the tree (:meth:`Saver.save`, the
+schedule's ``save``), and role 0 publishes, points and prunes (:meth:`Saver.publish_round`,
+the schedule's ``publish``) while the rounds go on; after the last round every owner writes
+its ranges (:meth:`Saver.write_owner`) and role 0 publishes that generation at the run's
+commit point and moves the pointer after it.
 """
 
 from __future__ import annotations
