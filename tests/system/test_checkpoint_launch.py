@@ -204,3 +204,29 @@ def test_a_failure_after_a_published_generation_keeps_it_and_the_run_resumes_fro
     assert resumed.ok, resumed.cause
     assert resumed.distributed == uninterrupted
     assert open_generation(folder).about["resumes"] == [2]
+
+
+def test_a_pointer_that_cannot_move_within_the_run_stops_the_publishing_not_the_rounds(
+    tmp_path: Path, uninterrupted: str
+) -> None:
+    folder = tmp_path / "ckpt"
+    (folder / POINTER).mkdir(parents=True)  # a pointer that cannot be replaced
+    (folder / POINTER / "x").write_text("x")
+    run = tmp_path / "run"
+    summary = run_plan(plan_of(folder, rounds=6, every=2), run, out=io.StringIO())
+    assert not summary.ok
+    assert summary.cause.startswith("role 0: "), summary.cause
+    assert f"CheckpointWriteFailed: cannot point {folder / POINTER}: Is a directory" in summary.cause
+    # Round 2's generation was published; nothing after it was, and nothing staged is left.
+    (mine,) = published(folder)
+    assert open_generation(mine).round == 2
+    assert not any(p.name.endswith(".staged") for p in folder.iterdir())
+    assert f"this segment's generation {mine.name} was published, but" in summary.cause
+    assert summary.cause.endswith(f"go on with this plan and --resume {mine}")
+    # The rounds went on and the run committed: every report is final.
+    reports = sorted(p.name for p in (run / "reports").glob("role-*.json"))
+    assert reports == [f"role-{role:06d}.json" for role in range(N)]
+    assert (run / "reports" / "commit.json").is_file()
+    assert "nothing more is published" in (run / "logs" / "role-000000.log").read_text()
+    final = json.loads((run / "reports" / "role-000001.json").read_text())
+    assert final["digests"]["w"] == uninterrupted
