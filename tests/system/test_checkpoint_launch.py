@@ -147,12 +147,15 @@ def test_a_run_resumed_from_a_mid_run_generation_goes_on_bit_for_bit(
     assert history == open_generation(folder).about["history"]  # the same rounds, bit for bit
 
 
-def _stop_twice_then_kill(artifact: str, run: Path, killed: list[int]) -> None:
+def _stop_twice_then_kill(
+    artifact: str, run: Path, killed: list[int], finished: threading.Event
+) -> None:
     """Role 2 stops at ``checkpoint.writing`` at each generation: let it go on at the first
-    (round 2's); once round 2's generation is recorded published, kill it at the next."""
+    (round 2's); once round 2's generation is recorded published, kill it at the next. Gives
+    up once the run has ended (the test then fails on ``killed``)."""
     records = progress_path(run)
     continued = False
-    while True:
+    while not finished.is_set():
         for pid in running(artifact, whole=True):
             if state_of(pid) != "T":
                 continue
@@ -163,7 +166,7 @@ def _stop_twice_then_kill(artifact: str, run: Path, killed: list[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
                 return
-        threading.Event().wait(0.02)
+        finished.wait(0.02)
 
 
 def test_a_failure_after_a_published_generation_keeps_it_and_the_run_resumes_from_it(
@@ -173,8 +176,11 @@ def test_a_failure_after_a_published_generation_keeps_it_and_the_run_resumes_fro
     run = tmp_path / "run"
     plan = plan_of(folder, rounds=6, every=2)
     killed: list[int] = []
+    finished = threading.Event()
     watcher = threading.Thread(
-        target=_stop_twice_then_kill, args=(str(run / "role-000002.pyz"), run, killed), daemon=True
+        target=_stop_twice_then_kill,
+        args=(str(run / "role-000002.pyz"), run, killed, finished),
+        daemon=True,
     )
     os.environ[FAILPOINTS_ENV] = "checkpoint.writing@2"
     try:
@@ -182,6 +188,7 @@ def test_a_failure_after_a_published_generation_keeps_it_and_the_run_resumes_fro
         summary = run_plan(plan, run, out=io.StringIO(), warm=False)
     finally:
         del os.environ[FAILPOINTS_ENV]
+        finished.set()
     watcher.join()
     assert killed
     assert not summary.ok and not (run / "reports" / "commit.json").exists()
