@@ -17,6 +17,7 @@ MODULES = (
     "bench.startup",
     "bench.watch",
     "bench.checkpoint",
+    "bench.checkpoint_runs",
     "bench.partition",
     "bench.combine",
 )

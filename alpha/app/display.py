@@ -26,7 +26,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from alpha.errors import ProgressRecordInvalid
-from alpha.records.progress import RecordReader, RoundRecord
+from alpha.records.progress import CheckpointRecord, RecordReader, RoundRecord
 
 __all__ = ["LINE_SECONDS", "POLL_SECONDS", "RoundProgress", "follow", "summary_table"]
 
@@ -249,10 +249,12 @@ async def follow(
     *,
     interval: float = POLL_SECONDS,
     history: list[RoundRecord] | None = None,
+    on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
 ) -> None:
     """Feed ``progress`` from the progress file at ``path`` every ``interval`` seconds, until
-    cancelled; append every record read to ``history`` when given, so the caller keeps the
-    rounds seen even when the run fails.
+    cancelled; append every round's record read to ``history`` when given, so the caller keeps
+    the rounds seen even when the run fails, and pass each checkpoint record to
+    ``on_checkpoint`` (a generation published while the run goes on).
 
     Each read costs only the bytes appended since the last (:class:`RecordReader`); nothing is
     shown while the file does not exist. When cancelled it reads once more, so the rounds
@@ -270,10 +272,15 @@ async def follow(
             refused = True
             progress.note(f"progress: {error}; progress is no longer shown")
             return
+        if on_checkpoint is not None:
+            for record in records:
+                if isinstance(record, CheckpointRecord):
+                    on_checkpoint(record)
+        rounds = [record for record in records if isinstance(record, RoundRecord)]
         if history is not None:
-            history.extend(records)
-        if records:
-            last = records[-1]
+            history.extend(rounds)
+        if rounds:
+            last = rounds[-1]
             progress.update(last.round, last.loss, last.holdout_accuracy)
 
     try:

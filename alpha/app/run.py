@@ -21,7 +21,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import RoundProgress, follow, summary_table
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
-from alpha.checkpoint.manifest import decode_history, encode_history
+from alpha.checkpoint.manifest import decode_history
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
@@ -65,7 +65,7 @@ from alpha.learner.saving import (
 from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.folder import LOGS_DIR, REPORTS_DIR, log_name
-from alpha.records.progress import RoundRecord, progress_path
+from alpha.records.progress import CheckpointRecord, RoundRecord, progress_path
 from alpha.records.reports import clear_reports, committed_reports
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
@@ -105,21 +105,12 @@ class RunSummary:
     resumes: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Segment:
-    """One launch of a checkpointed or resumed run: its rounds and where it starts."""
-
-    first: int
-    end: int
-
-
-def _segments(first: int, rounds: int, every: int | None) -> list[_Segment]:
-    """The launches that run rounds ``first..rounds-1``, a generation every ``every``."""
+def _generation_rounds(first: int, rounds: int, every: int | None) -> list[int]:
+    """The rounds a run of rounds ``first..rounds-1`` publishes a generation of: every
+    ``every`` rounds after ``first``, and the last (``docs/checkpoints.md``)."""
     if every is None:
-        return [_Segment(first, rounds)]
-    ends = [*range(first + every, rounds, every), rounds]
-    starts = [first, *ends[:-1]]
-    return [_Segment(a, b) for a, b in zip(starts, ends, strict=True)]
+        return [rounds]
+    return [*range(first + every, rounds, every), rounds]
 
 
 def _resume_point(
@@ -195,22 +186,9 @@ def resumed_history(
     return list(recorded.rows), [*recorded.resumes, generation.round], ""
 
 
-def record_with_history(
-    record: str, history: Sequence[tuple[int, float, float, float]], resumes: Sequence[int]
-) -> str:
-    """``record`` (:func:`alpha.learner.saving.segment_record`) with the history so far and
-    the resumes (``about.history``, ``about.resumes``, ``docs/checkpoints.md``): role 0 adds
-    its own rounds when it publishes. ``""`` (nothing recorded) stays ``""``."""
-    if not record:
-        return record
-    return json.dumps(
-        {**json.loads(record), **encode_history(history, resumes)}, sort_keys=True, allow_nan=False
-    )
-
-
 @dataclass
 class _Launched:
-    """One segment's launch: its first failure (empty when it committed), its committed
+    """The run's launch: its first failure (empty when it committed), its committed
     reports, the rounds role 0 recorded, and the signal that stopped it, if one did."""
 
     cause: str
@@ -225,19 +203,25 @@ def _launch_segment(
     interpreters: Mapping[str, Sequence[str]] | None,
     progress: RoundProgress,
     warm: bool,
+    on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
 ) -> _Launched:
-    """Compile ``plan`` into ``directory`` and run it, following role 0's progress records."""
+    """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
+    each round's, and each generation it publishes while the run goes on."""
     compile_plan(plan, directory, parse_roles("all", plan.participants))
     reports = directory / REPORTS_DIR
     clear_reports(reports)
     records_path = progress_path(directory)
-    records_path.unlink(missing_ok=True)  # a previous segment's or run's
+    records_path.unlink(missing_ok=True)  # a previous run's
     specs, deadline = launch_specs(directory, interpreters)
     records: list[RoundRecord] = []
 
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(follow, records_path, progress, history=records))
+            nursery.start_soon(
+                partial(
+                    follow, records_path, progress, history=records, on_checkpoint=on_checkpoint
+                )
+            )
             # A role failing after the commit point (role 0's pointer) stops no other role.
             committed = (reports / COMMIT_NAME).exists
             result = await launch(specs, deadline=deadline, warm=warm, committed=committed)
@@ -272,8 +256,9 @@ def run_plan(
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
     forks them from the warm starter (:func:`alpha.launch.launcher.launch`).
 
-    With a ``[checkpoint]`` table the run is a chain of segments, each a whole run that
-    publishes a generation at its commit point; with ``resume`` (a checkpoint folder or a
+    With a ``[checkpoint]`` table the run is still one launch, which publishes a generation
+    every ``every`` rounds at a commit step of its own while the rounds go on, and the last at
+    the run's commit point; with ``resume`` (a checkpoint folder or a
     generation) it starts from that generation, and the replicated learner it is compared
     with starts from the same state (``docs/checkpoints.md``).
 
@@ -290,7 +275,7 @@ def run_plan(
     folder = None if spec is None else Path(spec.folder or directory / "checkpoints").resolve()
     with contextlib.ExitStack() as holding:
         if folder is not None:
-            # One run writes a checkpoint folder at a time, for all its segments; a second is
+            # One run writes a checkpoint folder at a time, for all its rounds; a second is
             # refused here, at once, naming this one (docs/checkpoints.md).
             holding.enter_context(hold_checkpoint_folder(folder, plan.name))
         return _run_plan(plan, directory, out, interpreters, resume, folder, warm, started)
@@ -323,11 +308,12 @@ def _run_plan(
         # from round 1, each resume marked (docs/checkpoints.md).
         history, resumes, unrecorded = resumed_history(previous)
     if folder is not None:
-        # A read-only or full folder is found before the first round, not after a segment.
+        # A read-only or full folder is found before the first round, not at a generation.
         check_room(folder, state_specs(state), plan.participants)
     output_folder(directory)  # a folder that cannot be made is refused before anything runs
     record = segment_record(identity, changed)
-    segments = _segments(first, plan.rounds, None if spec is None else spec.every)
+    every = None if spec is None else spec.every
+    rounds = _generation_rounds(first, plan.rounds, every) if folder is not None else []
     resumed = "" if previous is None else f", resumed at round {first} from {previous.path}"
     print(
         f"run: {plan.name}: {plan.participants} participants on a tree of fan-out "
@@ -343,81 +329,85 @@ def _run_plan(
     if unrecorded:
         print(unrecorded, file=out)
     progress = RoundProgress(out, plan.rounds, start=first)
-    found: dict[int, dict[str, Any]] = {}
-    for segment in segments:
-        each = plan
-        nonce = secrets.token_hex(4)
-        if folder is not None or previous is not None:
-            each = dataclasses.replace(
-                plan,
-                rounds=segment.end,
-                segment=Segment(
-                    first=segment.first,
-                    resume=None if previous is None else str(previous.path.resolve()),
-                    resume_sha256=None if previous is None else previous.manifest_sha256,
-                    save=None if folder is None else str(folder),
-                    nonce=None if folder is None else nonce,
-                    keep=2 if spec is None else spec.keep,
-                    record=record_with_history(record, history, resumes)
-                    if folder is not None
-                    else "",
-                ),
-            )
-        launched = _launch_segment(each, directory, interpreters, progress, warm)
-        cause, found = launched.cause, launched.reports
-        if cause:
-            progress.close()
-            history += [_row(record) for record in launched.records]
-            diverged = diverged_round(history)
-            if folder is not None:
-                base = generation_name(segment.end, nonce)
-                for failure in remove_staged(folder, segment.end, nonce):
-                    print(f"run: checkpoint: {failure}", file=out)
-                cause += "; " + _after_failure(plan, folder, base, previous, resume)
-            if diverged is not None:
-                return _diverged(
-                    plan, directory, digits, start, history, resumes, diverged, started, out
-                )
-            plots = _plots(plan, directory, history, resumes, None)
-            return RunSummary(
-                False,
-                "",
-                "",
-                history[-1][3] if history else math.nan,
-                time.monotonic() - started,
-                plots.png,
-                cause,
-                history=history,
-                csv=plots.csv,
-                signal=launched.signal,
-                changed=changed,
-                resumes=resumes,
-            )
-        history += [tuple(entry) for entry in found[0]["history"]]
+    # One launch for the whole run: its generations are published within it, each at its own
+    # commit step, and the last at the run's commit point (docs/checkpoints.md).
+    nonce = secrets.token_hex(4)
+    each = plan
+    if folder is not None or previous is not None:
+        each = dataclasses.replace(
+            plan,
+            segment=Segment(
+                first=first,
+                resume=None if previous is None else str(previous.path.resolve()),
+                resume_sha256=None if previous is None else previous.manifest_sha256,
+                save=None if folder is None else str(folder),
+                nonce=None if folder is None else nonce,
+                keep=2 if spec is None else spec.keep,
+                record=record if folder is not None else "",
+                every=every if folder is not None else None,
+            ),
+        )
+    announced: set[int] = set()
+
+    def on_checkpoint(published: CheckpointRecord) -> None:
+        announced.add(published.round)
+        progress.note(f"run: checkpoint {published.generation} published (round {published.round})")
+
+    launched = _launch_segment(each, directory, interpreters, progress, warm, on_checkpoint)
+    cause, found = launched.cause, launched.reports
+    if cause:
+        progress.close()
+        history += [_row(entry) for entry in launched.records]
+        diverged = diverged_round(history)
         if folder is not None:
-            base = generation_name(segment.end, nonce)
-            try:
-                previous = open_generation(folder)
-            except CheckpointCorrupt as error:
-                progress.close()
-                cause = f"the segment committed, but its checkpoint does not read: {error}"
-                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
-            if previous.name.base != base:
-                progress.close()
-                cause = (
-                    f"the checkpoint pointer names {previous.path.name}, not this segment's "
-                    f"generation {base} of round {segment.end}"
-                )
-                return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
-            if segment.end < plan.rounds or progress.live:
-                progress.close()
-            print(f"run: checkpoint {previous.path.name} published (round {segment.end})", file=out)
-            # Old generations go once a newer one is published; a removal that failed is
-            # reported on role 0's log, and here.
-            log = (directory / LOGS_DIR / log_name(0)).read_text(errors="replace")
-            for line in log.splitlines():
-                if ": checkpoint: " in line:
-                    print(f"run: {line.split(': ', 1)[1]}", file=out)
+            for end in rounds:
+                for failure in remove_staged(folder, end, nonce):
+                    print(f"run: checkpoint: {failure}", file=out)
+            base = _failed_generation(folder, nonce, rounds)
+            cause += "; " + _after_failure(plan, folder, base, previous, resume)
+        if diverged is not None:
+            return _diverged(
+                plan, directory, digits, start, history, resumes, diverged, started, out
+            )
+        plots = _plots(plan, directory, history, resumes, None)
+        return RunSummary(
+            False,
+            "",
+            "",
+            history[-1][3] if history else math.nan,
+            time.monotonic() - started,
+            plots.png,
+            cause,
+            history=history,
+            csv=plots.csv,
+            signal=launched.signal,
+            changed=changed,
+            resumes=resumes,
+        )
+    history += [tuple(entry) for entry in found[0]["history"]]
+    if folder is not None:
+        base = generation_name(plan.rounds, nonce)
+        try:
+            latest = open_generation(folder)
+        except CheckpointCorrupt as error:
+            progress.close()
+            cause = f"the run committed, but its checkpoint does not read: {error}"
+            return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+        if latest.name.base != base:
+            progress.close()
+            cause = (
+                f"the checkpoint pointer names {latest.path.name}, not this run's last "
+                f"generation {base} of round {plan.rounds}"
+            )
+            return RunSummary(False, "", "", 0.0, time.monotonic() - started, None, cause)
+        if plan.rounds not in announced:  # its record was not read before the run ended
+            progress.note(f"run: checkpoint {latest.path.name} published (round {plan.rounds})")
+        # Old generations go once a newer one is published; a removal that failed is
+        # reported on role 0's log, and here.
+        log = (directory / LOGS_DIR / log_name(0)).read_text(errors="replace")
+        for line in log.splitlines():
+            if ": checkpoint: " in line:
+                print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
     digests = {data["digests"][PARAMETERS] for data in found.values()}
     replica = _replicated(plan, digits, start, out)
@@ -438,10 +428,31 @@ def _run_plan(
     )
 
 
+def _failed_generation(folder: Path, nonce: str, rounds: Sequence[int]) -> str:
+    """The base name of the generation a failed run was working on, read from ``folder``: the
+    last one of its own (``nonce``) that is published but that ``LATEST`` does not name (its
+    pointer could not move), else the one after the last it published and pointed at."""
+    mine = sorted(
+        (parsed.round, parsed.base)
+        for parsed in (parse_generation(path.name) for path in published(folder))
+        if parsed is not None and parsed.nonce == nonce
+    )
+    try:
+        pointed = open_generation(folder).name.base
+    except CheckpointCorrupt:
+        pointed = None
+    if mine and mine[-1][1] != pointed:
+        return mine[-1][1]
+    done = mine[-1][0] if mine else -1
+    later = [end for end in rounds if end > done]
+    return generation_name(later[0] if later else rounds[-1], nonce)
+
+
 def _after_failure(
     plan: Plan, folder: Path, base: str, previous: Generation | None, resume: Path | None
 ) -> str:
-    """What a failed segment left published, read again from ``folder`` (never assumed), and
+    """What a failed segment (the rounds since the run's last generation, whose own is
+    ``base``) left published, read again from ``folder`` (never assumed), and
     the ``--resume`` command that goes on from it, given only when it will work: the
     generation it names opens and every shard of it checks."""
     latest: Generation | None

@@ -192,19 +192,21 @@ def _run_payload(
     if learner is None:
         return run_description(description, schedule, report_path, learner)
     from alpha.learner.payload import attach_gpu
-    from alpha.learner.saving import Saver, load_start
+    from alpha.learner.saving import Saver, carried_history, load_start
 
     saver = None
     if segment is not None:
         try:
-            load_start(learner, segment)
+            start = load_start(learner, segment)
         except (CheckpointCorrupt, LearnerStateInvalid) as error:
             # Nothing ran: the state it would start from is not there (docs/checkpoints.md).
             _log_clock(description.role)
             _log_failed(description.role, error_line(error))
             return EXIT_USAGE
         if segment.save is not None:
-            saver = Saver(learner, segment, description.role)
+            carried = carried_history(start, segment.first)
+            # The learner's own: its schedule's generation steps within the run call it.
+            saver = learner.saver = Saver(learner, segment, description.role, carried)
     try:
         attach_gpu(learner)
     except GpuUnavailable as error:

@@ -63,7 +63,6 @@ __all__ = [
     "encode_owner_manifest",
     "encode_pointer",
     "encode_root_manifest",
-    "extended_history",
     "generation_name",
     "owner_manifest_name",
     "owner_ranges",
@@ -516,20 +515,6 @@ def encode_history(
         HISTORY: [[int(r), _number(a), _number(b), _number(c)] for r, a, b, c in rows],
         RESUMES: [int(each) for each in resumes],
     }
-
-
-def extended_history(
-    about: Mapping[str, object], rows: Sequence[HistoryRow], round: int
-) -> dict[str, object]:
-    """``about``'s :data:`HISTORY` with the ``rows`` after its last one and before ``round``
-    appended (role 0's own rounds, at publication): ``{}`` when ``about`` records no history
-    (a segment compiled by hand), so nothing is claimed of rounds it never saw."""
-    recorded = about.get(HISTORY)
-    if not isinstance(recorded, list):
-        return {}
-    last = recorded[-1][0] if recorded and isinstance(recorded[-1], list) else -1
-    later = [row for row in rows if last < row[0] < round]
-    return {HISTORY: [*recorded, *encode_history(later, [])[HISTORY]]}
 
 
 def _float(value: object) -> float | None:

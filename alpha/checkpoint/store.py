@@ -267,9 +267,11 @@ def publish(
     owners: int,
     arrays: ArraySpecs,
     about: Mapping[str, object],
+    expect: Sequence[str] | None = None,
 ) -> tuple[str, str]:
     """Publish the staged generation of ``round`` in ``folder``: check that every owner's
-    manifest is there and its shards cover each array (``name -> (shape, dtype)``) exactly,
+    manifest is there (with ``expect``, each owner's SHA-256 as the owner said it wrote it,
+    durably) and its shards cover each array (``name -> (shape, dtype)``) exactly,
     write the root manifest (with ``about``: the run, the plan's identity, what restoring
     needs), and rename the staged folder to its sealed name (:func:`sealed_name`). Return that
     name and the root manifest's SHA-256.
@@ -289,7 +291,7 @@ def publish(
     entries = []
     shards: dict[str, list[Shard]] = {}
     for owner in range(owners):
-        found, digest = _owner_shards(staged, owner, None)
+        found, digest = _owner_shards(staged, owner, None if expect is None else expect[owner])
         entries.append({"owner": owner, "file": owner_manifest_name(owner), "sha256": digest})
         for shard in found:
             shards.setdefault(shard.name, []).append(shard)

@@ -166,6 +166,9 @@ class Segment:
         record: what the generation it publishes records of the plan (canonical JSON: the
             plan's identity fields and digest, the run's name, what changed on resume);
             ``""`` for nothing. It is no part of the run identity's math.
+        every: with ``save``, the rounds between the generations it publishes within the
+            launch (at the commit point of each, without stopping; the last at the run's
+            commit point), or None for one generation, at the end.
     """
 
     first: int = 0
@@ -175,6 +178,7 @@ class Segment:
     nonce: str | None = None
     keep: int = DEFAULT_KEEP
     record: str = ""
+    every: int | None = None
 
 
 @final

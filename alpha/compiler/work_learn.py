@@ -39,7 +39,9 @@ from alpha.learner.data import Digits, load_digits
 from alpha.learner.model import STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
 from alpha.learner.state import LearnerSetup, LearnerState, state_specs
+from alpha.schedule.learner_regions import CHECKPOINT as K
 from alpha.schedule.learner_regions import CONTRIBUTIONS as C
+from alpha.schedule.learner_regions import DIGEST_BYTES
 from alpha.schedule.learner_regions import GRADIENT as G
 from alpha.schedule.learner_regions import PARAMETERS as W
 from alpha.schedule.learner_regions import STORE as P
@@ -180,9 +182,45 @@ def learner_protocol(plan: Plan) -> Protocol:
         tree=plan.tree,
         regions=regions,
         operations=learner_operations(model),
-        body=Seq((*before, Repeat(count, count, Seq(steps)), *after)),
+        body=Seq((*before, *_rounds(plan, count, Seq(steps), regions), *after)),
         targets=Targets(plan.default_target, _with_gpus(plan)),
     )
+
+
+def _rounds(plan: Plan, count: int, round_form: Form, regions: dict[str, Region]) -> list[Form]:
+    """``count`` rounds of ``round_form``; with a segment that publishes every ``every``
+    rounds, a generation's steps after each ``every`` rounds but the last (whose generation
+    the commit point publishes): ``Repeat(G, Seq(Repeat(every, round), *checkpoint))`` then
+    the rounds left. The loop of loops only groups rounds (``docs/protocol.md``)."""
+    every = None if plan.segment is None or plan.segment.save is None else plan.segment.every
+    if every is None or every >= count:
+        return [Repeat(count, count, round_form)]
+    within = (count - 1) // every  # generations before the last round
+    left = count - within * every  # 1..every
+    group = Seq((Repeat(every, every, round_form), *_checkpoint(plan, regions)))
+    return [Repeat(within, within, group), Repeat(left, left, round_form)]
+
+
+def _checkpoint(plan: Plan, regions: dict[str, Region]) -> list[Form]:
+    """A generation's commit step within the run (``docs/checkpoints.md``): every owner writes
+    its ranges of the state, fsynced, and its owner manifest's SHA-256 into its entry of
+    ``k``; each role's subtree of entries (a contiguous range: roles are in preorder) goes to
+    its parent once its children's have come, deepest first; role 0, every entry in,
+    publishes the generation. No generation is published before every owner said it wrote."""
+    tree, n = plan.tree, plan.participants
+    regions[K] = Region(K, "uint8", n * DIGEST_BYTES)
+    steps: list[Form] = [Local(Everyone(), "save", K)]
+    for role in reversed(range(1, n)):
+        below = tree.subtree(role)
+        name = f"{K}@{role}"
+        regions[name] = Region(
+            name, "uint8", len(below) * DIGEST_BYTES, K, below.start * DIGEST_BYTES
+        )
+        parent = tree.parent(role)
+        assert parent is not None  # only role 0 has none
+        steps.append(Transfer(role, parent, name))
+    steps.append(Local(Roles((0,)), "publish", K))
+    return steps
 
 
 def _logical_total(plan: Plan, model: Model, regions: dict[str, Region]) -> list[Form]:
@@ -338,7 +376,8 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     The configuration binds the optimizer and its constants as ``optimizer = {"kind": ...,
     constant: value, ...}``; for plain SGD the key is left out, so an SGD run keeps the
     identity it had before optimizers existed. A segment of a checkpointed run binds
-    ``segment = {"first", "resume_sha256", "nonce"}`` (``docs/checkpoints.md``).
+    ``segment = {"first", "resume_sha256", "nonce"}``, and ``every`` when it publishes
+    generations within the launch (``docs/checkpoints.md``).
 
     Raises:
         PlanInvalid: whatever ``require_learner`` refuses.
@@ -364,11 +403,14 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
     if segment is not None:
         # Where the segment starts (the generation's root manifest binds the whole state it
         # resumes from) and which attempt it is; where it publishes is no part of the math.
-        config["segment"] = {
+        bound: dict[str, object] = {
             "first": segment.first,
             "resume_sha256": segment.resume_sha256,
             "nonce": segment.nonce,
         }
+        if segment.every is not None and segment.save is not None:
+            bound["every"] = segment.every  # generations within the launch: its schedule's
+        config["segment"] = bound
     return learner_digest(
         program=LEARNER_PROGRAM,
         config=config,

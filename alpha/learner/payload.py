@@ -71,6 +71,11 @@ def segment_from_payload(data: object) -> SegmentIO | None:
         raise ArtifactInvalid("learner: a segment's resume and save come with their digest/nonce")
     if not isinstance(raw["record"], str):
         raise ArtifactInvalid("learner: a segment's record is a string")
+    every = raw["every"]
+    if every is not None and (type(every) is not int or every < 1 or raw["save"] is None):
+        raise ArtifactInvalid(
+            f"learner: a segment's every is null or rounds >= 1 with a save: {every!r}"
+        )
     return SegmentIO(
         first,
         end,
@@ -80,6 +85,7 @@ def segment_from_payload(data: object) -> SegmentIO | None:
         raw["nonce"],
         keep,
         raw["record"],
+        every,
     )
 
 

@@ -4,24 +4,36 @@ resumes from, and what it publishes.
 A role's learner carries a :class:`SegmentIO` when its run is one segment of a checkpointed
 run, or resumes: where it starts (a generation and the digest its identity binds) and where it
 publishes (a checkpoint folder, the segment's nonce, how many generations to keep). The
-participant loads the starting state before it connects (:func:`load_start`); after its last
-round every owner writes its ranges of the state (:meth:`Saver.write_owner`); role 0 publishes
-the generation at the commit point and moves the pointer after it.
+participant loads the starting state before it connects (:func:`load_start`). At each
+generation round within the launch (every ``every`` rounds) every owner writes its ranges of
+the state and sends its owner manifest's digest up the tree (:meth:`Saver.save`, the
+schedule's ``save``), and role 0 publishes, points and prunes (:meth:`Saver.publish_round`,
+the schedule's ``publish``) while the rounds go on; after the last round every owner writes
+its ranges (:meth:`Saver.write_owner`) and role 0 publishes that generation at the run's
+commit point and moves the pointer after it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from alpha.checkpoint.manifest import extended_history, generation_name, owner_ranges
+from alpha.checkpoint.manifest import (
+    HISTORY,
+    RESUMES,
+    decode_history,
+    encode_history,
+    generation_name,
+    owner_ranges,
+)
 from alpha.checkpoint.store import (
     Generation,
     Part,
@@ -32,10 +44,11 @@ from alpha.checkpoint.store import (
     staged_folder,
     write_shards,
 )
-from alpha.errors import LearnerStateInvalid
+from alpha.errors import CheckpointWriteFailed, LearnerStateInvalid, error_line
 from alpha.failpoints import reach
 from alpha.learner.optimizer import OptimizerState
 from alpha.learner.state import LearnerState, state_specs
+from alpha.schedule.learner_regions import DIGEST_BYTES
 from alpha.schedule.learner_regions import PARAMETERS as LEARNER_PARAMETERS
 
 __all__ = [
@@ -43,6 +56,7 @@ __all__ = [
     "PARAMETERS",
     "Saver",
     "SegmentIO",
+    "carried_history",
     "identity_changes",
     "load_start",
     "segment_record",
@@ -66,6 +80,7 @@ class SegmentIO:
     nonce: str | None = None
     keep: int = 2
     record: str = ""
+    every: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,7 +92,17 @@ class SegmentIO:
             "nonce": self.nonce,
             "keep": self.keep,
             "record": self.record,
+            "every": self.every,
         }
+
+    def generation_rounds(self) -> list[int]:
+        """The rounds this launch publishes a generation of: every ``every`` rounds after
+        ``first``, and ``end``; none without ``save``."""
+        if self.save is None:
+            return []
+        if self.every is None:
+            return [self.end]
+        return [*range(self.first + self.every, self.end, self.every), self.end]
 
 
 def state_arrays(
@@ -159,7 +184,7 @@ def check_fits(generation: Generation, state: LearnerState) -> None:
         )
 
 
-def load_start(state: LearnerState, io: SegmentIO) -> None:
+def load_start(state: LearnerState, io: SegmentIO) -> Generation | None:
     """Load the state a resumed role starts from: the parameters (kept for ``init``) and the
     optimizer's state, every shard checked.
 
@@ -170,7 +195,7 @@ def load_start(state: LearnerState, io: SegmentIO) -> None:
     """
     state.first_round = io.first
     if io.resume is None:
-        return
+        return None
     generation = open_generation(Path(io.resume), expect_sha256=io.resume_sha256)
     check_fits(generation, state)
     if generation.round != io.first:
@@ -190,12 +215,48 @@ def load_start(state: LearnerState, io: SegmentIO) -> None:
     state.optimizer_state = OptimizerState.restore(
         state.optimizer, state.state_size, state.model.dtype, arrays
     )
+    return generation
+
+
+def carried_history(start: Generation | None, first: int) -> tuple[list[list[object]], list[int]]:
+    """What a run resumed from ``start`` carries into its generations: the history of the
+    rounds before ``first`` as ``about`` holds it (:func:`alpha.checkpoint.manifest.encode_history`)
+    and the rounds runs were resumed at, this one's last. A run from the seed carries nothing;
+    a generation that records no history (an older one) carries only the resume.
+
+    Raises:
+        CheckpointCorrupt: the history ``start`` records is malformed.
+    """
+    if start is None:
+        return [], []
+    recorded = decode_history(start.about, start.round, f"checkpoint {start.path.name}")
+    if recorded is None:
+        return [], [first]
+    kept = encode_history(
+        [row for row in recorded.rows if row[0] < first],
+        [each for each in recorded.resumes if each < first],
+    )
+    rows: list[list[object]] = [list(row) for row in kept[HISTORY] if isinstance(row, list)]
+    return rows, [*(each for each in kept[RESUMES] if isinstance(each, int)), first]
 
 
 class Saver:
-    """One role's part in publishing its segment's generation."""
+    """One role's part in publishing its launch's generations: at each generation round within
+    the launch (the schedule's ``save`` and ``publish`` steps) and the last at the commit point
+    (``alpha.runtime.completion``).
 
-    def __init__(self, state: LearnerState, io: SegmentIO, role: int) -> None:
+    ``carried`` is what the generation the launch resumed from carries: the history before it
+    and the rounds runs were resumed at (:func:`carried_history`); role 0 writes them, with the
+    rounds of this launch, into each generation's ``about``.
+    """
+
+    def __init__(
+        self,
+        state: LearnerState,
+        io: SegmentIO,
+        role: int,
+        carried: tuple[list[list[object]], list[int]] = ([], []),
+    ) -> None:
         assert io.save is not None and io.nonce is not None
         self.state = state
         self.role = role
@@ -207,11 +268,17 @@ class Saver:
         self.published = ""
         self.manifest_sha256 = ""
         self.record: dict[str, object] = json.loads(io.record) if io.record else {}
+        self.history, self.resumes = carried
+        # A pointer that could not move at a generation within the launch: nothing more is
+        # published, the rounds go on and commit, and role 0 fails with it after the commit.
+        self.unpointed: CheckpointWriteFailed | None = None
 
-    def write_owner(self, w: npt.NDArray[np.floating]) -> str:
-        """Write this role's ranges of the state into the staged generation; return its owner
-        manifest's SHA-256. Owner ``r`` writes range ``r`` of every array; a partitioned
-        optimizer state is the owned range already, which is that range."""
+    def write_owner(self, w: npt.NDArray[np.floating], round: int | None = None) -> str:
+        """Write this role's ranges of the state after ``round`` (default: the launch's last)
+        into the staged generation; return its owner manifest's SHA-256. Owner ``r`` writes
+        range ``r`` of every array; a partitioned state (``w`` the owned range, or the
+        optimizer's) is that range already. Every file is fsynced before it returns."""
+        round = self.end if round is None else round
         parts = []
         local = state_arrays(self.state, w)
         offset = 0 if self.state.own is None else self.state.own[0]
@@ -225,32 +292,89 @@ class Saver:
             if index == 0:
                 reach("checkpoint.writing", self.role)
 
-        staged = staged_folder(self.folder, self.end, self.nonce)
+        staged = staged_folder(self.folder, round, self.nonce)
         digest = write_shards(staged, self.role, parts, on_shard=written)
         reach("checkpoint.written", self.role)
         return digest
 
-    def publish(self) -> None:
-        """Role 0, at the commit point: publish the generation (every owner's shards are in)."""
+    def save(self, w: npt.NDArray[np.floating], k: npt.NDArray[Any], round: int) -> None:
+        """A generation round within the launch: write this role's ranges (durably), and put
+        its owner manifest's SHA-256 into its entry of ``k``, which then travels to role 0."""
+        digest = self.write_owner(w, round)
+        at = self.role * DIGEST_BYTES
+        k[at : at + DIGEST_BYTES] = np.frombuffer(bytes.fromhex(digest), dtype=np.uint8)
+
+    def _about(self, round: int) -> dict[str, object]:
+        own = encode_history([row for row in self.state.history if row[0] < round], [])
+        return {
+            **about(self.state),
+            **self.record,
+            HISTORY: [*self.history, *own[HISTORY]],
+            RESUMES: list(self.resumes),
+        }
+
+    def _publish(self, round: int, expect: list[str] | None) -> None:
         reach("checkpoint.publishing", self.role)
-        # The history the run passed, with this role's own rounds up to the generation's.
-        history = extended_history(self.record, self.state.history, self.end)
         self.published, self.manifest_sha256 = publish(
             self.folder,
-            self.end,
+            round,
             self.nonce,
             owners=self.state.participants,
             arrays=state_specs(self.state),
-            about={**about(self.state), **self.record, **history},
+            about=self._about(round),
+            expect=expect,
         )
+
+    def publish(self) -> None:
+        """Role 0, at the commit point: publish the last generation (every owner's shards are
+        in: each owner wrote them before it reported its completion). Nothing, once a pointer
+        could not move."""
+        if self.unpointed is None:
+            self._publish(self.end, None)
+
+    def publish_round(self, k: npt.NDArray[Any], round: int) -> None:
+        """Role 0, at a generation round within the launch, every owner's entry of ``k`` in:
+        publish the generation (each owner manifest checked against the digest its owner
+        sent), point at it, prune, and record it for ``alpha run``; the rounds go on.
+
+        Raises:
+            CheckpointCorrupt: an owner manifest is missing or not the one its owner wrote.
+            CheckpointWriteFailed: the generation cannot be published.
+            GenerationExists: it was published already.
+        """
+        if self.unpointed is not None:
+            return
+        data = bytes(k)
+        expect = [
+            data[owner * DIGEST_BYTES : (owner + 1) * DIGEST_BYTES].hex()
+            for owner in range(self.state.participants)
+        ]
+        self._publish(round, expect)
+        try:
+            self._point(self._log)
+        except CheckpointWriteFailed as error:
+            self._log(f"checkpoint: {error_line(error)}; nothing more is published")
+            self.unpointed = error
+            return
+        self.state.record_checkpoint(round, self.published, self.role)
+
+    def _log(self, text: str) -> None:
+        print(f"role {self.role}: {text}", file=sys.stderr, flush=True)
 
     def point(self, log: Callable[[str], None]) -> None:
         """Role 0, after the commit: move the pointer, then remove this plan's old generations
         (never another plan's, never a staged one); a removal that fails is logged, not raised.
 
         Raises:
-            CheckpointWriteFailed: the pointer cannot be written; the old one stays.
+            CheckpointWriteFailed: the pointer cannot be written; the old one stays (or, once
+                a pointer could not move within the launch, that refusal).
         """
+        if self.unpointed is not None:
+            raise self.unpointed
+        self._point(log)
+        self.state.record_checkpoint(self.end, self.published, self.role)
+
+    def _point(self, log: Callable[[str], None]) -> None:
         reach("checkpoint.published", self.role)
         move_pointer(self.folder, self.published, self.manifest_sha256)
         plan = self.record.get("plan_sha256")

@@ -23,7 +23,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -31,13 +31,16 @@ import numpy.typing as npt
 from alpha.checkpoint.manifest import owner_ranges
 from alpha.core.combine import ordered_sum
 from alpha.core.topology import ParticipantTree
-from alpha.errors import LossNotFinite
+from alpha.errors import ArtifactInvalid, LossNotFinite
 from alpha.learner.data import Digits, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
-from alpha.records.progress import RecordWriter, RoundRecord
+from alpha.records.progress import CheckpointRecord, RecordWriter, RoundRecord
 from alpha.schedule.learner_regions import PARAMETERS
+
+if TYPE_CHECKING:  # a type only: saving imports this module
+    from alpha.learner.saving import Saver
 
 __all__ = [
     "LOGICAL_FANOUT",
@@ -146,6 +149,7 @@ class LearnerState:
         default_factory=list
     )
     progress_path: str | None = None
+    saver: Saver | None = field(default=None, repr=False, compare=False)
     _progress: RecordWriter | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -301,7 +305,32 @@ class LearnerState:
             # Recorded first, so the launcher sees the round the run stopped at.
             raise LossNotFinite(role=role, round=round + 1, loss=loss)
 
-    def _record(self, record: RoundRecord, role: int) -> None:
+    def save(self, w: npt.NDArray[np.floating], k: npt.NDArray[Any], round: int) -> None:
+        """A generation round (the schedule's ``save``): write this role's ranges of the state
+        after ``round`` (of this launch) and its owner manifest's digest into ``k``
+        (``alpha.learner.saving.Saver.save``)."""
+        self._saver().save(w, k, self.first_round + round + 1)
+
+    def publish(self, k: npt.NDArray[Any], round: int) -> None:
+        """Role 0, once every owner's digest is in ``k``: publish the generation
+        (``alpha.learner.saving.Saver.publish_round``)."""
+        self._saver().publish_round(k, self.first_round + round + 1)
+
+    def _saver(self) -> Saver:
+        if self.saver is None:
+            raise ArtifactInvalid(
+                "its schedule publishes checkpoint generations, but its artifact names no "
+                "checkpoint folder; recompile it"
+            )
+        return self.saver
+
+    def record_checkpoint(self, round: int, generation: str, role: int) -> None:
+        """Role 0: record that the generation ``generation`` of ``round`` was published and
+        pointed at, for ``alpha run`` to say so while the run goes on (``docs/progress.md``)."""
+        if self.progress_path is not None:
+            self._record(CheckpointRecord(round, generation), role)
+
+    def _record(self, record: RoundRecord | CheckpointRecord, role: int) -> None:
         """Append ``record`` to the progress file, made at the first round. The file only
         shows the run's progress (the log line above says the same), so a file that cannot be
         written is said once in the log and given up, and the run goes on."""

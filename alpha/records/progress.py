@@ -27,9 +27,11 @@ from alpha.errors import ProgressRecordInvalid
 from alpha.records.folder import PROGRESS_DIR, progress_name
 
 __all__ = [
+    "MAX_GENERATION_CHARS",
     "MAX_RECORD_BYTES",
     "MAX_ROUND",
     "PROGRESS_DIR",
+    "CheckpointRecord",
     "RecordReader",
     "RecordWriter",
     "RoundRecord",
@@ -73,6 +75,45 @@ class RoundRecord:
     holdout_accuracy: float
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """A checkpoint generation role 0 published and pointed at, while the run goes on
+    (``docs/checkpoints.md``).
+
+    Attributes:
+        round: the rounds the generation holds (its round), 1..``MAX_ROUND``.
+        generation: its sealed folder name (``gen-...``), printable ASCII, at most 100 bytes.
+    """
+
+    round: int
+    generation: str
+
+
+_CHECKPOINT_KIND: Final = "checkpoint"
+_CHECKPOINT_FIELDS: Final = ("kind", "round", "generation")
+MAX_GENERATION_CHARS: Final = 100
+
+
+def _encode_checkpoint(record: CheckpointRecord) -> bytes:
+    if not int_in(record.round, 1, MAX_ROUND):
+        raise ProgressRecordInvalid(
+            f"a checkpoint record's round is an int in 1..{MAX_ROUND}, not {record.round!r:.60}"
+        )
+    name = record.generation
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= MAX_GENERATION_CHARS
+        or not all("!" <= c <= "~" and c not in '"\\' for c in name)
+    ):
+        raise ProgressRecordInvalid(
+            f"a checkpoint record's generation is a name of 1..{MAX_GENERATION_CHARS} "
+            f"printable characters, not {name!r:.60}"
+        )
+    values = {"kind": _CHECKPOINT_KIND, "round": record.round, "generation": name}
+    return (json.dumps(values) + "\n").encode()
+
+
 def _number(value: float) -> float | str:
     if math.isnan(value):
         return "nan"
@@ -81,13 +122,15 @@ def _number(value: float) -> float | str:
     return value
 
 
-def encode(record: RoundRecord) -> bytes:
+def encode(record: RoundRecord | CheckpointRecord) -> bytes:
     """The record's line, its newline included.
 
     Raises:
         ProgressRecordInvalid: the round is not an int in ``1..MAX_ROUND``, or a value is not
             a float.
     """
+    if isinstance(record, CheckpointRecord):
+        return _encode_checkpoint(record)
     if not int_in(record.round, 1, MAX_ROUND):
         raise ProgressRecordInvalid(
             f"a progress record's round is an int in 1..{MAX_ROUND}, not {record.round!r:.60}"
@@ -107,7 +150,7 @@ def _refuse_constant(name: str) -> float:
     )
 
 
-def decode(line: bytes) -> RoundRecord:
+def decode(line: bytes) -> RoundRecord | CheckpointRecord:
     """The record on ``line`` (one line, with or without its newline).
 
     Raises:
@@ -133,6 +176,11 @@ def decode(line: bytes) -> RoundRecord:
         raise ProgressRecordInvalid(f"a progress record is not JSON: {error}") from None
     if not isinstance(value, dict):
         raise ProgressRecordInvalid(f"a progress record is a JSON object, not {value!r:.60}")
+    if value.get("kind") == _CHECKPOINT_KIND and sorted(value) == sorted(_CHECKPOINT_FIELDS):
+        checkpoint = CheckpointRecord(value["round"], value["generation"])
+        if encode(checkpoint) != body + b"\n":  # encode checks the round and the name
+            raise ProgressRecordInvalid("a checkpoint record is not in its canonical form")
+        return checkpoint
     if sorted(value) != sorted(_FIELDS):
         raise ProgressRecordInvalid(
             f"a progress record's fields are {list(_FIELDS)}, not {sorted(value)}"
@@ -175,7 +223,7 @@ class RecordWriter:
         self.path = path
         self._file = path.open("wb")
 
-    def write(self, record: RoundRecord) -> None:
+    def write(self, record: RoundRecord | CheckpointRecord) -> None:
         self._file.write(encode(record))
         self._file.flush()
 
@@ -226,7 +274,7 @@ class RecordReader:
             return None
         return self._fd
 
-    def read_new(self) -> list[RoundRecord]:
+    def read_new(self) -> list[RoundRecord | CheckpointRecord]:
         """The records whose lines were completed since the last call, in file order.
 
         Raises:

@@ -382,13 +382,18 @@ class Interpreter:
         elif isinstance(ins, Fold):
             self.digests_known.clear()
             fold_into(self.buffers[ins.region], (self.buffers[name] for name in ins.sources))
+        elif isinstance(ins, Loop) and depth == 0 and any(isinstance(i, Loop) for i in ins.body):
+            # A loop of loops groups rounds (a checkpointed run's generations): its inner
+            # loops count the rounds, on from the rounds run before.
+            for _ in range(ins.count):
+                await self._body(ins.body, depth)
         elif isinstance(ins, Loop):
-            for index in range(ins.count):
-                if depth == 0:
-                    ctx.round = self.where.round = index
+            for _ in range(ins.count):
+                if depth == 0:  # a round loop: its iterations are rounds, counted on
+                    ctx.round = self.where.round = self.rounds
                 await self._body(ins.body, depth + 1)
                 if depth == 0:
-                    self.rounds = index + 1
+                    self.rounds += 1
                     if self.on_round is not None:
                         self.on_round(self.rounds)
         else:

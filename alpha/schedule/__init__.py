@@ -12,6 +12,7 @@ from alpha.faces import lazy
 
 if TYPE_CHECKING:
     from alpha.schedule.learner_regions import (
+        CHECKPOINT,
         CONTRIBUTIONS,
         GRADIENT,
         PARAMETERS,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CHECKPOINT",
     "CONTRIBUTIONS",
     "FORMAT",
     "GRADIENT",
@@ -85,6 +87,7 @@ __getattr__, __dir__ = lazy(
     __name__,
     {
         "alpha.schedule.learner_regions": (
+            "CHECKPOINT",
             "CONTRIBUTIONS",
             "GRADIENT",
             "PARAMETERS",

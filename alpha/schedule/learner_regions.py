@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["CONTRIBUTIONS", "GRADIENT", "PARAMETERS", "STORE"]
+__all__ = ["CHECKPOINT", "CONTRIBUTIONS", "GRADIENT", "PARAMETERS", "STORE"]
 
 PARAMETERS: Final = "w"
 """The learner's parameters, whole (with partitioned parameters: while they are used)."""
@@ -24,3 +24,11 @@ CONTRIBUTIONS: Final = "c"
 
 STORE: Final = "p"
 """With partitioned parameters: the range of the parameters this role owns and keeps."""
+
+CHECKPOINT: Final = "k"
+"""At a generation round of a checkpointed run: every owner's owner-manifest SHA-256, 32 bytes
+a role, in role order; each role's subtree range travels to its parent, so role 0 holds them
+all before it publishes (``docs/checkpoints.md``)."""
+
+DIGEST_BYTES: Final = 32
+"""Bytes of one owner's entry in :data:`CHECKPOINT`: a SHA-256."""

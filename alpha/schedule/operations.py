@@ -60,6 +60,8 @@ class Learner(Protocol):
     def keep_own(self, w: Floats, p: Floats, /) -> None: ...
     def load_own(self, w: Floats, p: Floats, /) -> None: ...
     def observe(self, w: Floats, g: Floats, round: int, role: int, /) -> None: ...
+    def save(self, w: Floats, k: Array, round: int, /) -> None: ...
+    def publish(self, k: Array, round: int, /) -> None: ...
 
 
 @dataclass
@@ -140,6 +142,13 @@ def _update(ctx: Context, g: Array) -> None:
     ctx.need_learner().update(store, g)
 
 
+def _own(ctx: Context) -> Array:
+    """The parameters as this role keeps them between rounds: its own range with partitioned
+    parameters (``p``), else the whole parameters."""
+    own: Array = ctx.buffers[STORE] if STORE in ctx.buffers else ctx.buffers[PARAMETERS]
+    return own
+
+
 def _quiet(op: LocalOp) -> LocalOp:
     """``op`` with numpy's overflow and invalid-value warnings off: a diverging learner's
     values become inf and nan, which ``observe`` reports once, as ``LossNotFinite``, instead of
@@ -165,6 +174,11 @@ LEARNER_OPS: Final[dict[str, LocalOp]] = {
         ctx.buffers[PARAMETERS], g, ctx.round
     ),
     "update": _update,
+    # A generation round of a checkpointed run (docs/checkpoints.md): every owner writes its
+    # ranges of the state, durably, and its owner manifest's digest into its entry of ``k``;
+    # role 0, once every entry has come up the tree, publishes the generation.
+    "save": lambda ctx, k: ctx.need_learner().save(_own(ctx), k, ctx.round),
+    "publish": lambda ctx, k: ctx.need_learner().publish(k, ctx.round),
     "observe": lambda ctx, g: ctx.need_learner().observe(
         ctx.buffers[PARAMETERS], g, ctx.round, ctx.role
     ),

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -18,9 +21,10 @@ from alpha.checkpoint.manifest import (
     canonical_json,
     decode_history,
     encode_history,
-    extended_history,
 )
+from alpha.checkpoint.store import Generation
 from alpha.errors import CheckpointCorrupt
+from alpha.learner.saving import carried_history
 from tests.support import raises_exactly
 
 Row = tuple[int, float, float, float]
@@ -95,12 +99,16 @@ def test_a_malformed_history_is_refused(about: dict[str, object]) -> None:
     raises_exactly(CheckpointCorrupt, decode_history, about, 4, "gen-000000004")
 
 
-def test_role_0_appends_its_own_rounds_after_the_last_recorded_and_before_its_round() -> None:
-    about = {HISTORY: [[0, 1.0, 0.1, None], [1, 0.9, 0.2, None]], RESUMES: []}
-    own = [(1, 9.0, 9.0, 9.0), (2, 0.8, 0.3, math.nan), (3, 0.7, 0.4, 0.5), (4, 0.6, 0.5, 0.5)]
-    assert extended_history(about, own, 4) == {
-        HISTORY: [[0, 1.0, 0.1, None], [1, 0.9, 0.2, None], [2, 0.8, 0.3, None], [3, 0.7, 0.4, 0.5]]
-    }
-    # A record with no history (a segment compiled by hand) claims none.
-    assert extended_history({"run": "x"}, own, 4) == {}
-    assert extended_history({HISTORY: []}, own, 2) == {HISTORY: [[1, 9.0, 9.0, 9.0]]}
+def test_a_resumed_launch_carries_the_rounds_before_it_and_adds_its_resume() -> None:
+    about = {HISTORY: [[0, 1.0, 0.1, None], [1, 0.9, 0.2, None], [2, 0.8, 0.3, 0.5]], RESUMES: [1]}
+    start = cast(Generation, SimpleNamespace(about=about, round=3, path=Path("gen-000000003")))
+    assert carried_history(start, 2) == ([[0, 1.0, 0.1, None], [1, 0.9, 0.2, None]], [1, 2])
+    assert carried_history(start, 3) == (about[HISTORY], [1, 3])
+    # An older generation records no history: only the resume is carried; none from the seed.
+    older = cast(Generation, SimpleNamespace(about={}, round=3, path=Path("gen-000000003")))
+    assert carried_history(older, 3) == ([], [3])
+    assert carried_history(None, 0) == ([], [])
+    # A malformed one is refused, as the run refuses it before it launches.
+    broken = {HISTORY: [[5, 1.0, 0.1, None]], RESUMES: []}
+    bad = cast(Generation, SimpleNamespace(about=broken, round=3, path=Path("gen-000000003")))
+    raises_exactly(CheckpointCorrupt, carried_history, bad, 3)
