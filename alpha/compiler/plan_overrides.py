@@ -42,7 +42,10 @@ OPTION_KEYS: Final = {
 # A word taken as a string when it is no TOML value: no spaces, quotes, brackets or '='.
 _BARE_WORD: Final = re.compile(r"[^\s\"'\[\]{}=#,]+")
 # The keys that say the run's roles: setting one from the command line drops the other.
-_ROLES_KEYS: Final = {("membership", "roles"): "group", ("membership", "group"): "roles"}
+_ROLES_KEYS: Final[dict[tuple[str, ...], str]] = {
+    ("membership", "roles"): "group",
+    ("membership", "group"): "roles",
+}
 
 
 @final

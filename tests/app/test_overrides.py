@@ -102,3 +102,21 @@ def test_a_plan_error_names_the_file_and_line(tmp_path: Path) -> None:
         f"alpha: error: {path}:{line}: run.roundz: unknown key 'roundz' in [run]; did you mean "
         "'rounds'? (its keys are name, rounds, epoch)\n"
     )
+
+
+def test_run_json_refuses_overrides_that_are_not_a_plans(tmp_path: Path) -> None:
+    from alpha.artifact.run_json import read_run_json, write_run_json
+    from alpha.errors import ArtifactInvalid
+    from tests.support import raises_exactly
+
+    done = run_alpha("compile", "digits", "--rounds", "2", "--roles", "0", "-o", str(tmp_path))
+    assert done.returncode == EXIT_OK, done.stderr
+    good = read_run_json(tmp_path)
+    assert good["overrides"] == [{"option": "--rounds", "key": "run.rounds", "value": 2}]
+    for bad in (
+        {"overrides": {"run.rounds": 2}},
+        {"overrides": [{"option": "--rounds", "key": "run.rounds"}]},
+        {"overrides": [{"option": "--fast", "key": "run.rounds", "value": 2}]},
+        {"overrides": [{"option": "--set", "key": "", "value": 2}]},
+    ):
+        raises_exactly(ArtifactInvalid, write_run_json, tmp_path / "other", {**good, **bad})
