@@ -708,11 +708,19 @@ class FolderInUse(InputInvalid):
 
 class PlanInvalid(InputInvalid, ValueError):
     """A plan is not valid TOML or a field is missing or wrong; ``field`` names
-    it (e.g. ``topology.fanout``)."""
+    it (e.g. ``topology.fanout``). ``where`` says where the field was written, when known:
+    ``PLAN.toml:3`` (the file and line of its key), or the command-line override it came from
+    (``--set run.rounds=0``); ``line`` is that line, or None."""
 
-    def __init__(self, message: str, *, field: str = "") -> None:
+    def __init__(
+        self, message: str, *, field: str = "", where: str = "", line: int | None = None
+    ) -> None:
         self.field = field
-        super().__init__(f"{field}: {message}" if field else message)
+        self.message = message
+        self.where = where
+        self.line = line
+        text = f"{field}: {message}" if field else message
+        super().__init__(f"{where}: {text}" if where else text)
 
 
 class DeployInvalid(InputInvalid, ValueError):

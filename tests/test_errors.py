@@ -308,7 +308,7 @@ RUN_ERRORS = [
 def test_a_run_failure_exits_1_with_its_message(
     error: RunFailed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fails(plan_path: str, *, as_json: bool = False) -> int:
+    def fails(plan_path: str, *, as_json: bool = False, overrides: object = None) -> int:
         raise error
 
     monkeypatch.setattr("alpha.app.run.main_replicate", fails)
@@ -321,7 +321,7 @@ def test_an_input_error_raised_anywhere_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The code comes from the class, not from a list of classes in the command line.
-    def fails(plan_path: str, *, as_json: bool = False) -> int:
+    def fails(plan_path: str, *, as_json: bool = False, overrides: object = None) -> int:
         raise errors.TargetMismatch("built for aarch64, started on x86_64")
 
     monkeypatch.setattr("alpha.app.run.main_replicate", fails)

@@ -15,7 +15,7 @@ import json
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from alpha.errors import UsageError
 
@@ -144,6 +144,57 @@ def add_interpreter_option(parser: argparse.ArgumentParser) -> None:
         help="start the roles built for TARGET (x86_64, aarch64) with COMMAND (split as a "
         "shell would) before the artifact instead of this Python; repeatable, once per target "
         "(see docs/emulation.md)",
+    )
+
+
+def _tagged(option: str) -> Callable[[str], tuple[str, str]]:
+    """An override option's argument as ``(option, text)``: it is read (as TOML) with the
+    plan, so that a wrong one is refused as a plan's key is (``PlanInvalid``, docs/plans.md)."""
+
+    def tag(text: str) -> tuple[str, str]:
+        return (option, text)
+
+    tag.__name__ = option.lstrip("-")  # argparse names a type by it in its messages
+    return tag
+
+
+def add_override_options(parser: argparse.ArgumentParser, *, roles: bool = True) -> None:
+    """The plan overrides (docs/plans.md, "Overrides"): ``--roles N`` (unless ``roles`` is
+    false: ``alpha compile``'s ``--roles`` selects the roles to build), ``--fanout F``,
+    ``--rounds R`` and repeatable ``--set TABLE.KEY=VALUE``, all collected in the order given
+    into ``args.overrides`` (a list of ``(option, text)``, or None)."""
+    group = parser.add_argument_group(
+        "plan overrides", "set a plan's values as if written in its file (docs/plans.md)"
+    )
+    if roles:
+        group.add_argument(
+            "--roles",
+            dest="overrides",
+            action="append",
+            type=_tagged("--roles"),
+            metavar="N",
+            help="run the roles 0..N-1 (membership.roles = N, replacing the plan's group)",
+        )
+    for option, key, metavar in (
+        ("--fanout", "topology.fanout", "F"),
+        ("--rounds", "run.rounds", "R"),
+    ):
+        group.add_argument(
+            option,
+            dest="overrides",
+            action="append",
+            type=_tagged(option),
+            metavar=metavar,
+            help=f"set {key} = {metavar}",
+        )
+    group.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=_tagged("--set"),
+        metavar="TABLE.KEY=VALUE",
+        help="set any plan field; VALUE is a TOML value, a bare word a string (repeatable, "
+        "applied in order)",
     )
 
 

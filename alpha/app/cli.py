@@ -26,6 +26,7 @@ from alpha.app._options import (
     add_interpreter_option,
     add_json_option,
     add_output_option,
+    add_override_options,
     existing_path,
     nonnegative_int,
     shard,
@@ -266,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_interpreter_option(run)
     add_cold_option(run)
+    add_override_options(run)
     run.set_defaults(handler=_run)
 
     replicate = commands.add_parser(
@@ -274,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replicate.add_argument("plan", metavar="PLAN")
     add_json_option(replicate, "plan, digest, rounds (done) and diverged_at")
+    add_override_options(replicate)
     replicate.set_defaults(handler=_replicate)
 
     compile_ = commands.add_parser(
@@ -292,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "--roles", default=None, metavar="SPEC", help="roles to build: all, or e.g. 0,3,5-7"
     )
+    add_override_options(compile_, roles=False)  # the run's roles: --set membership.roles=N
     compile_.set_defaults(handler=_compile)
 
     launch = commands.add_parser(

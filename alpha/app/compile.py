@@ -26,7 +26,7 @@ from alpha.artifact.verify import file_sha256
 from alpha.compiler.checks import check
 from alpha.compiler.forms import Protocol
 from alpha.compiler.implemented import unimplemented
-from alpha.compiler.plan import Plan, load_plan
+from alpha.compiler.plan import Plan, load_plan, overrides_of
 from alpha.compiler.projection import project
 from alpha.compiler.work import protocol_for, run_identity
 from alpha.core.digests import bind_code
@@ -266,6 +266,7 @@ def _write_artifacts(
             "name": plan.name,
             "participants": plan.participants,
             "plan_sha256": plan.text_sha256,
+            "overrides": [each.recorded() for each in plan.overrides],
             "identity": {
                 "learner": identity.learner.hex(),
                 "contract": identity.contract.hex(),
@@ -305,7 +306,7 @@ def compile_command(args: argparse.Namespace) -> int:
         FolderInUse: another command holds ``DIR``.
         ProtocolRejected: the plan's protocol is refused (every refusal named).
     """
-    plan = load_plan(resolve_plan(args.plan))
+    plan = load_plan(resolve_plan(args.plan), overrides=overrides_of(args.overrides))
     roles = parse_roles(args.roles, plan.participants)
     directory = Path(args.output)
     with hold_folder(directory, "alpha compile"):

@@ -48,7 +48,7 @@ from alpha.checkpoint.store import (
     published,
     remove_staged,
 )
-from alpha.compiler.plan import Plan, Segment, load_plan
+from alpha.compiler.plan import Plan, Segment, load_plan, overrides_of
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
@@ -498,6 +498,7 @@ def _after_failure(
     if not source.is_file():  # a plan given as text: there is no path to name
         return f"{said}: go on with this plan and --resume {shlex.quote(str(go_on))}"
     command = f"alpha run {shlex.quote(str(source))} --resume {shlex.quote(str(go_on))}"
+    command += "".join(f" {shlex.join(each.argv)}" for each in plan.overrides)
     return f"{said}: go on with {command}"
 
 
@@ -581,6 +582,7 @@ def run_command(args: argparse.Namespace) -> int:
         as_json=args.json,
         warm=not args.cold,
         resume_round=args.round,
+        overrides=args.overrides,
     )
 
 
@@ -593,11 +595,15 @@ def main_run(
     as_json: bool = False,
     warm: bool = True,
     resume_round: int | None = None,
+    overrides: Sequence[tuple[str, str]] | None = None,
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
-    generation of that round in the checkpoint folder ``resume``."""
-    plan = load_plan(resolve_plan(plan_path) if plan_path else DEFAULT_PLAN)
+    generation of that round in the checkpoint folder ``resume``; ``overrides`` are the
+    ``(option, text)`` pairs of ``--roles``, ``--fanout``, ``--rounds`` and ``--set``."""
+    plan = load_plan(
+        resolve_plan(plan_path) if plan_path else DEFAULT_PLAN, overrides=overrides_of(overrides)
+    )
     require_learner(plan)  # a sum check is refused before any folder is made
     require_buildable(plan.participants, "run")
     # An AArch64 role on this x86-64 host runs under qemu: found now, not after the compile.
@@ -699,13 +705,16 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
 
 def replicate_command(args: argparse.Namespace) -> int:
     """``alpha replicate``'s options as :func:`main_replicate`'s arguments."""
-    return main_replicate(args.plan, as_json=args.json)
+    return main_replicate(args.plan, as_json=args.json, overrides=args.overrides)
 
 
-def main_replicate(plan_path: str, *, as_json: bool = False) -> int:
+def main_replicate(
+    plan_path: str, *, as_json: bool = False, overrides: Sequence[tuple[str, str]] | None = None
+) -> int:
     """``alpha replicate``: the final digest on stdout (with ``as_json``, an object with the
-    rounds and where it diverged, if it did); exit 1 when the learner diverged."""
-    plan = load_plan(resolve_plan(plan_path))
+    rounds and where it diverged, if it did); exit 1 when the learner diverged. ``overrides``
+    as for :func:`main_run`."""
+    plan = load_plan(resolve_plan(plan_path), overrides=overrides_of(overrides))
     replica = _replicated(plan, load_digits(), None, sys.stderr)
     if as_json:
         print(

@@ -51,6 +51,7 @@ def _check_run(run: object, where: str) -> dict[str, object]:
             f"{where}: participants must be an int in 1..{MAX_ROLES}, got {participants!r}"
         )
     _hex64(run.get("plan_sha256"), f"{where}: plan_sha256")
+    _overrides(run.get("overrides", []), f"{where}: overrides")
     identity = run.get("identity")
     if not isinstance(identity, Mapping):
         raise ArtifactInvalid(f"{where}: identity must be a table of three hex digests")
@@ -86,6 +87,27 @@ def _check_run(run: object, where: str) -> dict[str, object]:
         _peers(entry.get("lower"), f"{at}.lower", 0, role)
         _peers(entry.get("higher"), f"{at}.higher", role + 1, participants)
     return run
+
+
+#: The options an override comes from (``alpha.compiler.plan_overrides``).
+OVERRIDE_OPTIONS: Final = ("--set", "--roles", "--fanout", "--rounds")
+
+
+def _overrides(value: object, where: str) -> None:
+    """``value`` is the plan's overrides in the order given: ``{"option", "key", "value"}``
+    each, the option one of ``OVERRIDE_OPTIONS``, the key a dotted plan field."""
+    if not isinstance(value, list):
+        raise ArtifactInvalid(f"{where} must be a list of the plan's overrides, got {value!r}")
+    for index, entry in enumerate(value):
+        at = f"{where}[{index}]"
+        if not isinstance(entry, Mapping) or set(entry) != {"option", "key", "value"}:
+            raise ArtifactInvalid(f"{at} must be an object of option, key and value")
+        if entry["option"] not in OVERRIDE_OPTIONS:
+            raise ArtifactInvalid(
+                f"{at}.option must be one of {OVERRIDE_OPTIONS}, got {entry['option']!r}"
+            )
+        if not isinstance(entry["key"], str) or not entry["key"]:
+            raise ArtifactInvalid(f"{at}.key must be a plan field's dotted name")
 
 
 def _hex64(value: object, where: str) -> None:

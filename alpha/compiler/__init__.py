@@ -80,6 +80,10 @@ if TYPE_CHECKING:
         LearnerSpec,
         read_learner,
     )
+    from alpha.compiler.plan_lines import (
+        field_line,
+        written_lines,
+    )
     from alpha.compiler.plan_membership import (
         MEMBERSHIP_KEYS,
         SHAPES,
@@ -87,6 +91,15 @@ if TYPE_CHECKING:
         MembershipTable,
         read_membership,
         read_topology,
+        roles_group,
+    )
+    from alpha.compiler.plan_overrides import (
+        OPTION_KEYS,
+        Override,
+        apply_overrides,
+        origin_of,
+        override,
+        overrides_of,
     )
     from alpha.compiler.plan_placement import (
         ADDRESSES_KEYS,
@@ -187,6 +200,7 @@ __all__ = [
     "MAX_WORK_SIZE",
     "MAY_CHANGE",
     "MEMBERSHIP_KEYS",
+    "OPTION_KEYS",
     "PARTITIONS",
     "RUN_KEYS",
     "SHAPES",
@@ -212,6 +226,7 @@ __all__ = [
     "LocalSchedule",
     "MembershipTable",
     "Operation",
+    "Override",
     "Plan",
     "Protocol",
     "Region",
@@ -226,11 +241,13 @@ __all__ = [
     "Targets",
     "Transfer",
     "Work",
+    "apply_overrides",
     "check",
     "contract_digest_of",
     "decode",
     "encode",
     "exchange_plan",
+    "field_line",
     "informed",
     "learn_identity",
     "learner_digest_of",
@@ -239,6 +256,9 @@ __all__ = [
     "learner_setup",
     "load_plan",
     "model_of",
+    "origin_of",
+    "override",
+    "overrides_of",
     "parse_plan",
     "plan_identity",
     "project",
@@ -257,6 +277,7 @@ __all__ = [
     "read_work",
     "require_learner",
     "require_valid",
+    "roles_group",
     "run_identity",
     "scratch_name",
     "slots",
@@ -265,6 +286,7 @@ __all__ = [
     "unimplemented",
     "walk",
     "work_of",
+    "written_lines",
 ]
 
 __getattr__, __dir__ = lazy(
@@ -337,6 +359,10 @@ __getattr__, __dir__ = lazy(
             "LEARNER_KEYS",
             "read_learner",
         ),
+        "alpha.compiler.plan_lines": (
+            "field_line",
+            "written_lines",
+        ),
         "alpha.compiler.plan_membership": (
             "SHAPES",
             "MEMBERSHIP_KEYS",
@@ -344,6 +370,15 @@ __getattr__, __dir__ = lazy(
             "MembershipTable",
             "read_membership",
             "read_topology",
+            "roles_group",
+        ),
+        "alpha.compiler.plan_overrides": (
+            "Override",
+            "overrides_of",
+            "OPTION_KEYS",
+            "apply_overrides",
+            "origin_of",
+            "override",
         ),
         "alpha.compiler.plan_placement": (
             "MAX_GPU_UUID_CHARS",

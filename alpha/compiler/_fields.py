@@ -10,6 +10,7 @@ in :mod:`alpha.compiler.plan`; these readers only read one field each.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 
@@ -27,6 +28,7 @@ __all__ = [
     "required_table",
     "shown",
     "str_at",
+    "suggestion",
     "table_at",
 ]
 
@@ -69,8 +71,16 @@ def _key(dotted: str) -> str:
     return dotted.rsplit(".", 1)[-1]
 
 
+def suggestion(word: str, known: tuple[str, ...]) -> str | None:
+    """The known name closest to a misspelt ``word`` (``rounds`` for ``roundz``), or None when
+    none is close (difflib's ratio of at least 0.6)."""
+    close = difflib.get_close_matches(word, known, n=1)
+    return close[0] if close else None
+
+
 def refuse_unknown(table: Table, where: str, known: tuple[str, ...]) -> None:
-    """Refuse the first key of ``table`` that is not in ``known``.
+    """Refuse the first key of ``table`` that is not in ``known``, with the known key it is
+    closest to, if one is close ("did you mean 'rounds'?").
 
     Raises:
         PlanInvalid: a key is unknown; ``field`` is ``where.key``.
@@ -78,15 +88,18 @@ def refuse_unknown(table: Table, where: str, known: tuple[str, ...]) -> None:
     for key in table:
         if key in known:
             continue
+        near = suggestion(key, known)
         if not where:
-            what = (
-                f"table [{key}]" if isinstance(table[key], dict) else f"key {key!r} outside a table"
-            )
-            raise PlanInvalid(f"unknown {what}; a plan's tables are {', '.join(known)}", field=key)
-        raise PlanInvalid(
-            f"unknown key {key!r} in [{where}]; its keys are {', '.join(known)}",
-            field=f"{where}.{key}",
-        )
+            is_table = isinstance(table[key], dict)
+            what = f"table [{key}]" if is_table else f"key {key!r} outside a table"
+            listed = f"a plan's tables are {', '.join(known)}"
+            if near is None:
+                raise PlanInvalid(f"unknown {what}; {listed}", field=key)
+            named = f"[{near}]" if is_table else f"[{near}] (a table)"
+            raise PlanInvalid(f"unknown {what}; did you mean {named}? ({listed})", field=key)
+        listed = f"its keys are {', '.join(known)}"
+        hint = f"{listed}" if near is None else f"did you mean {near!r}? ({listed})"
+        raise PlanInvalid(f"unknown key {key!r} in [{where}]; {hint}", field=f"{where}.{key}")
 
 
 def table_at(parent: Table, dotted: str, *, required: bool = False) -> Table | None:
@@ -201,7 +214,9 @@ def one_of(table: Table, dotted: str, allowed: tuple[str, ...], *, default: str)
     value = table.get(key, default)
     if not isinstance(value, str) or value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
-        raise PlanInvalid(f"must be one of {choices}, got {shown(value)}", field=dotted)
+        near = suggestion(value, allowed) if isinstance(value, str) else None
+        hint = "" if near is None else f"; did you mean {near!r}?"
+        raise PlanInvalid(f"must be one of {choices}, got {shown(value)}{hint}", field=dotted)
     return value
 
 

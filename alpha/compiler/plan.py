@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
@@ -58,6 +58,7 @@ from alpha.compiler.plan_learner import (
     LearnerSpec,
     read_learner,
 )
+from alpha.compiler.plan_lines import field_line
 from alpha.compiler.plan_membership import (
     MEMBERSHIP_KEYS,
     SHAPES,
@@ -65,6 +66,7 @@ from alpha.compiler.plan_membership import (
     read_membership,
     read_topology,
 )
+from alpha.compiler.plan_overrides import Override, apply_overrides, origin_of, overrides_of
 from alpha.compiler.plan_placement import (
     ADDRESSES_KEYS,
     GPU_KEYS,
@@ -111,9 +113,11 @@ __all__ = [
     "WORK_KINDS",
     "CheckpointSpec",
     "LearnerSpec",
+    "Override",
     "Plan",
     "Segment",
     "load_plan",
+    "overrides_of",
     "parse_plan",
 ]
 
@@ -209,7 +213,9 @@ class Plan:
         checkpoint: the ``[checkpoint]`` table of a learn plan, or None.
         segment: the part of the run one launch runs (set by ``alpha run``), or None.
         source: where the text came from (a path, or ``"<plan>"``).
-        text_sha256: the hex SHA-256 of the plan's text in UTF-8.
+        text_sha256: the hex SHA-256 of the plan's text in UTF-8 (before any override).
+        overrides: the values set from the command line, in the order given, applied to the
+            text's table before it was checked (so every field above already holds them).
 
     Equality compares every attribute above; the lookup tables behind :meth:`address` and
     :meth:`target` are derived from them and take no part.
@@ -243,6 +249,7 @@ class Plan:
     text_sha256: str
     checkpoint: CheckpointSpec | None = None
     segment: Segment | None = None
+    overrides: tuple[Override, ...] = ()
     # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
     _address_of: Mapping[tuple[int, int], str] = field(
         init=False, repr=False, compare=False, hash=False
@@ -304,12 +311,18 @@ class Plan:
 # --- the public readers -------------------------------------------------------------------
 
 
-def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
-    """Read and check a plan from its TOML text.
+def parse_plan(text: str, *, source: str = "<plan>", overrides: Sequence[Override] = ()) -> Plan:
+    """Read and check a plan from its TOML text, with ``overrides`` (values set from the
+    command line, :mod:`alpha.compiler.plan_overrides`) applied to its table first, so an
+    overridden plan is checked, and is, as if the values were written in the text.
 
     Tables are read in documentation order (run, membership, topology, contract, budgets,
     addresses, targets, work, learner, gpu, checkpoint), each first for unknown keys and then
-    field by field in documentation order; the first refusal met is raised. O(size of
+    field by field in documentation order; the first refusal met is raised. A refusal says
+    where its field was written (``where``): the override it came from (``--set
+    run.rounds=0``), else the source and line of its key (``PLAN.toml:3``, found by
+    :func:`alpha.compiler.plan_lines.field_line`; the source alone when no line is found). A
+    plan read from text (the source ``"<plan>"``) gets the ``line`` but no ``where``. O(size of
     ``text``).
 
     Raises:
@@ -319,6 +332,21 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
             one missing, or a value of the wrong type or out of its allowed range (``field``
             names it, e.g. ``topology.fanout``).
     """
+    try:
+        return _parse_plan(text, source, tuple(overrides))
+    except PlanInvalid as error:
+        if error.where or not error.field:
+            raise
+        came = origin_of(error.field, overrides)
+        if came is not None:
+            raise PlanInvalid(error.message, field=error.field, where=came.origin) from None
+        line = field_line(text, error.field)
+        where = "" if source == "<plan>" else source if line is None else f"{source}:{line}"
+        raise PlanInvalid(error.message, field=error.field, where=where, line=line) from None
+
+
+def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan:
+    """:func:`parse_plan`, its refusals not yet placed."""
     if not isinstance(text, str) or not isinstance(source, str):
         raise TypeError("a plan's text and source must be str")
     try:
@@ -329,6 +357,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
         root = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer too long to convert
         raise PlanInvalid(f"{source} is not valid TOML: {error}") from None
+    apply_overrides(root, overrides)
     refuse_unknown(root, "", _TABLES)
     for name in _TABLES:
         table_at(root, name)  # every table present is a table, before any is read
@@ -369,6 +398,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
         source=source,
         text_sha256=digest,
         checkpoint=checkpoint,
+        overrides=overrides,
     )
 
 
@@ -379,8 +409,9 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
 MAX_PLAN_BYTES: Final = 1 << 20
 
 
-def load_plan(path: str | PathLike[str]) -> Plan:
-    """Read the plan file at ``path`` (UTF-8 TOML); its ``source`` is the path.
+def load_plan(path: str | PathLike[str], *, overrides: Sequence[Override] = ()) -> Plan:
+    """Read the plan file at ``path`` (UTF-8 TOML); its ``source`` is the path. ``overrides``
+    are applied as :func:`parse_plan` applies them.
 
     Only a regular file of at most :data:`MAX_PLAN_BYTES` is read: a FIFO is refused without
     waiting for a writer, and a device such as ``/dev/zero`` without reading a byte.
@@ -402,4 +433,4 @@ def load_plan(path: str | PathLike[str]) -> Plan:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise PlanInvalid(f"{source} is not UTF-8 text: {error}") from None
-    return parse_plan(text, source=source)
+    return parse_plan(text, source=source, overrides=overrides)

@@ -31,13 +31,14 @@ __all__ = [
     "MembershipTable",
     "read_membership",
     "read_topology",
+    "roles_group",
 ]
 
 #: The topology shapes: star and pair are trees of a fixed fan-out, named for the reader.
 SHAPES: Final = TOPOLOGIES
 
 # The keys the table knows, in documentation order; messages list them in this order.
-MEMBERSHIP_KEYS: Final = ("group", "universe", "identity")
+MEMBERSHIP_KEYS: Final = ("group", "roles", "universe", "identity")
 # The group identity as the plan writes it: hex digits, two per byte, either case.
 _HEX_BYTES: Final = re.compile(r"(?:[0-9a-fA-F]{2})*")
 TOPOLOGY_KEYS: Final = ("shape", "fanout")
@@ -59,12 +60,29 @@ def read_membership(root: Table, epoch: int) -> MembershipTable:
     """
     table = required_table(root, "membership")
     refuse_unknown(table, "membership", MEMBERSHIP_KEYS)
-    text = str_at(table, "membership.group")
+    roles = optional_int_at(table, "membership.roles", low=1, high=MAX_ROLES)
+    if roles is not None and "group" not in table:
+        text = roles_group(roles)
+    elif roles is None and "group" not in table:
+        raise PlanInvalid(
+            "is required: a participant group such as '(group (stride 0 1 8))', or give "
+            "membership.roles = N for the roles 0..N-1",
+            field="membership.group",
+        )
+    else:
+        text = str_at(table, "membership.group")
     try:
         admitted = parse_group(text, epoch=epoch)
     except (GroupSyntaxError, AdmissionError) as error:
         raise PlanInvalid(str(error), field="membership.group") from None
     n = len(admitted)
+    if roles is not None and str(admitted) != str(parse_group(roles_group(roles), epoch=epoch)):
+        raise PlanInvalid(
+            f"membership.roles = {roles} and membership.group = {text!r} disagree: roles = "
+            f"{roles} is the group {roles_group(roles)!r}, and this group has {n} member(s); "
+            "give one of them",
+            field="membership.roles",
+        )
     if admitted.first != 0 or admitted.last != n - 1:
         raise PlanInvalid(
             f"the run's roles are the group's members and must be exactly 0..n-1; this group "
@@ -82,6 +100,11 @@ def read_membership(root: Table, epoch: int) -> MembershipTable:
             identity=identity,
         )
     return MembershipTable(admitted, text)
+
+
+def roles_group(roles: int) -> str:
+    """The group ``membership.roles = N`` stands for: the roles ``0..N-1``."""
+    return f"(group (stride 0 1 {roles}))"
 
 
 def _group_identity(table: Table) -> bytes:
