@@ -45,7 +45,7 @@ def test_an_overridden_compile_has_the_identity_of_the_file_that_writes_it(
     written.write_text(
         text.replace("rounds = 30", "rounds = 5")
         .replace("fanout = 2", "fanout = 3")
-        .replace('group = "(group (stride 0 1 8))"', "roles = 4")
+        .replace("roles = 8", "roles = 4")
         .replace("rate = 0.15", "rate = 0.1"),
         encoding="utf-8",
     )
