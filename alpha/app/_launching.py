@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from alpha.app._options import print_json
+from alpha.app.interrupted import Interrupted
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.records.folder import LOGS_DIR
 
 if TYPE_CHECKING:
     from alpha.launch.launcher import LaunchSpec, RouteHook
 
-__all__ = ["folder_targets", "launch_folder", "local_interpreters", "plan_targets", "signal_exit"]
+__all__ = ["folder_targets", "launch_folder", "local_interpreters", "plan_targets"]
 
 
 def local_interpreters(
@@ -67,11 +68,6 @@ def folder_targets(run: Mapping[str, object]) -> dict[str, list[int]]:
     return found
 
 
-def signal_exit(number: int | None) -> int | None:
-    """A run stopped by a signal exits 128 + its number, as shells expect (130: Ctrl-C)."""
-    return None if number is None else 128 + number
-
-
 def launch_folder(
     directory: Path,
     specs: Sequence[LaunchSpec],
@@ -83,9 +79,13 @@ def launch_folder(
     warm: bool = True,
 ) -> int:
     """Launch ``specs`` (the roles of ``directory``) and wait for every role; the exit code:
-    0 when all finished, else 1, or 128 + the signal that stopped the launch. ``route`` turns
+    0 when all finished, else 1. ``route`` turns
     announced ports into the ports connectors get (SSH tunnels); ``close`` runs once the
-    launch is over, however it ended (it ends the tunnels)."""
+    launch is over, however it ended (it ends the tunnels).
+
+    Raises:
+        Interrupted: SIGINT, SIGTERM or SIGHUP stopped the launch (every role stopped and
+            reaped; with ``as_json`` the outcome was printed first): 128 + the signal."""
     import trio
 
     from alpha.launch.launcher import LaunchResult, launch
@@ -126,9 +126,16 @@ def launch_folder(
                 "notes": result.notes,
             }
         )
+    if result.signal is not None:
+        # One line, the command's (cli.main prints it): every role was stopped and reaped.
+        raise Interrupted(
+            result.signal,
+            f"stopped all {total} role(s) after {result.elapsed_s:.1f} s; logs are in "
+            f"{directory / LOGS_DIR}",
+        )
     if failure is not None:
         print(f"launch: role {failure.role} failed first: {failure.cause}", file=sys.stderr)
         print(f"launch: logs are in {directory / 'logs'}", file=sys.stderr)
-        return signal_exit(result.signal) or EXIT_FAILURE
+        return EXIT_FAILURE
     print(f"launch: {total} role(s) finished in {result.elapsed_s:.2f} s", file=sys.stderr)
     return EXIT_OK

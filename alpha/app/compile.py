@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
 from alpha.app._options import print_json
+from alpha.app.interrupted import Interrupted, interrupted_by
 from alpha.app.plans import resolve_plan
 from alpha.artifact.build import build_artifact, package_code_digest
 from alpha.artifact.payload import ARTIFACT_FORMAT
@@ -199,14 +200,21 @@ def compile_plan(
         return _write_artifacts(
             plan, directory, list(roles), protocol, identity, digits, parts, progress, written
         )
-    except BaseException:
-        # An interrupt (Ctrl-C) or a failure leaves no artifact of an unfinished build, and no
-        # folder this call made.
+    except BaseException as error:
+        # An interrupt (Ctrl-C, SIGTERM, SIGHUP) or a failure leaves no artifact of an
+        # unfinished build, and no folder this call made.
         for path in written:
             path.unlink(missing_ok=True)
         if created:
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty: nothing of anyone else's is removed
+        stopped = interrupted_by(error)
+        if stopped is not None:
+            # Its one line says what was removed (docs/cli.md, "Interrupts").
+            raise Interrupted(
+                stopped.signal,
+                f"removed the {len(written)} artifact(s) this build wrote; no run.json",
+            ) from None
         raise
 
 
