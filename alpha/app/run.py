@@ -53,8 +53,8 @@ from alpha.compiler.plan import Plan, Segment, load_plan, overrides_of
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
-from alpha.failpoints import reach
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
+from alpha.failpoints import reach
 from alpha.files import hold_folder, output_folder, package_data
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits

@@ -337,7 +337,7 @@ def test_sigterm_during_a_compile_of_200_roles_leaves_no_artifact_and_no_run_jso
         )
         job.signal_group(signal.SIGTERM)
     finally:
-        code, out, err = job.finish()
+        code, _, err = job.finish()
     assert code == 128 + signal.SIGTERM, err
     lines = [line for line in err.splitlines() if "interrupted" in line]
     assert len(lines) == 1 and "Traceback" not in err, err
