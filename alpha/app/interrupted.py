@@ -103,8 +103,8 @@ def signals_as_interrupts() -> Iterator[None]:
     try:
         yield
     finally:
-        for number, handler in saved.items():
-            signal.signal(number, handler)  # type: ignore[arg-type]
+        for put_back, handler in saved.items():
+            signal.signal(put_back, handler)  # type: ignore[arg-type]
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:

@@ -30,6 +30,7 @@ from typing import IO
 
 import pytest
 
+from alpha.app.interrupted import RunTrack, run_line
 from alpha.checkpoint.store import POINTER, open_generation, published
 from alpha.failpoints import FAILPOINTS_ENV
 from alpha.launch import read_stat
@@ -178,15 +179,23 @@ def at_compile(job: Job, run: Path) -> None:
     job.wait_for("alpha stopped before its first compile", job.stopped)
 
 
+def _role_stopped(job: Job, run: Path, role: int, what: str) -> None:
+    def stopped() -> bool:
+        stats = [read_stat(pid) for pid in running(run / f"role-{role:06d}.pyz")]
+        return any(stat is not None and stat.state == "T" for stat in stats)
+
+    job.wait_for(what, stopped)
+
+
 def at_role_start(job: Job, run: Path) -> None:
     # Role 0 stops itself with its listeners up, before it announces (a failpoint).
-    def started() -> bool:
-        return any(
-            read_stat(pid) is not None and read_stat(pid).state == "T"  # type: ignore[union-attr]
-            for pid in running(run / "role-000000.pyz")
-        )
+    _role_stopped(job, run, 0, "role 0 starting")
 
-    job.wait_for("role 0 starting", started)
+
+def at_staging(job: Job, run: Path) -> None:
+    # Role 1 stops itself with its shards of the first generation written, staged, not
+    # published: the interrupted run must remove what will never be published.
+    _role_stopped(job, run, 1, "role 1 with its shards staged")
 
 
 def at_mid_round(job: Job, run: Path) -> None:
@@ -209,6 +218,7 @@ POINTS: dict[str, tuple[Callable[[Job, Path], None], str]] = {
     "compile": (at_compile, "run.compiling@0"),
     "role-start": (at_role_start, "participant.announcing@0"),
     "mid-round": (at_mid_round, ""),
+    "staging": (at_staging, "checkpoint.written@1"),
     "boundary": (at_boundary, ""),
     "replicated": (at_replicated, "run.replicating@0"),
 }
@@ -260,6 +270,9 @@ def test_a_signal_anywhere_in_a_checkpointed_run_is_one_line_and_128_plus_it(
     if point == "compile":
         assert "no checkpoint to go on from: run it again from the start" in line, line
         assert not list(stopped.run.glob("role-*.pyz"))
+    if point == "staging":
+        assert "no checkpoint to go on from" in line, line
+        assert done == list(range(1, EVERY + 1)), done
     if point == "replicated":
         assert "while the replicated learner ran: the run committed" in line, line
         assert done == list(range(1, ROUNDS + 1))
@@ -271,6 +284,20 @@ def test_a_signal_anywhere_in_a_checkpointed_run_is_one_line_and_128_plus_it(
         assert go_on_command(line) is not None, line
     if go_on_command(line) is None:
         assert "run it again from the start" in line or point == "replicated", line
+
+
+def test_a_go_on_command_is_given_only_for_a_generation_that_verifies(tmp_path: Path) -> None:
+    stopped = interrupt_run(tmp_path, "boundary", signal.SIGTERM)
+    folder = stopped.run / "checkpoints"
+    track = RunTrack(str(stopped.plan), ROUNDS, folder=folder, directory=stopped.run)
+    assert run_line(track, signal.SIGTERM) == stopped.line.removeprefix("run: ")
+    # One shard damaged: the line, read again from the folder, names no go-on.
+    shard = next((open_generation(folder).path / "shards").iterdir())
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    line = run_line(track, signal.SIGTERM)
+    assert "go on with" not in line and "run it again from the start" in line, line
 
 
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
