@@ -203,7 +203,9 @@ def compile_plan(
     except BaseException as error:
         # An interrupt (Ctrl-C, SIGTERM, SIGHUP) or a failure leaves no artifact of an
         # unfinished build, and no folder this call made.
+        removed = 0  # the one being written when it stopped may not exist yet
         for path in written:
+            removed += path.exists()
             path.unlink(missing_ok=True)
         if created:
             with contextlib.suppress(OSError):
@@ -213,7 +215,7 @@ def compile_plan(
             # Its one line says what was removed (docs/cli.md, "Interrupts").
             raise Interrupted(
                 stopped.signal,
-                f"removed the {len(written)} artifact(s) this build wrote; no run.json",
+                f"removed the {removed} artifact(s) this build wrote; no run.json",
             ) from None
         raise
 
