@@ -315,19 +315,25 @@ def test_the_go_on_command_of_an_interrupted_run_finishes_it_bit_for_bit(
     assert history_rounds(stopped.run)[-1] == ROUNDS
 
 
-def test_a_launcher_killed_outright_leaves_no_role_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cold", [True, False], ids=["cold", "warm"])
+def test_a_launcher_killed_outright_leaves_no_role_running(tmp_path: Path, cold: bool) -> None:
     # SIGKILL: alpha can stop nothing; its roles, in sessions of their own (no group signal
-    # reaches them), find their parent gone and end by themselves (alpha.runtime.parent).
+    # reaches them), find their parent gone and end by themselves (alpha.runtime.parent); a
+    # warm role's parent is the warm starter, which ends when alpha's end of its socket closes.
     plan = learner_plan(tmp_path / "plan.toml")
     run = tmp_path / "run"
-    job = Job.start("run", str(plan), "-o", str(run), "--cold")
+    job = Job.start("run", str(plan), "-o", str(run), *(["--cold"] if cold else []))
     try:
         at_mid_round(job, run)
         roles = running(run / "role-000000.pyz") + running(run / "role-000003.pyz")
         assert roles, "roles are running"
         for pid in roles:
             stat = read_stat(pid)
-            assert stat is not None and int(stat.field(6)) == pid, "a role leads its session"
+            assert stat is not None, pid
+            session = int(stat.field(6))
+            assert session != job.process.pid, "a role is outside alpha's session"
+            if cold:
+                assert session == pid, "a cold role leads a session of its own"
         os.kill(job.process.pid, signal.SIGKILL)
     finally:
         job.finish()
