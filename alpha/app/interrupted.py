@@ -201,6 +201,13 @@ def run_line(track: RunTrack, number: int) -> str:
             f"alpha replicate {shlex.quote(track.plan_source)} prints the replicated digest"
         )
     latest = None if track.folder is None else _verified(track.folder)
+    if latest is not None and latest.round >= track.rounds:
+        # Its last generation is the run's commit point: nothing is left to go on with.
+        return (
+            f"interrupted ({name}) after the run committed its {track.rounds} rounds "
+            f"(checkpoint {latest.path.name}); it was not compared with the replicated learner: "
+            f"alpha replicate {shlex.quote(track.plan_source)} prints the replicated digest"
+        )
     go_on: Path | None = track.folder if latest is not None else None
     if go_on is None and track.resume is not None and _verified(track.resume) is not None:
         go_on = track.resume  # nothing new published: go on from where this run started

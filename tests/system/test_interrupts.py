@@ -2,9 +2,9 @@
 
 ``alpha run`` of a checkpointed plan is started in a session of its own, as a shell starts a
 job, and each of SIGINT, SIGTERM and SIGHUP is sent to its process *group*, as a terminal does
-(Ctrl-C, ``kill -TERM -PGID``, the terminal closing), at many points of the run: before a
-segment compiles, while a role starts, mid-round, right at a segment boundary, and while the
-replicated learner runs. Each time: exit 128 + the signal, exactly one ``interrupted`` line,
+(Ctrl-C, ``kill -TERM -PGID``, the terminal closing), at many points of the run: before it
+compiles, while a role starts, mid-round, with a generation staged, right as a generation is
+published (a segment boundary), and while the replicated learner runs. Each time: exit 128 + the signal, exactly one ``interrupted`` line,
 no traceback, no process left, a checkpoint pointer (if any) naming a generation that
 verifies, the rounds done in ``history.csv``, and no staged generation left. Where a go-on
 command is printed, it is run, once or twice, and must reach "equal bit for bit: yes".
@@ -39,8 +39,10 @@ from tests.support import ALPHA, ROOT, plans, run_alpha
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 6
-EVERY = 2
+# Long enough that a signal sent as the first generation is announced lands well before the
+# run's end (the rounds go on within one launch while it travels).
+ROUNDS = 200
+EVERY = 50
 GIVE_UP = 180.0  # seconds a wait for a run's own progress may take before the test says so
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -272,15 +274,15 @@ def test_a_signal_anywhere_in_a_checkpointed_run_is_one_line_and_128_plus_it(
         assert not list(stopped.run.glob("role-*.pyz"))
     if point == "staging":
         assert "no checkpoint to go on from" in line, line
-        assert done == list(range(1, EVERY + 1)), done
     if point == "replicated":
         assert "while the replicated learner ran: the run committed" in line, line
         assert done == list(range(1, ROUNDS + 1))
     if point == "boundary":
-        # The generation the run said it published is named, and the go-on command given.
-        published_line = next(x for x in stopped.err.splitlines() if " published (round " in x)
-        name = published_line.split()[2]
-        assert f"nothing committed after checkpoint {name}" in line or ROUNDS <= EVERY, line
+        # A generation the run said it published is named (the latest, read from the folder),
+        # and the go-on command given.
+        said = [x.split()[2] for x in stopped.err.splitlines() if " published (round " in x]
+        named = re.search(r"nothing committed after checkpoint (\S+) \(round", line)
+        assert named is not None and named.group(1) in said, line
         assert go_on_command(line) is not None, line
     if go_on_command(line) is None:
         assert "run it again from the start" in line or point == "replicated", line
@@ -290,7 +292,8 @@ def test_a_go_on_command_is_given_only_for_a_generation_that_verifies(tmp_path: 
     stopped = interrupt_run(tmp_path, "boundary", signal.SIGTERM)
     folder = stopped.run / "checkpoints"
     track = RunTrack(str(stopped.plan), ROUNDS, folder=folder, directory=stopped.run)
-    assert run_line(track, signal.SIGTERM) == stopped.line.removeprefix("run: ")
+    # The same generation and go-on as the run's own line (which knew the rounds done too).
+    assert run_line(track, signal.SIGTERM).split("; ", 1)[1] == stopped.line.split("; ", 1)[1]
     # One shard damaged: the line, read again from the folder, names no go-on.
     shard = next((open_generation(folder).path / "shards").iterdir())
     data = bytearray(shard.read_bytes())
