@@ -4,10 +4,11 @@
 job, and each of SIGINT, SIGTERM and SIGHUP is sent to its process *group*, as a terminal does
 (Ctrl-C, ``kill -TERM -PGID``, the terminal closing), at many points of the run: before it
 compiles, while a role starts, mid-round, with a generation staged, right as a generation is
-published (a segment boundary), and while the replicated learner runs. Each time: exit 128 + the signal, exactly one ``interrupted`` line,
-no traceback, no process left, a checkpoint pointer (if any) naming a generation that
-verifies, the rounds done in ``history.csv``, and no staged generation left. Where a go-on
-command is printed, it is run, once or twice, and must reach "equal bit for bit: yes".
+published (a segment boundary), and while the replicated learner runs. Each time: exit 128 +
+the signal, exactly one ``interrupted`` line, no traceback, no process left, a checkpoint
+pointer (if any) naming a generation that verifies, the rounds done in ``history.csv``, and no
+staged generation left. Where a go-on command is printed, it is run, once or twice, and must
+reach "equal bit for bit: yes".
 
 Participants run in sessions of their own, so the group signal reaches ``alpha`` alone; a
 launcher killed with SIGKILL still leaves no role running (``alpha.runtime.parent``). And
