@@ -278,6 +278,11 @@ def test_a_signal_anywhere_in_a_checkpointed_run_is_one_line_and_128_plus_it(
     if point == "replicated":
         assert "while the replicated learner ran: the run committed" in line, line
         assert done == list(range(1, ROUNDS + 1))
+        # Its last generation is the commit point: read from the folder alone (a signal just
+        # before the launch ended), the line says so and offers no resume at the last round.
+        track = RunTrack(str(stopped.plan), ROUNDS, folder=stopped.run / "checkpoints")
+        late = run_line(track, number)
+        assert f"after the run committed its {ROUNDS} rounds" in late and "go on" not in late
     if point == "boundary":
         # A generation the run said it published is named (the latest, read from the folder),
         # and the go-on command given.
