@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Final
 from alpha import __version__
 from alpha.app._options import print_json
 from alpha.app.plans import resolve_plan
-from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.build import (
+    build_artifact,
+    build_runtime,
+    package_code_digest,
+    runtime_entry,
+)
 from alpha.artifact.payload import ARTIFACT_FORMAT
 from alpha.artifact.run_json import RUN_FORMAT, write_run_json
 from alpha.artifact.verify import file_sha256
@@ -113,6 +118,7 @@ class CompileResult:
     roles: tuple[int, ...]
     artifact_bytes: tuple[int, ...]
     run_json: Path
+    runtime_bytes: int = 0  # the folder's shared runtime (docs/artifacts.md)
 
 
 def compiled_identity(
@@ -192,7 +198,7 @@ def compile_plan(
     # run.json goes first and comes back last: a folder whose compile did not finish has no
     # run.json, which launch reports as such, and never a run.json naming other artifacts.
     (directory / RUN_JSON).unlink(missing_ok=True)
-    for stale in directory.glob("role-*.pyz"):
+    for stale in (*directory.glob("role-*.pyz"), *directory.glob("runtime-*.pyz")):
         stale.unlink()
     written: list[Path] = []
     try:
@@ -225,6 +231,9 @@ def _write_artifacts(
     ``run.json``."""
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
+    # The package once, shared by every role of the folder (docs/artifacts.md).
+    written.append(directory / str(runtime_entry()["file"]))
+    runtime = build_runtime(directory)
     for index, role in enumerate(chosen):
         description = describe_role(plan, role, identity)
         payload: dict[str, object] = {
@@ -244,7 +253,7 @@ def _write_artifacts(
             payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
         written.append(path)
-        size = build_artifact(path, payload)
+        size = build_artifact(path, payload, runtime=runtime)
         sizes.append(size)
         entries.append(
             {
@@ -272,10 +281,13 @@ def _write_artifacts(
                 "membership": identity.membership.hex(),
             },
             "alpha_version": __version__,
+            "runtime": runtime,
             "roles": entries,
         },
     )
-    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json)
+    size = runtime["bytes"]
+    assert isinstance(size, int)
+    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json, size)
 
 
 def _segment_io(plan: Plan) -> SegmentIO | None:
@@ -311,7 +323,7 @@ def compile_command(args: argparse.Namespace) -> int:
     with hold_folder(directory, "alpha compile"):
         # Looked up here, when the command runs: tests stand in their own.
         result = compile_plan(plan, directory, roles, progress=print_progress)
-    total = sum(result.artifact_bytes)
+    total = sum(result.artifact_bytes) + result.runtime_bytes
     if args.json:
         print_json(
             {
@@ -321,11 +333,13 @@ def compile_command(args: argparse.Namespace) -> int:
                 "run_json": str(result.run_json),
                 "roles": list(result.roles),
                 "artifact_bytes": total,
+                "runtime_bytes": result.runtime_bytes,
             }
         )
         return EXIT_OK
     print(
         f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
-        f"{total} bytes of artifacts in {result.directory}"
+        f"{total} bytes of artifacts (a shared runtime of {result.runtime_bytes}) in "
+        f"{result.directory}"
     )
     return EXIT_OK

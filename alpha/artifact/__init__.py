@@ -34,7 +34,9 @@ from alpha.faces import lazy
 if TYPE_CHECKING:
     from alpha.artifact.build import (
         build_artifact,
+        build_runtime,
         package_code_digest,
+        runtime_entry,
     )
     from alpha.artifact.description import (
         description_view,
@@ -87,6 +89,8 @@ if TYPE_CHECKING:
     from alpha.artifact.verify import (
         file_sha256,
         verify_artifact,
+        artifact_runtime,
+        verify_archive,
     )
 
 __all__ = [
@@ -104,7 +108,9 @@ __all__ = [
     "VerifiedRole",
     "artifact_entry",
     "artifact_name",
+    "artifact_runtime",
     "build_artifact",
+    "build_runtime",
     "check_payload_fields",
     "check_target",
     "checked_role",
@@ -120,8 +126,10 @@ __all__ = [
     "run_description",
     "run_embedded",
     "run_payload",
+    "runtime_entry",
     "unexpected",
     "verified_roles",
+    "verify_archive",
     "verify_artifact",
     "write_run_json",
 ]
@@ -131,7 +139,9 @@ __getattr__, __dir__ = lazy(
     {
         "alpha.artifact.build": (
             "build_artifact",
+            "build_runtime",
             "package_code_digest",
+            "runtime_entry",
         ),
         "alpha.artifact.description": (
             "description_view",
@@ -182,6 +192,8 @@ __getattr__, __dir__ = lazy(
         "alpha.artifact.verify": (
             "file_sha256",
             "verify_artifact",
+            "artifact_runtime",
+            "verify_archive",
         ),
     },
 )
