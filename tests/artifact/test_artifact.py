@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import alpha
@@ -826,6 +826,29 @@ ENTRIES = st.lists(st.tuples(NAMES, DIGESTS), min_size=1, unique_by=lambda entry
 @given(ENTRIES)
 def test_the_manifest_round_trips(entries: list[tuple[str, str]]) -> None:
     assert decode_manifest(encode_manifest(entries)) == entries
+
+
+@given(DIGESTS)
+def test_the_runtime_binding_round_trips(digest: str) -> None:
+    data = encode_runtime(digest)
+    assert data == f"{digest}  runtime-{digest}.pyz\n".encode("ascii")  # a sha256sum line
+    assert decode_runtime(data) == (f"runtime-{digest}.pyz", digest)
+
+
+@given(DIGESTS, DIGESTS, st.sampled_from(["other-digest", "two-lines", "other-name"]))
+def test_a_runtime_binding_names_one_runtime_by_its_own_digest(
+    digest: str, other: str, change: str
+) -> None:
+    entries = {
+        "other-digest": [(f"runtime-{other}.pyz", digest)],
+        "two-lines": [(f"runtime-{digest}.pyz", digest), (f"runtime-{other}.pyz", other)],
+        "other-name": [(f"../runtime-{digest}.pyz", digest)],
+    }[change]
+    assume(other != digest)
+    with pytest.raises(Damaged) as caught:
+        decode_runtime(encode_manifest(entries))
+    assert type(caught.value) is Damaged
+    assert str(caught.value) == "RUNTIME must be one line 'DIGEST  runtime-DIGEST.pyz'"
 
 
 @given(ENTRIES, st.data())
