@@ -285,9 +285,9 @@ def _write_artifacts(
             "roles": entries,
         },
     )
-    size = runtime["bytes"]
-    assert isinstance(size, int)
-    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json, size)
+    runtime_bytes = runtime["bytes"]
+    assert isinstance(runtime_bytes, int)
+    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json, runtime_bytes)
 
 
 def _segment_io(plan: Plan) -> SegmentIO | None:

@@ -87,10 +87,10 @@ if TYPE_CHECKING:
         verified_roles,
     )
     from alpha.artifact.verify import (
-        file_sha256,
-        verify_artifact,
         artifact_runtime,
+        file_sha256,
         verify_archive,
+        verify_artifact,
     )
 
 __all__ = [

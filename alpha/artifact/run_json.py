@@ -90,7 +90,8 @@ def _check_run(run: object, where: str) -> dict[str, object]:
 
 
 def _check_runtime_entry(entry: object, where: str) -> None:
-    """``entry`` is the shared runtime's: ``file`` (``runtime-SHA256.pyz``), ``bytes``, ``sha256``."""
+    """``entry`` is the shared runtime's: ``file`` (``runtime-SHA256.pyz``), ``bytes`` and
+    ``sha256``."""
     if not isinstance(entry, Mapping):
         raise ArtifactInvalid(
             f"{where} must be a table (file, bytes, sha256) naming the folder's shared runtime, "

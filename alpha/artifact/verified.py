@@ -97,8 +97,9 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
     Raises:
         ArtifactInvalid: ``run.json`` is missing or invalid; it lacks a role of the run (the
             first missing one is named: launching on one host needs every role); the runtime is
-            missing or changed; an artifact binds another runtime, or is missing, changed since it was built (size or SHA-256), damaged (its manifest),
-            invalid, or disagrees with ``run.json``.
+            missing or changed; an artifact binds another runtime, or is missing, changed since
+            it was built (size or SHA-256), damaged (its manifest), invalid, or disagrees with
+            ``run.json``.
     """
     run = read_run_json(directory)
     participants = run["participants"]

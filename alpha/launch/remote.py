@@ -2,9 +2,10 @@
 (``docs/deploy.md``).
 
 The deployment host (the one running ``alpha launch DIR --deploy FILE``) copies each role's
-artifact to its node's ``remote_root`` over SSH, and the shared runtime they bind once per node, then starts each role there with ``ssh`` as
-its process: the session carries the role's stdin (the ports it connects to), stdout (the
-ports it announces) and stderr (its log), as a local process's pipes would. Every listener
+artifact to its node's ``remote_root`` over SSH, and the shared runtime they bind once per
+node, then starts each role there with ``ssh`` as its process: the session carries the role's
+stdin (the ports it connects to), stdout (the ports it announces) and stderr (its log), as a
+local process's pipes would. Every listener
 binds its node's loopback. For each tree edge the deployment host opens two SSH sessions: a
 local forward to the listener's node (``-L``, from a loopback port of the deployment host to
 the listener's port there) and a remote forward from the connector's node (``-R``, a loopback
@@ -116,7 +117,9 @@ def stage_artifacts(
             runtimes.append((node, artifact.parent / runtime, f"the shared runtime {runtime}"))
     with ThreadPoolExecutor(max_workers=COPIES) as pool:
         failures = list(
-            pool.map(lambda copy: _copy(*copy, deployment, extra), [*copies, *runtimes])
+            pool.map(
+                lambda copy: _copy(*copy, deployment=deployment, extra=extra), [*copies, *runtimes]
+            )
         )
     for failure in failures:
         if failure is not None:
@@ -124,7 +127,7 @@ def stage_artifacts(
 
 
 def _copy(
-    node: Node, file: Path, what: str, deployment: Deployment, extra: Sequence[str]
+    node: Node, file: Path, what: str, *, deployment: Deployment, extra: Sequence[str]
 ) -> NodeUnreachable | None:
     target = _remote_name(deployment, file)
     # The remote shell's pid in the temporary name: no two copies share one.

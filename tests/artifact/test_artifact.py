@@ -43,23 +43,23 @@ from alpha.artifact import (
     host_target,
     read_artifact,
     read_run_json,
+    run_embedded,
     runtime_entry,
     verify_archive,
-    run_embedded,
     verify_artifact,
     write_run_json,
 )
 from alpha.artifact import loader as _loader
 from alpha.artifact.build import _bytecode, _member
 from alpha.artifact.loader import (
-    RUNTIME_NAME,
-    decode_runtime,
-    encode_runtime,
     HEADER,
     MAX_MANIFEST_BYTES,
+    RUNTIME_NAME,
     Damaged,
     decode_manifest,
+    decode_runtime,
     encode_manifest,
+    encode_runtime,
 )
 from alpha.compiler import encode, project
 from alpha.compiler.work import protocol_for
@@ -1163,13 +1163,14 @@ def test_a_role_whose_runtime_is_missing_or_another_starts_nothing(
         runtime.mkdir()
     elif change == "other-runtime":  # a runtime of other sources under this one's name
         runtime.write_bytes(data.replace(b"alpha", b"Alpha", 1))
+    found = sha256_hex(runtime.read_bytes()) if runtime.is_file() else ""
     expected = {
         "missing": f"role-000001.pyz cannot start: its runtime {runtime.name} is missing from "
         f"{tmp_path}{REMEDY}",
         "folder": f"role-000001.pyz cannot start: its runtime {runtime.name} cannot be read: "
         f"Is a directory{REMEDY}",
         "other-runtime": f"role-000001.pyz is damaged: its runtime {runtime.name} does not match "
-        f"the SHA-256 role-000001.pyz binds (it is {sha256_hex(runtime.read_bytes()) if change == 'other-runtime' else ''}){REMEDY}",
+        f"the SHA-256 role-000001.pyz binds (it is {found}){REMEDY}",
     }[change]
     assert refused(artifact) == expected, "the launcher"
     code, out, lines, imported = started(artifact)
