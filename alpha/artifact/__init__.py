@@ -22,8 +22,9 @@ documented in ``docs/artifacts.md``.
 Each job has its module: ``payload`` (formats, targets, a payload's checks), ``build`` (the
 runtime's sources and bytecode, :func:`build_runtime`, the archive, :func:`build_artifact`),
 ``read`` (a ``run.json`` entry), ``verify`` (the whole check from outside), ``description``
-(a payload's role description), ``environ`` (what a participant reads of its environment), ``loader`` (the standard-library-only
-start, and the manifest, which hands off to the entry by name),
+(a payload's role description), ``environ`` (what a participant reads of its environment),
+``loader`` (the standard-library-only start, the manifest and the runtime's binding, which hands
+off to the entry by name),
 ``entry`` (:func:`run_embedded`), ``participant`` (a payload run as a role), ``run_json`` and
 ``verified`` (a folder checked against its ``run.json``). This face loads each name on first
 use, so that a participant's start imports the loader, the entry and what its role runs, and
