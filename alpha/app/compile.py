@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Final
 from alpha import __version__
 from alpha.app._options import print_json
 from alpha.app.plans import resolve_plan
-from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.build import (
+    build_artifact,
+    build_runtime,
+    package_code_digest,
+    runtime_entry,
+)
 from alpha.artifact.payload import ARTIFACT_FORMAT
 from alpha.artifact.run_json import RUN_FORMAT, write_run_json
 from alpha.artifact.verify import file_sha256
@@ -54,8 +59,9 @@ __all__ = [
 ]
 
 ALL_ROLES_LIMIT: Final = 4096
-"""The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
-runtime (about 100 KB), so a plan of 200,000 roles compiled whole would write gigabytes."""
+"""The most roles ``alpha compile`` builds without ``--roles``: each role is an artifact of its
+own (about 27 KB beside the folder's shared runtime) and a process, so a plan of 200,000 roles
+compiled whole would write gigabytes and ask one host for more processes than it runs."""
 
 
 def require_buildable(participants: int, command: str) -> None:
@@ -69,7 +75,7 @@ def require_buildable(participants: int, command: str) -> None:
     if participants > ALL_ROLES_LIMIT:
         raise UsageError(
             f"{command}: {participants:,} roles is more than the {ALL_ROLES_LIMIT:,} one command "
-            "builds at once (each role's artifact carries the runtime); compile a plan with "
+            "builds at once (each role is an artifact and a process of its own); compile with "
             "alpha compile --roles to build part of a larger run"
         )
 
@@ -113,6 +119,7 @@ class CompileResult:
     roles: tuple[int, ...]
     artifact_bytes: tuple[int, ...]
     run_json: Path
+    runtime_bytes: int = 0  # the folder's shared runtime (docs/artifacts.md)
 
 
 def compiled_identity(
@@ -192,7 +199,7 @@ def compile_plan(
     # run.json goes first and comes back last: a folder whose compile did not finish has no
     # run.json, which launch reports as such, and never a run.json naming other artifacts.
     (directory / RUN_JSON).unlink(missing_ok=True)
-    for stale in directory.glob("role-*.pyz"):
+    for stale in (*directory.glob("role-*.pyz"), *directory.glob("runtime-*.pyz")):
         stale.unlink()
     written: list[Path] = []
     try:
@@ -225,6 +232,9 @@ def _write_artifacts(
     ``run.json``."""
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
+    # The package once, shared by every role of the folder (docs/artifacts.md).
+    written.append(directory / str(runtime_entry()["file"]))
+    runtime = build_runtime(directory)
     for index, role in enumerate(chosen):
         description = describe_role(plan, role, identity)
         payload: dict[str, object] = {
@@ -244,7 +254,7 @@ def _write_artifacts(
             payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
         written.append(path)
-        size = build_artifact(path, payload)
+        size = build_artifact(path, payload, runtime=runtime)
         sizes.append(size)
         entries.append(
             {
@@ -273,10 +283,13 @@ def _write_artifacts(
                 "membership": identity.membership.hex(),
             },
             "alpha_version": __version__,
+            "runtime": runtime,
             "roles": entries,
         },
     )
-    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json)
+    runtime_bytes = runtime["bytes"]
+    assert isinstance(runtime_bytes, int)
+    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json, runtime_bytes)
 
 
 def _segment_io(plan: Plan) -> SegmentIO | None:
@@ -312,7 +325,7 @@ def compile_command(args: argparse.Namespace) -> int:
     with hold_folder(directory, "alpha compile"):
         # Looked up here, when the command runs: tests stand in their own.
         result = compile_plan(plan, directory, roles, progress=print_progress)
-    total = sum(result.artifact_bytes)
+    total = sum(result.artifact_bytes) + result.runtime_bytes
     if args.json:
         print_json(
             {
@@ -322,11 +335,13 @@ def compile_command(args: argparse.Namespace) -> int:
                 "run_json": str(result.run_json),
                 "roles": list(result.roles),
                 "artifact_bytes": total,
+                "runtime_bytes": result.runtime_bytes,
             }
         )
         return EXIT_OK
     print(
         f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
-        f"{total} bytes of artifacts in {result.directory}"
+        f"{total} bytes of artifacts (a shared runtime of {result.runtime_bytes}) in "
+        f"{result.directory}"
     )
     return EXIT_OK
