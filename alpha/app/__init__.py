@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     )
     from alpha.app.display import (
         LINE_SECONDS,
+        PHASE_REDRAW_SECONDS,
         POLL_SECONDS,
+        PhaseStatus,
         RoundProgress,
         follow,
         summary_table,
@@ -77,9 +79,11 @@ __all__ = [
     "HISTORY_HEADER",
     "LINE_SECONDS",
     "LOSS_NAME",
+    "PHASE_REDRAW_SECONDS",
     "PLANS_DIR",
     "POLL_SECONDS",
     "CompileResult",
+    "PhaseStatus",
     "RoundProgress",
     "RunPlots",
     "RunSummary",
@@ -136,7 +140,9 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.app.display": (
             "LINE_SECONDS",
+            "PHASE_REDRAW_SECONDS",
             "POLL_SECONDS",
+            "PhaseStatus",
             "RoundProgress",
             "follow",
             "summary_table",

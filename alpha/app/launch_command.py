@@ -80,4 +80,5 @@ def _launch_dir(
         close=tunnels.aclose,
         as_json=as_json,
         warm=warm,
+        local=False,  # the reports and progress records are on the nodes
     )
