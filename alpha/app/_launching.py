@@ -28,6 +28,7 @@ from alpha.records.folder import HISTORY_CSV, LOGS_DIR, LOSS_PNG, REPORTS_DIR, a
 from alpha.records.reports import clear_attempt
 
 if TYPE_CHECKING:
+    from alpha.app.display import PhaseStatus
     from alpha.launch.launcher import LaunchResult, LaunchSpec, RouteHook
     from alpha.records.progress import RoundRecord
 
@@ -123,6 +124,7 @@ def launch_folder(
     local: bool = True,
     label: str = "launch",
     out: TextIO | None = None,
+    status: PhaseStatus | None = None,
 ) -> int:
     """Launch ``specs`` (the roles of ``directory``) and wait for every role; the exit code:
     0 when all finished, else 1, or 128 + the signal that stopped the launch. ``route`` turns
@@ -130,7 +132,8 @@ def launch_folder(
     launch is over, however it ended (it ends the tunnels). ``local``: the roles write their
     reports and progress into ``directory`` (not on remote nodes), so the run's result is
     read from there. ``label`` begins each line (``launch``, ``exchange``); ``out`` is where
-    progress and lines go (stderr).
+    progress and lines go (stderr); ``status`` the status line a caller already shows (it
+    checked the artifacts), else a new one.
 
     Before any role starts, the folder's previous attempt is swept
     (:func:`alpha.records.reports.clear_attempt`), and for a learner its ``loss.png`` and
@@ -150,7 +153,9 @@ def launch_folder(
     if learning:
         for stale in (directory / LOSS_PNG, directory / HISTORY_CSV):
             stale.unlink(missing_ok=True)  # an earlier run's: this launch writes its own
-    status = PhaseStatus(out, label, waiting="waiting for round 1" if learning else "running")
+    if status is None:
+        status = PhaseStatus(out, label)
+    status.waiting = "waiting for round 1" if learning else "running"
     progress = None
     if learning:
         assert work is not None

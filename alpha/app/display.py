@@ -262,7 +262,8 @@ class PhaseStatus:
     """What a run shows before its first round: one status line through the phases that come
     before the rounds bar (``docs/progress.md``):
 
-    - ``compiling K/N artifacts`` (:meth:`compiling`, compile's progress callback);
+    - ``compiling K/N artifacts`` (:meth:`compiling`, compile's progress callback), or for a
+      folder compiled before, ``checking N artifacts`` (:meth:`checking`);
     - ``starting: K/N roles up`` (:meth:`starting`, fed by the launcher's announcements: a role
       is up once it announced its listeners' ports);
     - ``N/N roles up, edges up: waiting for round 1`` (or the ``waiting`` text given) once
@@ -306,6 +307,14 @@ class PhaseStatus:
         if done >= total:
             self._ended(f"compiled {total} artifact{_plural(total)}")
         self._show(f"compiling {done}/{total} artifacts", final=done >= total)
+
+    def checking(self, done: int, total: int) -> None:
+        """``done`` of ``total`` artifacts are checked before a launch of a compiled folder
+        (0 as the check starts, ``total`` once every one passed)."""
+        self._enter("checking")
+        if done >= total:
+            self._ended(f"checked {total} artifact{_plural(total)}")
+        self._show(f"checking {total} artifacts", final=done >= total)
 
     def starting(self, up: int, total: int) -> None:
         """``up`` of ``total`` roles are up (announced their ports); 0 when the launch starts."""

@@ -34,7 +34,9 @@ def launch_command(args: argparse.Namespace) -> int:
     chosen = interpreters("launch", args.interpreter)
     from alpha.artifact.run_json import read_run_json
 
-    read_run_json(directory)  # a folder compile did not write is refused before it is touched
+    # A folder compile did not write is refused before it is touched.
+    participants = read_run_json(directory)["participants"]
+    assert isinstance(participants, int)  # checked by read_run_json
     with hold_folder(directory, "alpha launch"):
         return _launch_dir(
             directory,
@@ -43,6 +45,7 @@ def launch_command(args: argparse.Namespace) -> int:
             args.ssh_option or (),
             as_json=args.json,
             warm=not args.cold,
+            participants=participants,
         )
 
 
@@ -54,12 +57,22 @@ def _launch_dir(
     *,
     as_json: bool,
     warm: bool,
+    participants: int,
 ) -> int:
+    from alpha.app.display import PhaseStatus
     from alpha.launch.launcher import launch_specs
 
     if deploy is None:
-        specs, deadline = launch_specs(directory, interpreters)
-        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm)
+        # Checking every artifact whole takes a while for many roles: the status says so.
+        status = PhaseStatus(sys.stderr, "launch")
+        status.checking(0, participants)
+        try:
+            specs, deadline = launch_specs(directory, interpreters)
+        except BaseException:
+            status.close()
+            raise
+        status.checking(participants, participants)
+        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm, status=status)
     from alpha.launch.deploy import load_deployment
     from alpha.launch.remote import Tunnels, deploy_specs, stage_artifacts
 

@@ -90,8 +90,10 @@ def test_a_sum_check_launch_says_what_was_checked_one_line_a_phase(tmp_path: Pat
     ]
     lines = done.stderr.splitlines()
     assert "announced" not in done.stderr  # one line a phase, not one a role
-    assert len(lines) == 2 and lines[0].startswith("launch: 5 roles up in "), lines
-    assert lines[1].startswith("launch: 5 role(s) finished in ")
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("launch: checked 5 artifacts in ")
+    assert lines[1].startswith("launch: 5 roles up in ")
+    assert lines[2].startswith("launch: 5 role(s) finished in ")
     as_json = run_alpha("launch", str(folder), "--json")
     value = json.loads(as_json.stdout)
     for key in ("ok", "directory", "roles", "elapsed_s", "first_failure", "signal", "logs"):

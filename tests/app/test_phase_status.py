@@ -141,3 +141,16 @@ async def test_the_rounds_bar_takes_the_status_line_at_the_first_record(tmp_path
     writer.close()
     assert handed == [0]  # once, before the first round was shown
     assert "round 3/3" in out.getvalue()
+
+
+def test_a_folder_compiled_before_is_checked_as_a_phase_of_its_own() -> None:
+    out, clock = io.StringIO(), Clock()
+    status = PhaseStatus(out, "launch", clock=clock)
+    status.checking(0, 200)
+    clock.now += 1.25
+    status.checking(200, 200)
+    assert out.getvalue() == "launch: checked 200 artifacts in 1.2 s\n"
+    terminal = Terminal()
+    live = PhaseStatus(terminal, "launch", clock=clock)
+    live.checking(0, 200)
+    assert terminal.getvalue() == f"{CLEAR}launch: checking 200 artifacts (0.0 s)"
