@@ -181,7 +181,13 @@ def _launch_segment(
     reports = directory / REPORTS_DIR
     clear_attempt(directory)  # a previous segment's or run's reports, logs, progress records
     records_path = progress_path(directory)
-    specs, deadline = launch_specs(directory, interpreters)
+    status.checking(0, len(roles))  # every artifact is checked whole: seconds for many roles
+    try:
+        specs, deadline = launch_specs(directory, interpreters)
+    except BaseException:
+        status.close()
+        raise
+    status.checking(len(roles), len(roles))
     records: list[RoundRecord] = []
 
     async def main() -> LaunchResult:
