@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     )
     from alpha.app.display import (
         LINE_SECONDS,
+        PHASE_REDRAW_SECONDS,
         POLL_SECONDS,
+        PhaseStatus,
         RoundProgress,
         follow,
         summary_table,
@@ -85,10 +87,12 @@ __all__ = [
     "HISTORY_HEADER",
     "LINE_SECONDS",
     "LOSS_NAME",
+    "PHASE_REDRAW_SECONDS",
     "PLANS_DIR",
     "POLL_SECONDS",
     "ROUND_KEY",
     "CompileResult",
+    "PhaseStatus",
     "RoundProgress",
     "RunPlots",
     "RunSummary",
@@ -156,7 +160,9 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.app.display": (
             "LINE_SECONDS",
+            "PHASE_REDRAW_SECONDS",
             "POLL_SECONDS",
+            "PhaseStatus",
             "RoundProgress",
             "follow",
             "summary_table",

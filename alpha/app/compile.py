@@ -40,6 +40,7 @@ from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder
 from alpha.records.folder import RUN_JSON
+from alpha.records.reports import clear_attempt
 from alpha.schedule.local import encode
 from alpha.schedule.role import Edge, RoleDescription
 
@@ -175,6 +176,10 @@ def compile_plan(
     """Check ``plan``'s protocol, project it to each of ``roles``, and write their artifacts
     and ``run.json`` into ``directory``. Every artifact carries :func:`compiled_identity`;
     ``code`` stands in another code digest for it (a test builds a run from "other sources").
+    ``progress(done, total)`` is called once the artifacts' building starts (``done`` 0) and
+    after each artifact is written: the caller shows it (this function prints nothing). The
+    folder's former attempt (logs, reports, progress records) is swept first
+    (:func:`alpha.records.reports.clear_attempt`).
 
     Raises:
         ProtocolRejected: the protocol failed its checks, or names an operation or selector
@@ -201,6 +206,9 @@ def compile_plan(
     (directory / RUN_JSON).unlink(missing_ok=True)
     for stale in (*directory.glob("role-*.pyz"), *directory.glob("runtime-*.pyz")):
         stale.unlink()
+    # A new build is a new run: no log, report or progress record of the former one (of a
+    # role this build may not even have) stays beside it (docs/artifacts.md).
+    clear_attempt(directory)
     written: list[Path] = []
     try:
         return _write_artifacts(
@@ -232,6 +240,8 @@ def _write_artifacts(
     ``run.json``."""
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
+    if progress is not None:
+        progress(0, len(chosen))  # the building starts: a display can say so at once
     # The package once, shared by every role of the folder (docs/artifacts.md).
     written.append(directory / str(runtime_entry()["file"]))
     runtime = build_runtime(directory)
@@ -305,7 +315,7 @@ def _segment_io(plan: Plan) -> SegmentIO | None:
 
 
 def print_progress(done: int, total: int) -> None:
-    if done == total or done % 64 == 0:
+    if done == total or (done and done % 64 == 0):
         print(f"compile: {done}/{total} artifact(s) written", file=sys.stderr, flush=True)
 
 

@@ -32,7 +32,7 @@ import trio
 from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
-from alpha.app.display import RoundProgress, follow, summary_table
+from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
 from alpha.checkpoint.manifest import decode_history
@@ -66,7 +66,7 @@ from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.folder import LOGS_DIR, REPORTS_DIR, log_name
 from alpha.records.progress import CheckpointRecord, RoundRecord, progress_path
-from alpha.records.reports import clear_reports, committed_reports
+from alpha.records.reports import clear_attempt, committed_reports
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
@@ -206,29 +206,58 @@ def _launch_segment(
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
-    each round's, and each generation it publishes while the run goes on."""
-    compile_plan(plan, directory, parse_roles("all", plan.participants))
+    each round's, and each generation it publishes while the run goes on; a status line shows
+    the phases before the first round (``PhaseStatus``)."""
+    status = PhaseStatus(progress.out, "run")
+    roles = parse_roles("all", plan.participants)
+    status.compiling(0, len(roles))
+    try:
+        compile_plan(plan, directory, roles, progress=status.compiling)
+    except BaseException:
+        status.close()
+        raise
     reports = directory / REPORTS_DIR
-    clear_reports(reports)
+    clear_attempt(directory)  # a previous segment's or run's reports, logs, progress records
     records_path = progress_path(directory)
-    records_path.unlink(missing_ok=True)  # a previous run's
-    specs, deadline = launch_specs(directory, interpreters)
+    status.checking(0, len(roles))  # every artifact is checked whole: seconds for many roles
+    try:
+        specs, deadline = launch_specs(directory, interpreters)
+    except BaseException:
+        status.close()
+        raise
+    status.checking(len(roles), len(roles))
     records: list[RoundRecord] = []
 
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
                 partial(
-                    follow, records_path, progress, history=records, on_checkpoint=on_checkpoint
+                    follow,
+                    records_path,
+                    progress,
+                    history=records,
+                    on_checkpoint=on_checkpoint,
+                    first=status.close,
                 )
             )
+            nursery.start_soon(status.ticking)
             # A role failing after the commit point (role 0's pointer) stops no other role.
             committed = (reports / COMMIT_NAME).exists
-            result = await launch(specs, deadline=deadline, warm=warm, committed=committed)
+            status.starting(0, len(specs))
+            result = await launch(
+                specs,
+                deadline=deadline,
+                warm=warm,
+                committed=committed,
+                on_announce=status.announced,
+            )
             nursery.cancel_scope.cancel()
         return result
 
-    result = trio.run(main)
+    try:
+        result = trio.run(main)
+    finally:
+        status.close()
     failure = result.first_to_fail
     if failure is not None:
         return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
