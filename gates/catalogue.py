@@ -548,6 +548,18 @@ def _checks() -> tuple[Gate, ...]:
             unreached=("BudgetExhausted", "accept"),  # role 0 waits out role 1, who never came
         ),
         Gate(
+            "artifact.tampered-runtime",
+            "ArtifactInvalid",
+            (1,),
+            "role 1's artifact unchanged, beside a runtime of the package with one line added "
+            "under the name of the shared runtime it binds (whole and consistent: its manifest "
+            "lists its members): role 1's loader finds its SHA-256 is not the one it binds and "
+            "refuses before any of the runtime's code runs",
+            adversaries={1: "tampered-runtime"},
+            honest=False,  # role 1's own loader refuses its runtime: no peer is involved
+            unreached=("BudgetExhausted", "accept"),  # role 0 waits out role 1, who never came
+        ),
+        Gate(
             "frames.overflow-receive-side",
             "VersionOverflow",
             (0,),

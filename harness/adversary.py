@@ -11,7 +11,9 @@ an honest participant by mistake.
 
 One behaviour is a damage instead of a patch (:class:`Damage`, :func:`damage_member`): the
 honest artifact with one stored member's bytes changed in place and its CRC-32 recomputed, so
-that only the loader's SHA-256 of the member can tell.
+that only the loader's SHA-256 of the member can tell. Another is the honest artifact beside a
+tampered runtime (:func:`tamper_runtime`): the package patched, under the name of the runtime
+the role binds, so that only the role's check of its runtime's SHA-256 can tell.
 
 A foreign participant is honest code for another run: a plan with one field changed
 (:func:`foreign_artifact`), or the same plan compiled from code with another code digest
@@ -33,7 +35,7 @@ from typing import Final
 
 import alpha
 from alpha.app import compile_plan
-from alpha.artifact import artifact_name
+from alpha.artifact import artifact_name, artifact_runtime
 from alpha.compiler import parse_plan
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "damage_member",
     "foreign_artifact",
     "patched_package",
+    "tamper_runtime",
 ]
 
 _PACKAGE: Final = Path(alpha.__file__).resolve().parent
@@ -78,6 +81,10 @@ class Behaviour:
     # and its CRC-32 recomputed (:func:`damage_member`): a damage only the manifest's SHA-256
     # can find.
     damage: Damage | None = None
+    # Not a role built on the patched package but the honest artifact, byte for byte, beside a
+    # runtime built from it under the honest runtime's name (:func:`tamper_runtime`): what only
+    # the role's check of its runtime's SHA-256 can find.
+    runtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,12 @@ class Damage:
     new: bytes
 
 
+_TAMPER_AT: Final = "from alpha.errors import AlphaError\n"
+_TAMPERED: Final = (
+    "import sys as _sys\n"
+    "if _sys.argv[0].endswith('.pyz'):  # a role started from it, not the build\n"
+    "    print('role ?: the tampered runtime ran', file=_sys.stderr)\n"
+)
 _ARMS: Final = "await self._body(ins.arm1 if word else ins.arm0, depth)"
 _RECEIVE_WORD: Final = """\
             slot = self._receive_slot(ins.source, ins.slot, FrameKind.CHOICE, WORD_BYTES, None)
@@ -261,6 +274,14 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             damage=Damage("role.json", b'"receive":4.0', b'"receive":5.0'),
         ),
         Behaviour(
+            "tampered-runtime",
+            "its own artifact unchanged, beside a runtime of the package with one line added "
+            "(it says it ran) under the honest runtime's name: consistent within itself, its "
+            "manifest lists its members, but its SHA-256 is not the one the role binds",
+            (Patch("alpha/__init__.py", _TAMPER_AT, _TAMPER_AT + _TAMPERED),),
+            runtime=True,
+        ),
+        Behaviour(
             "other-program",
             "honest, from sources that differ by one comment (another code digest)",
             (
@@ -333,6 +354,8 @@ def build_adversary(honest: Path, behaviour: str, out: Path) -> Path:
     chosen = BEHAVIOURS[behaviour]
     if chosen.damage is not None:
         return damage_member(honest, chosen.damage, out)
+    if chosen.runtime:
+        return tamper_runtime(honest, chosen, out)
     work = out.parent / f".{out.name}.package"
     shutil.rmtree(work, ignore_errors=True)
     try:
@@ -340,6 +363,50 @@ def build_adversary(honest: Path, behaviour: str, out: Path) -> Path:
         _run_with(root, _BUILD, str(honest), str(out))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+_BUILD_RUNTIME: Final = """
+from alpha.artifact import build_runtime
+build_runtime(pathlib.Path(sys.argv[1]))
+"""
+
+
+def _runtime_beside(honest: Path, out: Path) -> Path:
+    """Copy the runtime ``honest`` binds beside ``out`` (unless there); return its path there."""
+    name, _ = artifact_runtime(honest)
+    there = out.parent / name
+    if not there.exists():
+        shutil.copyfile(honest.parent / name, there)
+    return there
+
+
+def tamper_runtime(honest: Path, behaviour: Behaviour, out: Path) -> Path:
+    """Write at ``out`` the artifact ``honest``, byte for byte, and beside it, under the name
+    of the runtime it binds, the runtime of the package patched by ``behaviour``: a whole,
+    self-consistent runtime (its manifest lists its members) whose SHA-256 is not the one the
+    role binds. Return ``out``.
+
+    Raises:
+        PatchStale: as :func:`patched_package`.
+        subprocess.CalledProcessError: the build failed (its traceback is on stderr).
+    """
+    work = out.parent / f".{out.name}.package"
+    built = out.parent / f".{out.name}.runtime"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(built, ignore_errors=True)
+    built.mkdir()
+    try:
+        root = patched_package(behaviour, work)
+        _run_with(root, _BUILD_RUNTIME, str(built))
+        (tampered,) = built.iterdir()
+        name, _ = artifact_runtime(honest)
+        shutil.copyfile(honest, out)
+        out.chmod(honest.stat().st_mode)
+        tampered.replace(out.parent / name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(built, ignore_errors=True)
     return out
 
 
@@ -380,6 +447,7 @@ def damage_member(honest: Path, damage: Damage, out: Path) -> Path:
     data[entry + _CENTRAL_CRC_AT : entry + _CENTRAL_CRC_AT + 4] = crc
     out.write_bytes(bytes(data))
     out.chmod(honest.stat().st_mode)
+    _runtime_beside(honest, out)  # the damage is the member's alone
     with zipfile.ZipFile(out) as archive:
         if archive.testzip() is not None or archive.read(damage.member) != changed:
             raise ValueError(f"{out.name}: the damaged member does not read back")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import trio
 
+from alpha.artifact import artifact_runtime
 from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
 from alpha.records import COMMIT_NAME, LOGS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
 from alpha.wire import failure_of
@@ -158,6 +159,11 @@ async def relayed_run(
             if spec.role in replace:
                 copy = folder / "adversaries" / replace[spec.role].name
                 shutil.copy2(replace[spec.role], copy)
+                # With the runtime it binds, which a role finds beside itself (one name, one
+                # runtime: a tampered one comes under the honest name, in its own gate).
+                runtime, _ = artifact_runtime(replace[spec.role])
+                if not (folder / "adversaries" / runtime).exists():
+                    shutil.copy2(replace[spec.role].parent / runtime, folder / "adversaries")
                 spec = dataclasses.replace(spec, argv=(*spec.argv[:-1], str(copy.resolve())))
             swapped.append(spec)
         specs = swapped

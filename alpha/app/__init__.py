@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     )
     from alpha.app.display import (
         LINE_SECONDS,
+        PHASE_REDRAW_SECONDS,
         POLL_SECONDS,
+        PhaseStatus,
         RoundProgress,
         follow,
         summary_table,
@@ -97,11 +99,13 @@ __all__ = [
     "INTERRUPTS",
     "LINE_SECONDS",
     "LOSS_NAME",
+    "PHASE_REDRAW_SECONDS",
     "PLANS_DIR",
     "POLL_SECONDS",
     "ROUND_KEY",
     "CompileResult",
     "Interrupted",
+    "PhaseStatus",
     "RoundProgress",
     "RunPlots",
     "RunSummary",
@@ -176,7 +180,9 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.app.display": (
             "LINE_SECONDS",
+            "PHASE_REDRAW_SECONDS",
             "POLL_SECONDS",
+            "PhaseStatus",
             "RoundProgress",
             "follow",
             "summary_table",

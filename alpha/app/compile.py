@@ -20,7 +20,12 @@ from alpha import __version__
 from alpha.app._options import print_json
 from alpha.app.interrupted import Interrupted, interrupted_by
 from alpha.app.plans import resolve_plan
-from alpha.artifact.build import build_artifact, package_code_digest
+from alpha.artifact.build import (
+    build_artifact,
+    build_runtime,
+    package_code_digest,
+    runtime_entry,
+)
 from alpha.artifact.payload import ARTIFACT_FORMAT
 from alpha.artifact.run_json import RUN_FORMAT, write_run_json
 from alpha.artifact.verify import file_sha256
@@ -36,6 +41,7 @@ from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder
 from alpha.records.folder import RUN_JSON
+from alpha.records.reports import clear_attempt
 from alpha.schedule.local import encode
 from alpha.schedule.role import Edge, RoleDescription
 
@@ -55,8 +61,9 @@ __all__ = [
 ]
 
 ALL_ROLES_LIMIT: Final = 4096
-"""The most roles ``alpha compile`` builds without ``--roles``: each artifact carries the
-runtime (about 100 KB), so a plan of 200,000 roles compiled whole would write gigabytes."""
+"""The most roles ``alpha compile`` builds without ``--roles``: each role is an artifact of its
+own (about 27 KB beside the folder's shared runtime) and a process, so a plan of 200,000 roles
+compiled whole would write gigabytes and ask one host for more processes than it runs."""
 
 
 def require_buildable(participants: int, command: str) -> None:
@@ -70,7 +77,7 @@ def require_buildable(participants: int, command: str) -> None:
     if participants > ALL_ROLES_LIMIT:
         raise UsageError(
             f"{command}: {participants:,} roles is more than the {ALL_ROLES_LIMIT:,} one command "
-            "builds at once (each role's artifact carries the runtime); compile a plan with "
+            "builds at once (each role is an artifact and a process of its own); compile with "
             "alpha compile --roles to build part of a larger run"
         )
 
@@ -114,6 +121,7 @@ class CompileResult:
     roles: tuple[int, ...]
     artifact_bytes: tuple[int, ...]
     run_json: Path
+    runtime_bytes: int = 0  # the folder's shared runtime (docs/artifacts.md)
 
 
 def compiled_identity(
@@ -169,6 +177,10 @@ def compile_plan(
     """Check ``plan``'s protocol, project it to each of ``roles``, and write their artifacts
     and ``run.json`` into ``directory``. Every artifact carries :func:`compiled_identity`;
     ``code`` stands in another code digest for it (a test builds a run from "other sources").
+    ``progress(done, total)`` is called once the artifacts' building starts (``done`` 0) and
+    after each artifact is written: the caller shows it (this function prints nothing). The
+    folder's former attempt (logs, reports, progress records) is swept first
+    (:func:`alpha.records.reports.clear_attempt`).
 
     Raises:
         ProtocolRejected: the protocol failed its checks, or names an operation or selector
@@ -193,8 +205,11 @@ def compile_plan(
     # run.json goes first and comes back last: a folder whose compile did not finish has no
     # run.json, which launch reports as such, and never a run.json naming other artifacts.
     (directory / RUN_JSON).unlink(missing_ok=True)
-    for stale in directory.glob("role-*.pyz"):
+    for stale in (*directory.glob("role-*.pyz"), *directory.glob("runtime-*.pyz")):
         stale.unlink()
+    # A new build is a new run: no log, report or progress record of the former one (of a
+    # role this build may not even have) stays beside it (docs/artifacts.md).
+    clear_attempt(directory)
     written: list[Path] = []
     try:
         return _write_artifacts(
@@ -235,6 +250,11 @@ def _write_artifacts(
     ``run.json``."""
     entries: list[dict[str, object]] = []
     sizes: list[int] = []
+    if progress is not None:
+        progress(0, len(chosen))  # the building starts: a display can say so at once
+    # The package once, shared by every role of the folder (docs/artifacts.md).
+    written.append(directory / str(runtime_entry()["file"]))
+    runtime = build_runtime(directory)
     for index, role in enumerate(chosen):
         description = describe_role(plan, role, identity)
         payload: dict[str, object] = {
@@ -254,7 +274,7 @@ def _write_artifacts(
             payload["learner"] = learner_payload(state, _segment_io(plan))
         path = directory / f"role-{role:06d}.pyz"
         written.append(path)
-        size = build_artifact(path, payload)
+        size = build_artifact(path, payload, runtime=runtime)
         sizes.append(size)
         entries.append(
             {
@@ -283,10 +303,13 @@ def _write_artifacts(
                 "membership": identity.membership.hex(),
             },
             "alpha_version": __version__,
+            "runtime": runtime,
             "roles": entries,
         },
     )
-    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json)
+    runtime_bytes = runtime["bytes"]
+    assert isinstance(runtime_bytes, int)
+    return CompileResult(directory, tuple(chosen), tuple(sizes), run_json, runtime_bytes)
 
 
 def _segment_io(plan: Plan) -> SegmentIO | None:
@@ -302,7 +325,7 @@ def _segment_io(plan: Plan) -> SegmentIO | None:
 
 
 def print_progress(done: int, total: int) -> None:
-    if done == total or done % 64 == 0:
+    if done == total or (done and done % 64 == 0):
         print(f"compile: {done}/{total} artifact(s) written", file=sys.stderr, flush=True)
 
 
@@ -322,7 +345,7 @@ def compile_command(args: argparse.Namespace) -> int:
     with hold_folder(directory, "alpha compile"):
         # Looked up here, when the command runs: tests stand in their own.
         result = compile_plan(plan, directory, roles, progress=print_progress)
-    total = sum(result.artifact_bytes)
+    total = sum(result.artifact_bytes) + result.runtime_bytes
     if args.json:
         print_json(
             {
@@ -332,11 +355,13 @@ def compile_command(args: argparse.Namespace) -> int:
                 "run_json": str(result.run_json),
                 "roles": list(result.roles),
                 "artifact_bytes": total,
+                "runtime_bytes": result.runtime_bytes,
             }
         )
         return EXIT_OK
     print(
         f"compile: {plan.name}: {len(result.roles)} of {plan.participants} role(s), "
-        f"{total} bytes of artifacts in {result.directory}"
+        f"{total} bytes of artifacts (a shared runtime of {result.runtime_bytes}) in "
+        f"{result.directory}"
     )
     return EXIT_OK

@@ -28,7 +28,15 @@ from rich.text import Text
 from alpha.errors import ProgressRecordInvalid
 from alpha.records.progress import CheckpointRecord, RecordReader, RoundRecord
 
-__all__ = ["LINE_SECONDS", "POLL_SECONDS", "RoundProgress", "follow", "summary_table"]
+__all__ = [
+    "LINE_SECONDS",
+    "PHASE_REDRAW_SECONDS",
+    "POLL_SECONDS",
+    "PhaseStatus",
+    "RoundProgress",
+    "follow",
+    "summary_table",
+]
 
 LINE_SECONDS: Final = 1.0
 """Off a terminal, at most one progress line this often (and always the last round): a line a
@@ -40,6 +48,12 @@ read costs only the bytes appended since the last."""
 
 BAR_MIN_WIDTH: Final = 10
 """The narrowest bar worth drawing; below it the terminal is too narrow for a bar at all."""
+
+PHASE_REDRAW_SECONDS: Final = 0.1
+"""On a terminal, the status line of a phase is redrawn at most this often (and always at a
+phase's last step): a compile of 4,096 artifacts calls back 4,096 times."""
+
+_TICK_SECONDS: Final = 0.25  # a waiting phase's clock on its status line
 
 _REFRESH_PER_SECOND: Final = 4  # a live bar's redraws: its clocks tick between rounds too
 
@@ -243,6 +257,149 @@ class RoundProgress:
         return bar, task
 
 
+@final
+class PhaseStatus:
+    """What a run shows before its first round: one status line through the phases that come
+    before the rounds bar (``docs/progress.md``):
+
+    - ``compiling K/N artifacts`` (:meth:`compiling`, compile's progress callback), or for a
+      folder compiled before, ``checking N artifacts`` (:meth:`checking`);
+    - ``starting: K/N roles up`` (:meth:`starting`, fed by the launcher's announcements: a role
+      is up once it announced its listeners' ports);
+    - ``N/N roles up, edges up: waiting for round 1`` (or the ``waiting`` text given) once
+      every role announced, until :meth:`close` hands the line to the rounds bar.
+
+    On a terminal that can move its cursor it is one line redrawn in place (at most every
+    :data:`PHASE_REDRAW_SECONDS`), which :meth:`close` clears. Off a terminal it is one line a
+    phase as the phase ends, never a redraw: ``run: compiled 8 artifacts in 1.2 s``, ``run: 8
+    roles up in 0.9 s``. ``label`` names the command (``run``, ``launch``); ``clock`` is the
+    monotonic clock it reads (a seam for tests); ``console``, when given, is the rich console
+    to draw on instead of one on ``out``.
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        label: str,
+        *,
+        waiting: str = "waiting for round 1",
+        clock: Callable[[], float] = time.monotonic,
+        console: Console | None = None,
+    ) -> None:
+        self.out = out
+        self.label = label
+        self.waiting = waiting
+        self.clock = clock
+        if console is None and out.isatty():
+            console = Console(file=out, force_terminal=True)
+        self.live = console is not None and console.is_terminal and not console.is_dumb_terminal
+        self._console = console
+        self._phase = ""
+        self._phase_started = clock()
+        self._drawn_at = -float("inf")
+        self._shown = ""  # the text on the terminal's status line, "" when none
+        self._last = ""  # the phase's text, without its time
+        self._up = self._total = 0  # roles up, of how many (the starting phase)
+
+    def compiling(self, done: int, total: int) -> None:
+        """``done`` of ``total`` artifacts are written (compile's progress callback)."""
+        self._enter("compiling")
+        if done >= total:
+            self._ended(f"compiled {total} artifact{_plural(total)}")
+        self._show(f"compiling {done}/{total} artifacts", final=done >= total)
+
+    def checking(self, done: int, total: int) -> None:
+        """``done`` of ``total`` artifacts are checked before a launch of a compiled folder
+        (0 as the check starts, ``total`` once every one passed)."""
+        self._enter("checking")
+        if done >= total:
+            self._ended(f"checked {total} artifact{_plural(total)}")
+        self._show(f"checking {total} artifacts", final=done >= total)
+
+    def starting(self, up: int, total: int) -> None:
+        """``up`` of ``total`` roles are up (announced their ports); 0 when the launch starts."""
+        self._enter("starting")
+        self._up, self._total = up, total
+        if up >= total:
+            self._ended(f"{total} role{_plural(total)} up")
+            self._show(f"{up}/{total} roles up, edges up: {self.waiting}", final=True)
+            return
+        self._show(f"starting: {up}/{total} roles up", final=False)
+
+    async def announced(self, role: int, ports: tuple[int, ...]) -> None:
+        """The launcher's ``on_announce``: one more role is up, of the total the last
+        :meth:`starting` named."""
+        self._up += 1
+        self.starting(self._up, self._total)
+
+    def tick(self) -> None:
+        """Redraw the status line with its phase's time going on (a waiting phase calls back
+        nothing else); off a terminal, or before any phase, nothing."""
+        if self._last:
+            self._show(self._last, final=False)
+
+    async def ticking(self, interval: float = _TICK_SECONDS) -> None:
+        """:meth:`tick` every ``interval`` seconds, until cancelled."""
+        while True:
+            await trio.sleep(interval)
+            self.tick()
+
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own; on a terminal the status line stays below it."""
+        shown = self._shown
+        self._clear()
+        self.out.write(f"{text}\n")
+        self.out.flush()
+        if shown:
+            self._draw(shown)
+
+    def close(self) -> None:
+        """Clear the status line from a terminal (the rounds bar or a result takes its place);
+        off a terminal there is nothing to clear."""
+        self._clear()
+
+    def _enter(self, phase: str) -> None:
+        if phase != self._phase:
+            self._phase = phase
+            self._phase_started = self.clock()
+            self._drawn_at = -float("inf")
+
+    def _ended(self, what: str) -> None:
+        if not self.live:
+            seconds = self.clock() - self._phase_started
+            self.out.write(f"{self.label}: {what} in {seconds:.1f} s\n")
+            self.out.flush()
+
+    def _show(self, text: str, *, final: bool) -> None:
+        if not self.live:
+            return
+        now = self.clock()
+        if not final and now - self._drawn_at < PHASE_REDRAW_SECONDS:
+            return
+        self._drawn_at = now
+        self._last = text
+        seconds = now - self._phase_started
+        self._draw(f"{self.label}: {text} ({seconds:.1f} s)")
+
+    def _draw(self, text: str) -> None:
+        assert self._console is not None
+        width = max(self._console.width - 1, 1)  # the cursor never wraps to a line below
+        self._shown = text
+        self.out.write(f"\r\x1b[2K{text[:width]}")
+        self.out.flush()
+
+    def _clear(self) -> None:
+        self._last = ""
+        if self._shown:
+            self._shown = ""
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+
+
+def _plural(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
 async def follow(
     path: Path,
     progress: RoundProgress,
@@ -250,11 +407,13 @@ async def follow(
     interval: float = POLL_SECONDS,
     history: list[RoundRecord] | None = None,
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
+    first: Callable[[], None] | None = None,
 ) -> None:
     """Feed ``progress`` from the progress file at ``path`` every ``interval`` seconds, until
     cancelled; append every round's record read to ``history`` when given, so the caller keeps
     the rounds seen even when the run fails, and pass each checkpoint record to
-    ``on_checkpoint`` (a generation published while the run goes on).
+    ``on_checkpoint`` (a generation published while the run goes on). ``first`` is called
+    once, before the first round is shown (a :class:`PhaseStatus` gives the rounds bar its line).
 
     Each read costs only the bytes appended since the last (:class:`RecordReader`); nothing is
     shown while the file does not exist. When cancelled it reads once more, so the rounds
@@ -265,7 +424,7 @@ async def follow(
     refused = False
 
     def take() -> None:
-        nonlocal refused
+        nonlocal refused, first
         try:
             records = reader.read_new()
         except ProgressRecordInvalid as error:
@@ -280,6 +439,9 @@ async def follow(
         if history is not None:
             history.extend(rounds)
         if rounds:
+            if first is not None:
+                first()
+                first = None
             last = rounds[-1]
             progress.update(last.round, last.loss, last.holdout_accuracy)
 

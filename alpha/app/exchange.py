@@ -48,12 +48,17 @@ def _exchange_in(
 ) -> int:
     from alpha.app._launching import launch_folder
     from alpha.app.compile import compile_plan
+    from alpha.app.display import PhaseStatus
     from alpha.launch.launcher import launch_specs
-    from alpha.records.reports import clear_reports, committed_reports
+    from alpha.records.reports import committed_reports
 
     reports = output_folder(directory / REPORTS_DIR)
-    clear_reports(reports)
-    compile_plan(plan, directory, range(plan.participants))
+    # compile_plan, then launch_folder, sweep the folder's previous attempt (its reports too).
+    status = PhaseStatus(sys.stderr, "exchange")
+    try:
+        compile_plan(plan, directory, range(plan.participants), progress=status.compiling)
+    finally:
+        status.close()
     edges = tree.n - 1
     print(
         f"exchange: {tree.n} roles, fan-out {tree.fanout}, depth {tree.depth}, {edges} edge(s), "
@@ -61,7 +66,7 @@ def _exchange_in(
         file=sys.stderr,
     )
     specs, deadline = launch_specs(directory)
-    code = launch_folder(directory, specs, deadline, warm=warm)
+    code = launch_folder(directory, specs, deadline, warm=warm, label="exchange")
     if code == EXIT_OK:
         # The reports count only as the run committed them (docs/failure.md).
         _, committed = committed_reports(reports, tree.children)

@@ -37,6 +37,8 @@ def launch_command(args: argparse.Namespace) -> int:
     from alpha.artifact.run_json import read_run_json
 
     run = read_run_json(directory)  # a folder compile did not write is refused untouched
+    participants = run["participants"]
+    assert isinstance(participants, int)  # checked by read_run_json
     if args.deploy is None:  # on this host: a role it cannot start is refused before any starts
         chosen = local_interpreters(folder_targets(run), chosen)
     with hold_folder(directory, "alpha launch"):
@@ -47,6 +49,7 @@ def launch_command(args: argparse.Namespace) -> int:
             args.ssh_option or (),
             as_json=args.json,
             warm=not args.cold,
+            participants=participants,
         )
 
 
@@ -58,12 +61,22 @@ def _launch_dir(
     *,
     as_json: bool,
     warm: bool,
+    participants: int,
 ) -> int:
+    from alpha.app.display import PhaseStatus
     from alpha.launch.launcher import launch_specs
 
     if deploy is None:
-        specs, deadline = launch_specs(directory, interpreters)
-        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm)
+        # Checking every artifact whole takes a while for many roles: the status says so.
+        status = PhaseStatus(sys.stderr, "launch")
+        status.checking(0, participants)
+        try:
+            specs, deadline = launch_specs(directory, interpreters)
+        except BaseException:
+            status.close()
+            raise
+        status.checking(participants, participants)
+        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm, status=status)
     from alpha.launch.deploy import load_deployment
     from alpha.launch.remote import Tunnels, deploy_specs, stage_artifacts
 
@@ -84,4 +97,5 @@ def _launch_dir(
         close=tunnels.aclose,
         as_json=as_json,
         warm=warm,
+        local=False,  # the reports and progress records are on the nodes
     )

@@ -32,7 +32,7 @@ import trio
 from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
-from alpha.app.display import RoundProgress, follow, summary_table
+from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
 from alpha.app.interrupted import Interrupted, RunTrack, interrupted_by, run_line
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
@@ -68,7 +68,7 @@ from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.folder import LOGS_DIR, REPORTS_DIR, log_name
 from alpha.records.progress import CheckpointRecord, RoundRecord, progress_path
-from alpha.records.reports import clear_reports, committed_reports
+from alpha.records.reports import clear_attempt, committed_reports
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
@@ -208,26 +208,52 @@ def _launch_segment(
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
-    each round's, and each generation it publishes while the run goes on."""
+    each round's, and each generation it publishes while the run goes on; a status line shows
+    the phases before the first round (``PhaseStatus``)."""
     reach("run.compiling", 0)
-    compile_plan(plan, directory, parse_roles("all", plan.participants))
+    status = PhaseStatus(progress.out, "run")
+    roles = parse_roles("all", plan.participants)
+    status.compiling(0, len(roles))
+    try:
+        compile_plan(plan, directory, roles, progress=status.compiling)
+    except BaseException:
+        status.close()
+        raise
     reports = directory / REPORTS_DIR
-    clear_reports(reports)
+    clear_attempt(directory)  # a previous segment's or run's reports, logs, progress records
     records_path = progress_path(directory)
-    records_path.unlink(missing_ok=True)  # a previous run's
-    specs, deadline = launch_specs(directory, interpreters)
+    status.checking(0, len(roles))  # every artifact is checked whole: seconds for many roles
+    try:
+        specs, deadline = launch_specs(directory, interpreters)
+    except BaseException:
+        status.close()
+        raise
+    status.checking(len(roles), len(roles))
     records: list[RoundRecord] = []
 
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
                 partial(
-                    follow, records_path, progress, history=records, on_checkpoint=on_checkpoint
+                    follow,
+                    records_path,
+                    progress,
+                    history=records,
+                    on_checkpoint=on_checkpoint,
+                    first=status.close,
                 )
             )
+            nursery.start_soon(status.ticking)
             # A role failing after the commit point (role 0's pointer) stops no other role.
             committed = (reports / COMMIT_NAME).exists
-            result = await launch(specs, deadline=deadline, warm=warm, committed=committed)
+            status.starting(0, len(specs))
+            result = await launch(
+                specs,
+                deadline=deadline,
+                warm=warm,
+                committed=committed,
+                on_announce=status.announced,
+            )
             nursery.cancel_scope.cancel()
         return result
 
@@ -238,6 +264,8 @@ def _launch_segment(
         if stopped is None:
             raise
         raise Interrupted(stopped.signal, records=records) from None
+    finally:
+        status.close()
     if result.signal is not None:  # the launcher stopped and reaped every role
         raise Interrupted(result.signal, records=records)
     failure = result.first_to_fail

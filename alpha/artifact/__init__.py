@@ -1,26 +1,30 @@
-"""Role artifacts: one self-contained executable zipapp per role, and the run.json beside them.
+"""Role artifacts: one small executable zipapp per role, the shared runtime they bind, and the
+run.json beside them.
 
 An artifact ``role-NNNNNN.pyz`` is a zip archive behind two lines (``#!/usr/bin/env python3``
 and a coding line that stops Python reading a truncated artifact as a script). It holds a
-``__main__.py`` that carries the loader (``alpha/artifact/loader.py``), the ``alpha`` package's
-Python sources and bytecode, ``role.json``: the payload that makes it one role's participant
-(its role description, target and, once compiled, its local schedule), and last ``SHA256SUMS``,
-the manifest: every other member's SHA-256. ``python3 role-NNNNNN.pyz`` runs the loader, which
-checks every member against the manifest before any bundled code runs, then
-:func:`run_embedded`, which refuses to start on a machine of another target and otherwise runs
-the participant the payload describes.
+``__main__.py`` that carries the loader (``alpha/artifact/loader.py``), ``RUNTIME``: the name and
+SHA-256 of the folder's shared runtime ``runtime-SHA256.pyz`` (the ``alpha`` package's Python
+sources and bytecode, once per folder), ``role.json``: the payload that makes it one role's
+participant (its role description, target and, once compiled, its local schedule), and last
+``SHA256SUMS``, the manifest: every other member's SHA-256. ``python3 role-NNNNNN.pyz`` runs the
+loader, which checks every member against the manifest and the runtime beside it against the
+SHA-256 it binds before any of the package's code runs, then :func:`run_embedded` from that
+runtime, which refuses to start on a machine of another target and otherwise runs the
+participant the payload describes.
 
-Artifacts are deterministic: the same payload and the same sources give byte-identical files
-(fixed order, timestamps, permissions and compression level). ``run.json`` lists what a build
-wrote, with each file's size and SHA-256, and :func:`verified_roles` checks it against the
-artifacts (and each artifact against its manifest). The formats are documented in
-``docs/artifacts.md``.
+Artifacts and runtimes are deterministic: the same payload and the same sources give
+byte-identical files (fixed order, timestamps, permissions and compression level). ``run.json``
+lists what a build wrote, with each file's size and SHA-256, and :func:`verified_roles` checks it
+against the artifacts and the runtime (and each artifact against its manifest). The formats are
+documented in ``docs/artifacts.md``.
 
-Each job has its module: ``payload`` (formats, targets, a payload's checks), ``build`` (bundled
-sources and bytecode, the archive, :func:`build_artifact`), ``read`` (a ``run.json`` entry),
-``verify`` (the whole check from outside), ``description`` (a payload's role description),
-``environ`` (what a participant reads of its environment), ``loader`` (the standard-library-only
-start, and the manifest, which hands off to the entry by name),
+Each job has its module: ``payload`` (formats, targets, a payload's checks), ``build`` (the
+runtime's sources and bytecode, :func:`build_runtime`, the archive, :func:`build_artifact`),
+``read`` (a ``run.json`` entry), ``verify`` (the whole check from outside), ``description``
+(a payload's role description), ``environ`` (what a participant reads of its environment),
+``loader`` (the standard-library-only start, the manifest and the runtime's binding, which hands
+off to the entry by name),
 ``entry`` (:func:`run_embedded`), ``participant`` (a payload run as a role), ``run_json`` and
 ``verified`` (a folder checked against its ``run.json``). This face loads each name on first
 use, so that a participant's start imports the loader, the entry and what its role runs, and
@@ -34,7 +38,9 @@ from alpha.faces import lazy
 if TYPE_CHECKING:
     from alpha.artifact.build import (
         build_artifact,
+        build_runtime,
         package_code_digest,
+        runtime_entry,
     )
     from alpha.artifact.description import (
         description_view,
@@ -85,7 +91,9 @@ if TYPE_CHECKING:
         verified_roles,
     )
     from alpha.artifact.verify import (
+        artifact_runtime,
         file_sha256,
+        verify_archive,
         verify_artifact,
     )
 
@@ -104,7 +112,9 @@ __all__ = [
     "VerifiedRole",
     "artifact_entry",
     "artifact_name",
+    "artifact_runtime",
     "build_artifact",
+    "build_runtime",
     "check_payload_fields",
     "check_target",
     "checked_role",
@@ -120,8 +130,10 @@ __all__ = [
     "run_description",
     "run_embedded",
     "run_payload",
+    "runtime_entry",
     "unexpected",
     "verified_roles",
+    "verify_archive",
     "verify_artifact",
     "write_run_json",
 ]
@@ -131,7 +143,9 @@ __getattr__, __dir__ = lazy(
     {
         "alpha.artifact.build": (
             "build_artifact",
+            "build_runtime",
             "package_code_digest",
+            "runtime_entry",
         ),
         "alpha.artifact.description": (
             "description_view",
@@ -182,6 +196,8 @@ __getattr__, __dir__ = lazy(
         "alpha.artifact.verify": (
             "file_sha256",
             "verify_artifact",
+            "artifact_runtime",
+            "verify_archive",
         ),
     },
 )

@@ -1,5 +1,6 @@
-"""Writing an artifact: the bundled sources and their bytecode, the ``__main__.py`` that carries
-the loader, the zip members' fixed fields, and :func:`build_artifact`.
+"""Writing an artifact: the shared runtime (the package's sources and their bytecode, once per
+folder, :func:`build_runtime`), the ``__main__.py`` that carries the loader, the zip members'
+fixed fields, and :func:`build_artifact`.
 
 Every artifact of a build shares the bytes before its payload (:func:`_archive_prefix`, built
 once per process); the same payload and the same sources give byte-identical files.
@@ -28,10 +29,14 @@ from alpha.artifact.loader import (
     HEADER,
     MAIN_NAME,
     MANIFEST_NAME,
+    RUNTIME_NAME,
     ZIP_CREATE_SYSTEM,
     ZIP_EPOCH,
     ZIP_VERSION,
     encode_manifest,
+    encode_runtime,
+    file_digest,
+    runtime_name,
 )
 from alpha.artifact.payload import (
     MAX_PAYLOAD_BYTES,
@@ -41,7 +46,7 @@ from alpha.artifact.payload import (
 from alpha.errors import ArtifactInvalid
 from alpha.files import write_bytes_atomically
 
-__all__ = ["build_artifact", "package_code_digest"]
+__all__ = ["build_artifact", "build_runtime", "package_code_digest", "runtime_entry"]
 
 # The artifact's __main__.py. Python reads this member itself, without checking its CRC-32, so
 # it is stored, and it carries the loader as a string, L: a newline, the SHA-256 of the rest, a
@@ -168,25 +173,76 @@ def _main_source() -> bytes:
 
 
 @functools.cache
-def _archive_prefix() -> tuple[bytes, tuple[tuple[str, str], ...]]:
-    """Every artifact's bytes before its payload: :data:`HEADER` and a zip of ``__main__.py``
-    (stored, see :data:`MAIN_TEMPLATE`), the package's sources and their bytecode; and the
-    manifest entries (name, SHA-256) of those members. Built and compressed once per process."""
+def _runtime() -> tuple[bytes, str]:
+    """The shared runtime's bytes and their SHA-256: :data:`HEADER` and a zip of the
+    package's sources and their bytecode, then ``SHA256SUMS``, their manifest (so it can be
+    checked by hand and by :func:`alpha.artifact.loader.verify`). Built and compressed once per
+    process; the same sources give the same bytes."""
     out = io.BytesIO()
     out.write(HEADER)
     entries = []
     with zipfile.ZipFile(out, "w") as archive:
-        members = [(MAIN_NAME, _main_source(), zipfile.ZIP_STORED)]
         for name, path in _package_sources():
             source = path.read_bytes()
-            members.append((name, source, zipfile.ZIP_DEFLATED))
+            members = [(name, source)]
             bytecode = _bytecode(name, source)
             if bytecode is not None:
-                members.append((name.removesuffix(".py") + ".pyc", bytecode, zipfile.ZIP_DEFLATED))
-        for member, data, method in members:
-            archive.writestr(_member(member, method), data, compresslevel=COMPRESS_LEVEL)
+                members.append((name.removesuffix(".py") + ".pyc", bytecode))
+            for member, data in members:
+                archive.writestr(
+                    _member(member, zipfile.ZIP_DEFLATED), data, compresslevel=COMPRESS_LEVEL
+                )
+                entries.append((member, hashlib.sha256(data).hexdigest()))
+        archive.writestr(_member(MANIFEST_NAME, zipfile.ZIP_STORED), encode_manifest(entries))
+    data = out.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+@functools.cache
+def _archive_prefix(runtime_digest: str) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """Every artifact's bytes before its payload: :data:`HEADER` and a zip of ``__main__.py``
+    (stored, see :data:`MAIN_TEMPLATE`) and ``RUNTIME`` (the runtime it binds, stored); and the
+    manifest entries (name, SHA-256) of those members. Built once per process and runtime."""
+    out = io.BytesIO()
+    out.write(HEADER)
+    entries = []
+    with zipfile.ZipFile(out, "w") as archive:
+        members = [(MAIN_NAME, _main_source()), (RUNTIME_NAME, encode_runtime(runtime_digest))]
+        for member, data in members:
+            archive.writestr(_member(member, zipfile.ZIP_STORED), data)
             entries.append((member, hashlib.sha256(data).hexdigest()))
     return out.getvalue(), tuple(entries)
+
+
+def runtime_entry() -> dict[str, object]:
+    """The ``run.json`` entry (``file``, ``bytes``, ``sha256``) of the runtime this process
+    builds, from the package it runs.
+
+    Raises:
+        OSError: a source cannot be read.
+    """
+    data, digest = _runtime()
+    return {"file": runtime_name(digest), "bytes": len(data), "sha256": digest}
+
+
+def build_runtime(directory: Path) -> dict[str, object]:
+    """Write the shared runtime into ``directory`` as ``runtime-SHA256.pyz``, unless a file of
+    that name already holds exactly those bytes; return its ``run.json`` entry
+    (:func:`runtime_entry`). The file appears at once, whole, mode ``0644``.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    entry = runtime_entry()
+    data, digest = _runtime()
+    path = directory / runtime_name(digest)
+    try:
+        if path.stat().st_size == len(data) and file_digest(str(path)) == digest:
+            return entry
+    except FileNotFoundError:
+        pass
+    write_bytes_atomically(path, data, FILE_MODE)
+    return entry
 
 
 def _member(name: str, compress_type: int) -> zipfile.ZipInfo:
@@ -198,8 +254,14 @@ def _member(name: str, compress_type: int) -> zipfile.ZipInfo:
     return info
 
 
-def build_artifact(path: Path, payload: Mapping[str, object]) -> int:
+def build_artifact(
+    path: Path, payload: Mapping[str, object], *, runtime: Mapping[str, object] | None = None
+) -> int:
     """Write the artifact for ``payload`` at ``path``; return its size in bytes.
+
+    The artifact binds the shared runtime (the package, ``runtime-SHA256.pyz`` beside it):
+    ``runtime`` is the entry :func:`build_runtime` returned for ``path``'s folder; without it,
+    the runtime is written there first (when not already there).
 
     ``payload`` holds ``format`` (:data:`ARTIFACT_FORMAT`), ``role``, ``target`` (one of
     :data:`TARGETS`), ``description`` (``RoleDescription.to_dict()`` of that role) and
@@ -223,14 +285,20 @@ def build_artifact(path: Path, payload: Mapping[str, object]) -> int:
         raise ArtifactInvalid(
             f"{where} is {len(role_json)} bytes of JSON, past the {MAX_PAYLOAD_BYTES} allowed"
         )
-    prefix, entries = _archive_prefix()
+    if runtime is None:
+        runtime = build_runtime(path.parent)
+    digest = runtime["sha256"]
+    if not isinstance(digest, str) or runtime.get("file") != runtime_name(digest):
+        raise ArtifactInvalid(f"the runtime entry for {path.name} is not build_runtime's")
+    prefix, entries = _archive_prefix(digest)
     manifest = encode_manifest([*entries, (PAYLOAD_NAME, hashlib.sha256(role_json).hexdigest())])
     whole = io.BytesIO(prefix)
     whole.seek(0, io.SEEK_END)
     with zipfile.ZipFile(whole, "a") as archive:
         # Both stored, the payload then the manifest: every artifact of a build shares the
-        # bytes before the payload, and its size is the shared part, exactly the payload's
-        # canonical JSON, and a manifest whose size does not depend on the payload.
+        # bytes before the payload, and its size is the shared part (the loader and the
+        # runtime's binding), exactly the payload's canonical JSON, and a manifest whose size
+        # does not depend on the payload.
         archive.writestr(_member(PAYLOAD_NAME, zipfile.ZIP_STORED), role_json)
         archive.writestr(_member(MANIFEST_NAME, zipfile.ZIP_STORED), manifest)
     write_bytes_atomically(path, whole.getvalue(), ARTIFACT_MODE)

@@ -1,10 +1,13 @@
-"""The loader every artifact runs first: check the whole archive, then start its role.
+"""The loader every artifact runs first: check the whole archive and the runtime it binds, then
+start its role.
 
 An artifact's ``__main__.py`` carries this module's source and runs it before anything of the
-bundled ``alpha`` package is imported, so it uses the standard library only. It checks every
-member against the archive's manifest, ``SHA256SUMS``, and refuses a damaged artifact in one
-line before any of its code runs. The launcher runs the same checks in-process
-(``alpha.artifact.verify_artifact``). Formats and exit codes: ``docs/artifacts.md``.
+``alpha`` package is imported, so it uses the standard library only. It checks every member
+against the archive's manifest, ``SHA256SUMS``; then the shared runtime beside it (the
+``alpha`` package, once per folder, ``runtime-SHA256.pyz``) against the SHA-256 its member
+``RUNTIME`` binds; and refuses a damaged artifact or runtime in one line before any of their
+code runs. The launcher runs the same checks in-process (``alpha.artifact.verify_artifact``).
+Formats and exit codes: ``docs/artifacts.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ MANIFEST_NAME = "SHA256SUMS"
 
 MAIN_NAME = "__main__.py"
 """The first member of an artifact: what Python runs, and what carries this loader."""
+
+RUNTIME_NAME = "RUNTIME"
+"""The member of a role's artifact that binds its runtime: one ``sha256sum`` line, the
+runtime file's SHA-256 and its name (``runtime-SHA256.pyz``, beside the artifact)."""
+
+RUNTIME_PREFIX = "runtime-"
+RUNTIME_SUFFIX = ".pyz"
 
 # Every artifact begins with these two lines. The shebang lets ``./role-NNNNNN.pyz`` run it.
 # Python reads a file as a zip archive only when its end is whole; a truncated artifact is
@@ -298,19 +308,127 @@ def verify(path: str) -> None:
             raise Damaged(f"{name} is damaged: {type(error).__name__}: {error}; {REMEDY}") from None
 
 
+# --- the runtime a role binds -------------------------------------------------
+
+
+def runtime_name(digest: str) -> str:
+    """The file name of the runtime whose SHA-256 is ``digest``: ``runtime-DIGEST.pyz``."""
+    return f"{RUNTIME_PREFIX}{digest}{RUNTIME_SUFFIX}"
+
+
+def encode_runtime(digest: str) -> bytes:
+    """The ``RUNTIME`` member binding the runtime whose file's SHA-256 is ``digest``.
+
+    Raises:
+        Damaged: ``digest`` is not 64 lowercase hex digits.
+    """
+    return encode_manifest([(runtime_name(digest), digest)])
+
+
+def decode_runtime(data: bytes) -> tuple[str, str]:
+    """The (file name, SHA-256) a ``RUNTIME`` member binds: exactly one manifest line whose
+    name is ``runtime-DIGEST.pyz`` for its own digest.
+
+    Raises:
+        Damaged: anything else.
+    """
+    entries = decode_manifest(data)
+    if len(entries) != 1 or entries[0][0] != runtime_name(entries[0][1]):
+        raise Damaged(f"{RUNTIME_NAME} must be one line 'DIGEST  {runtime_name('DIGEST')}'")
+    return entries[0]
+
+
+def bound_runtime(path: str) -> tuple[str, str]:
+    """The (file name, SHA-256) of the runtime the artifact at ``path`` binds, read from its
+    ``RUNTIME`` member; ``path`` has passed :func:`verify`.
+
+    Raises:
+        Damaged: the artifact has no ``RUNTIME`` member, or a bad one.
+    """
+    with zipfile.ZipFile(path) as archive:
+        try:
+            info = archive.getinfo(RUNTIME_NAME)
+        except KeyError:
+            raise Damaged(f"it has no {RUNTIME_NAME} member naming its runtime") from None
+        if info.file_size > MAX_MANIFEST_BYTES:
+            raise Damaged(f"{RUNTIME_NAME} is {info.file_size} bytes, past the bound")
+        return decode_runtime(b"".join(_content(archive, info)))
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of the file at ``path``, as 64 lowercase hex digits, read in chunks.
+
+    Raises:
+        OSError: it cannot be read.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_runtime(path: str) -> str:
+    """Check the runtime the artifact at ``path`` binds (``path`` has passed :func:`verify`):
+    the file ``runtime-SHA256.pyz`` in the artifact's own folder, whose SHA-256 must be the
+    one its ``RUNTIME`` member records. Return the runtime's path.
+
+    Raises:
+        Damaged: one sentence naming the artifact, the runtime, what is wrong and what to do:
+            the binding is bad, the runtime is missing or unreadable, or its SHA-256 differs.
+    """
+    name = os.path.basename(path)
+    try:
+        file, digest = bound_runtime(path)
+    except Damaged as error:
+        raise Damaged(f"{name} is damaged: {error}; {REMEDY}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    runtime = os.path.join(folder, file)
+    try:
+        found = file_digest(runtime)
+    except FileNotFoundError:
+        raise Damaged(
+            f"{name} cannot start: its runtime {file} is missing from {folder}; {REMEDY}"
+        ) from None
+    except OSError as error:
+        raise Damaged(
+            f"{name} cannot start: its runtime {file} cannot be read: "
+            f"{error.strerror or error}; {REMEDY}"
+        ) from None
+    if found != digest:
+        raise Damaged(
+            f"{name} is damaged: its runtime {file} does not match the SHA-256 {name} binds "
+            f"(it is {found}); {REMEDY}"
+        )
+    return runtime
+
+
+def verify_role(path: str) -> str:
+    """Check a role's artifact whole (:func:`verify`), then the runtime it binds
+    (:func:`check_runtime`); return the runtime's path.
+
+    Raises:
+        Damaged: as those two.
+    """
+    verify(path)
+    return check_runtime(path)
+
+
 # --- the entry ----------------------------------------------------------------
 
 
 def main() -> int:
-    """Check the running artifact (``sys.argv[0]``), then run its role; the exit code.
+    """Check the running artifact (``sys.argv[0]``) and the runtime it binds, then run its
+    role from that runtime; the exit code.
 
-    A damaged artifact prints one line on stderr and returns :data:`EXIT_DAMAGED` (2); an
-    interrupt during the check prints one line and returns :data:`EXIT_INTERRUPTED` (1).
-    Nothing of the bundled ``alpha`` is imported before the check has passed.
+    A damaged artifact, or a runtime missing or not the one it binds, prints one line on
+    stderr and returns :data:`EXIT_DAMAGED` (2); an interrupt during the checks prints one line
+    and returns :data:`EXIT_INTERRUPTED` (1). Nothing of ``alpha`` is imported before the
+    checks have passed.
     """
     path = sys.argv[0]
     try:
-        verify(path)
+        runtime = verify_role(path)
     except Damaged as error:
         print(f"role ?: failed: ArtifactInvalid: {error}", file=sys.stderr, flush=True)
         return EXIT_DAMAGED
@@ -321,6 +439,9 @@ def main() -> int:
     # The hand-off, by name: the module alpha.artifact.loader that the toolchain imports (for
     # these constants and verify) never runs main(), so it depends on nothing of alpha; only
     # the program an artifact runs reaches the entry, once the check has passed.
+    # The runtime goes first on the path: the package is imported from it, and from nothing
+    # installed beside the interpreter.
+    sys.path.insert(0, runtime)
     module, function = ENTRY
     run_embedded = getattr(importlib.import_module(module), function)
     code = run_embedded()

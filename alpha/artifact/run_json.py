@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Final
 
-from alpha.artifact.loader import FILE_MODE
+from alpha.artifact.loader import FILE_MODE, runtime_name
 from alpha.artifact.payload import TARGETS, artifact_name, checked_role
 from alpha.checked import int_in
 from alpha.core.topology import MAX_ROLES
@@ -57,6 +57,7 @@ def _check_run(run: object, where: str) -> dict[str, object]:
         raise ArtifactInvalid(f"{where}: identity must be a table of three hex digests")
     for part in ("learner", "contract", "membership"):
         _hex64(identity.get(part), f"{where}: identity.{part}")
+    _check_runtime_entry(run.get("runtime"), f"{where}: runtime")
     roles = run.get("roles")
     if not isinstance(roles, list) or not roles:
         raise ArtifactInvalid(f"{where}: roles must be a non-empty list of built roles")
@@ -108,6 +109,25 @@ def _overrides(value: object, where: str) -> None:
             )
         if not isinstance(entry["key"], str) or not entry["key"]:
             raise ArtifactInvalid(f"{at}.key must be a plan field's dotted name")
+
+
+def _check_runtime_entry(entry: object, where: str) -> None:
+    """``entry`` is the shared runtime's: ``file`` (``runtime-SHA256.pyz``), ``bytes`` and
+    ``sha256``."""
+    if not isinstance(entry, Mapping):
+        raise ArtifactInvalid(
+            f"{where} must be a table (file, bytes, sha256) naming the folder's shared runtime, "
+            f"got {entry!r}; compile the plan again"
+        )
+    _hex64(entry.get("sha256"), f"{where}.sha256")
+    digest = entry["sha256"]
+    assert isinstance(digest, str)
+    if entry.get("file") != runtime_name(digest):
+        raise ArtifactInvalid(
+            f"{where}.file must be {runtime_name(digest)!r}, got {entry.get('file')!r}"
+        )
+    if not int_in(entry.get("bytes"), 1):
+        raise ArtifactInvalid(f"{where}.bytes must be a positive int, got {entry.get('bytes')!r}")
 
 
 def _hex64(value: object, where: str) -> None:

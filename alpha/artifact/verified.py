@@ -11,7 +11,7 @@ from typing import final
 from alpha.artifact.description import description_view, payload_description
 from alpha.artifact.payload import PAYLOAD_NAME, read_artifact
 from alpha.artifact.run_json import RUN_JSON, read_run_json
-from alpha.artifact.verify import file_sha256, verify_artifact
+from alpha.artifact.verify import artifact_runtime, file_sha256, verify_archive
 from alpha.errors import ArtifactInvalid
 
 __all__ = ["VerifiedRole", "verified_roles"]
@@ -46,6 +46,30 @@ def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], 
         )
 
 
+def _check_file(directory: Path, entry: Mapping[str, object], what: str) -> None:
+    """Refuse unless ``directory/entry["file"]`` has the size and SHA-256 ``entry`` records.
+
+    Raises:
+        ArtifactInvalid: it is missing, unreadable, or changed since it was built.
+    """
+    name = entry["file"]
+    assert isinstance(name, str)  # checked by read_run_json
+    path = directory / name
+    try:
+        size, digest = path.stat().st_size, file_sha256(path)
+    except FileNotFoundError:
+        raise ArtifactInvalid(f"{name} is missing from {directory}; compile again") from None
+    except OSError as error:
+        raise ArtifactInvalid(f"{name}: {error}") from None
+    if size != entry["bytes"] or digest != entry["sha256"]:
+        label = name if what == name else f"{what} {name}"
+        raise ArtifactInvalid(
+            f"{label} changed since it was built ({size} bytes, sha256 {digest}; "
+            f"{RUN_JSON} says {entry['bytes']} bytes, sha256 {entry['sha256']}); "
+            "compile again"
+        )
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class VerifiedRole:
@@ -64,16 +88,18 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
     what it starts (:func:`alpha.launch.launcher.launch_specs`).
 
     ``run.json`` is trusted for nothing the artifacts do not confirm: every artifact must
-    match its entry's size and SHA-256, pass its own checks (:func:`verify_artifact`: each
-    member against the manifest inside it), and agree with ``run.json`` on its role, target,
+    match its entry's size and SHA-256, pass its own checks (each member against the manifest
+    inside it), bind the shared runtime ``run.json`` lists (whose size and SHA-256 are checked
+    once, first), and agree with ``run.json`` on its role, target,
     peers, the number of participants, the run identity and the plan's name (when its payload
     records one). Every artifact is checked before any spec is returned.
 
     Raises:
         ArtifactInvalid: ``run.json`` is missing or invalid; it lacks a role of the run (the
-            first missing one is named: launching on one host needs every role); an artifact is
-            missing, changed since it was built (size or SHA-256), damaged (its manifest),
-            invalid, or disagrees with ``run.json``.
+            first missing one is named: launching on one host needs every role); the runtime is
+            missing or changed; an artifact binds another runtime, or is missing, changed since
+            it was built (size or SHA-256), damaged (its manifest), invalid, or disagrees with
+            ``run.json``.
     """
     run = read_run_json(directory)
     participants = run["participants"]
@@ -86,24 +112,23 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
                 f"{directory / RUN_JSON} lists no artifact for role {role} of {participants}; "
                 "compile all roles to launch on one host"
             )
+    runtime = run["runtime"]
+    assert isinstance(runtime, Mapping)  # checked by read_run_json
+    _check_file(directory, runtime, "the shared runtime")
     specs = []
     deadlines: list[float | None] = []
     for entry in roles:
         role, name = entry["role"], entry["file"]
         path = directory / name
-        try:
-            size, digest = path.stat().st_size, file_sha256(path)
-        except FileNotFoundError:
-            raise ArtifactInvalid(f"{name} is missing from {directory}; compile again") from None
-        except OSError as error:
-            raise ArtifactInvalid(f"{name}: {error}") from None
-        if size != entry["bytes"] or digest != entry["sha256"]:
+        _check_file(directory, entry, name)
+        # The runtime was checked once, above: each role's own archive, and that it binds it.
+        verify_archive(path)
+        bound = artifact_runtime(path)
+        if bound != (runtime["file"], runtime["sha256"]):
             raise ArtifactInvalid(
-                f"{name} changed since it was built ({size} bytes, sha256 {digest}; "
-                f"{RUN_JSON} says {entry['bytes']} bytes, sha256 {entry['sha256']}); "
+                f"{name} binds the runtime {bound[0]}, but {RUN_JSON} lists {runtime['file']}; "
                 "compile again"
             )
-        verify_artifact(path)
         payload = read_artifact(path)
         if payload["role"] != role or payload["target"] != entry["target"]:
             raise ArtifactInvalid(

@@ -2,9 +2,10 @@
 (``docs/deploy.md``).
 
 The deployment host (the one running ``alpha launch DIR --deploy FILE``) copies each role's
-artifact to its node's ``remote_root`` over SSH, then starts each role there with ``ssh`` as
-its process: the session carries the role's stdin (the ports it connects to), stdout (the
-ports it announces) and stderr (its log), as a local process's pipes would. Every listener
+artifact to its node's ``remote_root`` over SSH, and the shared runtime they bind once per
+node, then starts each role there with ``ssh`` as its process: the session carries the role's
+stdin (the ports it connects to), stdout (the ports it announces) and stderr (its log), as a
+local process's pipes would. Every listener
 binds its node's loopback. For each tree edge the deployment host opens two SSH sessions: a
 local forward to the listener's node (``-L``, from a loopback port of the deployment host to
 the listener's port there) and a remote forward from the connector's node (``-R``, a loopback
@@ -28,6 +29,7 @@ from typing import Final
 
 import trio
 
+from alpha.artifact.verify import artifact_runtime
 from alpha.errors import NodeUnreachable
 from alpha.launch.deploy import Deployment, Node
 from alpha.launch.launcher import LaunchSpec, launch_specs
@@ -51,7 +53,7 @@ COPIES: Final = 8
 """Artifacts copied at once."""
 
 COPY_WAIT: Final = 120.0
-"""Seconds one artifact copy may take (an artifact is about 1 MB; ssh's ConnectTimeout
+"""Seconds one copy may take (a runtime is about 1 MB, an artifact less; ssh's ConnectTimeout
 bounds an unreachable node well before this)."""
 
 FORWARD_WAIT: Final = 30.0
@@ -91,32 +93,51 @@ def _remote_name(deployment: Deployment, artifact: Path) -> str:
 def stage_artifacts(
     specs: Sequence[LaunchSpec], deployment: Deployment, extra: Sequence[str] = ()
 ) -> None:
-    """Copy each role's artifact to its node's ``remote_root``, over an SSH session's stdin,
-    several at once. Each is written under a temporary name and renamed, so a node never
-    holds half an artifact under its real name.
+    """Copy each role's artifact to its node's ``remote_root``, and the shared runtime they
+    bind (``runtime-SHA256.pyz``, ``docs/artifacts.md``) once per node (per distinct host and
+    port: nodes that are one sshd share its ``remote_root``), over an SSH session's stdin,
+    several at once. Each is written under a temporary name of its own and renamed, so a node
+    never holds half a file under its real name.
 
     Raises:
-        NodeUnreachable: a node cannot be reached or written (for the lowest such role); the
-            message names the node and quotes ssh's last line.
+        ArtifactInvalid: an artifact names no runtime (it was checked by ``launch_specs``).
+        NodeUnreachable: a node cannot be reached or written (for the lowest such role, its
+            artifact before the runtime); the message names the node and quotes ssh's last line.
     """
+    copies: list[tuple[Node, Path, str]] = []
+    runtimes: list[tuple[Node, Path, str]] = []
+    seen: set[tuple[str, int, str]] = set()
+    for spec in specs:
+        node = deployment.node(spec.role)
+        artifact = Path(spec.argv[-1])
+        copies.append((node, artifact, f"role {spec.role}'s artifact"))
+        runtime, _ = artifact_runtime(artifact)
+        if (node.host, node.port, runtime) not in seen:
+            seen.add((node.host, node.port, runtime))
+            runtimes.append((node, artifact.parent / runtime, f"the shared runtime {runtime}"))
     with ThreadPoolExecutor(max_workers=COPIES) as pool:
-        failures = list(pool.map(lambda spec: _copy(spec, deployment, extra), specs))
+        failures = list(
+            pool.map(
+                lambda copy: _copy(*copy, deployment=deployment, extra=extra), [*copies, *runtimes]
+            )
+        )
     for failure in failures:
         if failure is not None:
             raise failure
 
 
-def _copy(spec: LaunchSpec, deployment: Deployment, extra: Sequence[str]) -> NodeUnreachable | None:
-    node = deployment.node(spec.role)
-    artifact = Path(spec.argv[-1])
-    target = _remote_name(deployment, artifact)
-    part = f"{target}.part"
+def _copy(
+    node: Node, file: Path, what: str, *, deployment: Deployment, extra: Sequence[str]
+) -> NodeUnreachable | None:
+    target = _remote_name(deployment, file)
+    # The remote shell's pid in the temporary name: no two copies share one.
+    part = f'{shlex.quote(target)}."$$".part'
     command = (
         f"mkdir -p {shlex.quote(deployment.remote_root)} && "
-        f"cat > {shlex.quote(part)} && mv {shlex.quote(part)} {shlex.quote(target)}"
+        f"cat > {part} && mv {part} {shlex.quote(target)}"
     )
-    where = f"role {spec.role}'s artifact to {node.pod_id} ({node.host} port {node.port})"
-    with artifact.open("rb") as data:
+    where = f"{what} to {node.pod_id} ({node.host} port {node.port})"
+    with file.open("rb") as data:
         try:
             done = subprocess.run(
                 [*_ssh(node, extra), command],

@@ -5,7 +5,8 @@ for each role the launcher asks for (``alpha launch --warm``, ``docs/launch.md``
 Starting a participant costs about a third of a second of CPU, nearly all of it importing
 trio and numpy; a fork of an interpreter that already did costs a few milliseconds. Each child
 then runs its own artifact exactly as ``python ARTIFACT`` would: the artifact checks itself
-and imports the ``alpha`` it carries (this program imports no ``alpha``, so none is shared).
+and the shared runtime beside it, and imports the ``alpha`` of that runtime (this program
+imports no ``alpha``, so none is shared).
 
 The launcher runs this file's text as ``python -c TEXT FD``, FD one end of a ``SOCK_SEQPACKET``
 socket pair. Each message is one JSON object:

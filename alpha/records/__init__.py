@@ -44,12 +44,15 @@ if TYPE_CHECKING:
         progress_path,
     )
     from alpha.records.reports import (
+        ATTEMPT_FILES,
+        clear_attempt,
         clear_reports,
         committed_reports,
     )
 
 __all__ = [
     "ARTIFACT_GLOB",
+    "ATTEMPT_FILES",
     "CHECKPOINTS_DIR",
     "COMMIT_FORMAT",
     "COMMIT_NAME",
@@ -70,6 +73,7 @@ __all__ = [
     "RoundRecord",
     "artifact_name",
     "check_reports",
+    "clear_attempt",
     "clear_reports",
     "committed_reports",
     "decode",
@@ -119,6 +123,8 @@ __getattr__, __dir__ = lazy(
             "progress_path",
         ),
         "alpha.records.reports": (
+            "ATTEMPT_FILES",
+            "clear_attempt",
             "clear_reports",
             "committed_reports",
         ),

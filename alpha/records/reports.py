@@ -1,6 +1,10 @@
 """The reports folder of a run (``reports/`` beside the artifacts, ``docs/roles.md``): cleared
 before a launch, and read after it, each role's report checked against role 0's commit record.
 Only a committed run's reports count (``docs/failure.md``).
+
+Each launch is a fresh attempt: :func:`clear_attempt` sweeps what an earlier launch left in the
+folder (its reports and commit record, its logs, its progress records) before any role starts,
+so nothing of an earlier launch sits beside a failed one (``docs/launch.md``).
 """
 
 from __future__ import annotations
@@ -8,19 +12,54 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from alpha.errors import CommitInvalid
+from alpha.files import STAGED_SUFFIX
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
+from alpha.records.folder import LOGS_DIR, PROGRESS_DIR, REPORTS_DIR
 
-__all__ = ["clear_reports", "committed_reports"]
+__all__ = ["ATTEMPT_FILES", "clear_attempt", "clear_reports", "committed_reports"]
+
+ATTEMPT_FILES: Final = (
+    (REPORTS_DIR, ("*.json", f"*{STAGED_SUFFIX}")),
+    (LOGS_DIR, ("*.log",)),
+    (PROGRESS_DIR, ("*.jsonl", f"*{STAGED_SUFFIX}")),
+)
+"""What one launch writes in its run folder, and the next sweeps: each subfolder with the
+patterns of the files a launch puts there (every role's report and the commit record; every
+role's log and an SSH forward's; role 0's progress records). Only these: a file of the user's
+in those folders, and everything else in the run folder, stays."""
 
 
 def clear_reports(folder: Path) -> None:
     """Remove a previous launch's reports and commit record from the reports folder
     ``folder`` (if it exists), so that only this launch's can count as committed."""
-    for stale in [*folder.glob("*.json"), *folder.glob("*.staged")]:
-        stale.unlink()
+    for stale in [*folder.glob("*.json"), *folder.glob(f"*{STAGED_SUFFIX}")]:
+        stale.unlink(missing_ok=True)
+
+
+def clear_attempt(directory: Path) -> int:
+    """Sweep the previous attempt from the run folder ``directory``: every file
+    :data:`ATTEMPT_FILES` names (reports, ``reports/commit.json``, logs, progress records), so
+    that a launch starts with none of an earlier launch's results beside it, and a compile
+    leaves none of a former build's roles. Called before any role starts (``alpha run``,
+    ``alpha launch``, ``alpha exchange``) and by every compile. Returns how many files it
+    removed; a folder that does not exist has none.
+
+    Raises:
+        OSError: a file cannot be removed (a read-only folder): the launch must not start
+            beside it.
+    """
+    removed = 0
+    for name, patterns in ATTEMPT_FILES:
+        folder = directory / name
+        for pattern in patterns:
+            for stale in folder.glob(pattern):
+                if stale.is_file() or stale.is_symlink():
+                    stale.unlink(missing_ok=True)
+                    removed += 1
+    return removed
 
 
 def committed_reports(

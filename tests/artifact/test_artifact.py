@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import alpha
@@ -44,6 +44,8 @@ from alpha.artifact import (
     read_artifact,
     read_run_json,
     run_embedded,
+    runtime_entry,
+    verify_archive,
     verify_artifact,
     write_run_json,
 )
@@ -52,9 +54,12 @@ from alpha.artifact.build import _bytecode, _member
 from alpha.artifact.loader import (
     HEADER,
     MAX_MANIFEST_BYTES,
+    RUNTIME_NAME,
     Damaged,
     decode_manifest,
+    decode_runtime,
     encode_manifest,
+    encode_runtime,
 )
 from alpha.compiler import encode, project
 from alpha.compiler.work import protocol_for
@@ -153,10 +158,16 @@ def write_run(
             "membership": identity.membership.hex(),
         },
         "alpha_version": alpha.__version__,
+        "runtime": runtime_entry(),
         "roles": entries,
     }
     write_run_json(directory, run)
     return run
+
+
+def runtime_of(artifact: Path) -> Path:
+    """The shared runtime beside ``artifact`` that this process builds (and binds)."""
+    return artifact.parent / str(runtime_entry()["file"])
 
 
 def run_artifact(path: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -217,14 +228,50 @@ def test_build_and_read_round_trip(tmp_path: Path) -> None:
     assert read_artifact(path) == payload
     assert path.read_bytes().startswith(b"#!/usr/bin/env python3\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o755
-    assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary file is left"
+    runtime = runtime_of(path)
+    assert stat.S_IMODE(runtime.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, runtime.name]), (
+        "the artifact and its runtime, no temporary file"
+    )
+    assert runtime.name == f"runtime-{hashlib.sha256(runtime.read_bytes()).hexdigest()}.pyz"
+    built = runtime.stat().st_mtime_ns
+    build_artifact(tmp_path / "role-000002.pyz", payload_of(DESCRIPTIONS[2]))
+    assert runtime.stat().st_mtime_ns == built, "a runtime already there is not written again"
 
 
-def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) -> None:
+def test_the_zip_holds_main_the_runtime_binding_and_role_json(tmp_path: Path) -> None:
     path = tmp_path / "role-000000.pyz"
     payload = payload_of(DESCRIPTIONS[0])
     build_artifact(path, payload)
+    runtime = runtime_of(path)
     with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        assert [info.filename for info in infos] == [
+            "__main__.py",
+            RUNTIME_NAME,
+            PAYLOAD_NAME,
+            MANIFEST_NAME,
+        ]
+        assert loader_in(archive.read("__main__.py")) == source_of("alpha/artifact/loader.py")
+        assert decode_runtime(archive.read(RUNTIME_NAME)) == (
+            runtime.name,
+            hashlib.sha256(runtime.read_bytes()).hexdigest(),
+        )
+        for info in infos:
+            assert info.date_time == (1980, 1, 1, 0, 0, 0)
+            assert info.external_attr >> 16 == 0o100644
+            assert info.create_version == info.extract_version == 20
+            assert info.compress_type == zipfile.ZIP_STORED, info.filename
+        assert archive.read(PAYLOAD_NAME) == canonical(payload)
+
+
+def test_the_runtime_holds_the_package_sources_and_bytecode_once(tmp_path: Path) -> None:
+    path = tmp_path / "role-000000.pyz"
+    build_artifact(path, payload_of(DESCRIPTIONS[0]))
+    runtime = runtime_of(path)
+    assert runtime.read_bytes().startswith(_loader.HEADER)
+    verify_archive(runtime)  # its own manifest, as an artifact's
+    with zipfile.ZipFile(runtime) as archive:
         infos = archive.infolist()
         names = [info.filename for info in infos]
         # Beside each source its bytecode, unless that would follow the hash seed.
@@ -234,14 +281,14 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
             for member in (name, name[:-3] + ".pyc")
             if member == name or _bytecode(name, source_of(name)) is not None
         ]
-        assert names == ["__main__.py", *modules, PAYLOAD_NAME, MANIFEST_NAME]
-        assert loader_in(archive.read("__main__.py")) == source_of("alpha/artifact/loader.py")
-        stored = {"__main__.py", PAYLOAD_NAME, MANIFEST_NAME}
+        assert names == [*modules, MANIFEST_NAME]
         for info in infos:
             assert info.date_time == (1980, 1, 1, 0, 0, 0)
             assert info.external_attr >> 16 == 0o100644
             assert info.create_version == info.extract_version == 20
-            expected = zipfile.ZIP_STORED if info.filename in stored else zipfile.ZIP_DEFLATED
+            expected = (
+                zipfile.ZIP_STORED if info.filename == MANIFEST_NAME else zipfile.ZIP_DEFLATED
+            )
             assert info.compress_type == expected, info.filename
         for name in package_sources():
             source = source_of(name)
@@ -254,7 +301,6 @@ def test_the_zip_holds_main_the_package_sources_and_role_json(tmp_path: Path) ->
             assert int.from_bytes(pyc[4:8], "little") == 0b11
             assert pyc[8:16] == importlib.util.source_hash(source)
             assert marshal.loads(pyc[16:]).co_filename == name
-        assert archive.read(PAYLOAD_NAME) == canonical(payload)
 
 
 def test_bytecode_is_left_out_where_a_hash_seed_would_change_it() -> None:
@@ -270,6 +316,7 @@ def test_bytecode_is_left_out_where_a_hash_seed_would_change_it() -> None:
 def test_a_participant_loads_the_bytecode_and_not_the_source(tmp_path: Path) -> None:
     path = tmp_path / "role-000000.pyz"
     build_artifact(path, payload_of(DESCRIPTIONS[0]))
+    path = runtime_of(path)  # what the loader puts first on the path
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "import alpha.artifact.participant, alpha.wire.frame; "
@@ -656,9 +703,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def artifact(built: Path, tmp_path: Path) -> Path:
-    """A fresh copy of the module's artifact, to damage."""
+    """A fresh copy of the module's artifact and its runtime, to damage."""
     path = tmp_path / built.name
     path.write_bytes(built.read_bytes())
+    runtime_of(path).write_bytes(runtime_of(built).read_bytes())
     return path
 
 
@@ -686,7 +734,7 @@ def repack(path: Path, members: Members, *, manifest: bool = False) -> Path:
     with warnings.catch_warnings(), zipfile.ZipFile(out, "w") as archive:
         warnings.simplefilter("ignore")  # zipfile warns of a duplicate name, which is the point
         for name, data in members:
-            stored = name in ("__main__.py", PAYLOAD_NAME, MANIFEST_NAME)
+            stored = name in ("__main__.py", RUNTIME_NAME, PAYLOAD_NAME, MANIFEST_NAME)
             method = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
             archive.writestr(_member(name, method), data)
     path.write_bytes(out.getvalue())
@@ -778,6 +826,29 @@ ENTRIES = st.lists(st.tuples(NAMES, DIGESTS), min_size=1, unique_by=lambda entry
 @given(ENTRIES)
 def test_the_manifest_round_trips(entries: list[tuple[str, str]]) -> None:
     assert decode_manifest(encode_manifest(entries)) == entries
+
+
+@given(DIGESTS)
+def test_the_runtime_binding_round_trips(digest: str) -> None:
+    data = encode_runtime(digest)
+    assert data == f"{digest}  runtime-{digest}.pyz\n".encode("ascii")  # a sha256sum line
+    assert decode_runtime(data) == (f"runtime-{digest}.pyz", digest)
+
+
+@given(DIGESTS, DIGESTS, st.sampled_from(["other-digest", "two-lines", "other-name"]))
+def test_a_runtime_binding_names_one_runtime_by_its_own_digest(
+    digest: str, other: str, change: str
+) -> None:
+    entries = {
+        "other-digest": [(f"runtime-{other}.pyz", digest)],
+        "two-lines": [(f"runtime-{digest}.pyz", digest), (f"runtime-{other}.pyz", other)],
+        "other-name": [(f"../runtime-{digest}.pyz", digest)],
+    }[change]
+    assume(other != digest)
+    with pytest.raises(Damaged) as caught:
+        decode_runtime(encode_manifest(entries))
+    assert type(caught.value) is Damaged
+    assert str(caught.value) == "RUNTIME must be one line 'DIGEST  runtime-DIGEST.pyz'"
 
 
 @given(ENTRIES, st.data())
@@ -882,15 +953,12 @@ def _changed(name: str, data: bytes) -> Callable[[Members], Members]:
 REPACKS = {
     "extra-member": (_with_extra(-1), "it holds alpha/extra.py, which SHA256SUMS does not list"),
     "member-after-manifest": (_appended, "it holds alpha/extra.py after SHA256SUMS"),
-    "missing-member": (
-        _without("alpha/wire/frame.pyc"),
-        "it lacks alpha/wire/frame.pyc, which SHA256SUMS",
-    ),
-    "member-twice": (_twice("alpha/wire/frame.py"), "it holds alpha/wire/frame.py twice"),
+    "missing-member": (_without(RUNTIME_NAME), "it lacks RUNTIME, which SHA256SUMS"),
+    "member-twice": (_twice(RUNTIME_NAME), "it holds RUNTIME twice"),
     "members-reordered": (_swapped, "not in the order SHA256SUMS lists them"),
     "changed-member": (
-        _changed("alpha/wire/frame.py", b"raise SystemExit(0)\n"),
-        "alpha/wire/frame.py does not match its SHA-256 in SHA256SUMS",
+        _changed(RUNTIME_NAME, encode_runtime("0" * 64)),
+        "RUNTIME does not match its SHA-256 in SHA256SUMS",
     ),
     "no-manifest": (_without(MANIFEST_NAME), "it has no manifest (SHA256SUMS)"),
     "manifest-not-text": (_changed(MANIFEST_NAME, b"\xff\n"), "SHA256SUMS is not ASCII text"),
@@ -999,10 +1067,19 @@ def _in_zip_record(signature: bytes, field: int) -> Callable[[Path], None]:
     return damage
 
 
+def _in_runtime(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``damage`` done to the runtime beside the artifact, not to the artifact."""
+    return lambda path: damage(runtime_of(path))
+
+
+IN_RUNTIME = "does not match the SHA-256 role-000001.pyz binds"
+
 FLIPS = {
-    "module-source": (_in_member("alpha/__init__.py", 0.5), "alpha/__init__.py"),
-    "module-bytecode": (_in_member("alpha/__init__.pyc", 0.5), "alpha/__init__.pyc"),
-    "deep-module-source": (_in_member("alpha/wire/frame.py", 0.9, 5), "alpha/wire/frame.py"),
+    "module-source": (_in_runtime(_in_member("alpha/__init__.py", 0.5)), IN_RUNTIME),
+    "module-bytecode": (_in_runtime(_in_member("alpha/__init__.pyc", 0.5)), IN_RUNTIME),
+    "deep-module-source": (_in_runtime(_in_member("alpha/wire/frame.py", 0.9, 5)), IN_RUNTIME),
+    "runtime-manifest": (_in_runtime(_in_member(MANIFEST_NAME, 0.5)), IN_RUNTIME),
+    "runtime-binding": (_in_member(RUNTIME_NAME, 0.5), RUNTIME_NAME),
     "role-json": (_in_member(PAYLOAD_NAME, 0.5), PAYLOAD_NAME),
     "manifest-digest": (_in_member(MANIFEST_NAME, 0.5), MANIFEST_NAME),
     "main-loader-digest": (_in_main(b"r'''", 10), "its loader does not match its SHA-256"),
@@ -1045,23 +1122,80 @@ def test_an_intact_artifact_passes_its_checks_and_starts(built: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_changed_module_with_a_good_crc_runs_none_of_its_code(
+def test_a_changed_module_in_a_consistent_runtime_runs_none_of_its_code(
     artifact: Path, tmp_path: Path
 ) -> None:
+    # The runtime rewritten whole with a manifest to match: its own checks pass, but the role
+    # binds the SHA-256 of the runtime it was built with, and refuses before any of it runs.
     marker = tmp_path / "ran"
     env = {**os.environ, "ALPHA_TEST_MARKER": str(marker)}
     evil = b"import os\nopen(os.environ['ALPHA_TEST_MARKER'], 'w').close()\n"
-    members = _changed("alpha/__init__.py", evil)(members_of(artifact))
-    repack(artifact, members)
+    runtime = runtime_of(artifact)
+    repack(runtime, _changed("alpha/__init__.py", evil)(members_of(runtime)), manifest=True)
+    verify_archive(runtime)
     code, _, lines, imported = started(artifact, env)
     assert code == EXIT_USAGE
-    assert lines == [f"{DAMAGED}alpha/__init__.py does not match its SHA-256 in SHA256SUMS{REMEDY}"]
+    found = sha256_hex(runtime.read_bytes())
+    assert lines == [
+        f"{DAMAGED}its runtime {runtime.name} does not match the SHA-256 role-000001.pyz binds "
+        f"(it is {found}){REMEDY}"
+    ]
     assert imported == []
     assert not marker.exists()
-    # The control: with a manifest to match, the same module runs (and leaves the marker).
-    repack(artifact, members, manifest=True)
+    # The control: with the role rebound to that runtime (its name and digest), it runs.
+    forged = runtime.rename(tmp_path / f"runtime-{found}.pyz")
+    repack(
+        artifact, _changed(RUNTIME_NAME, encode_runtime(found))(members_of(artifact)), manifest=True
+    )
     started(artifact, env)
     assert marker.exists()
+    assert forged.exists()
+
+
+@pytest.mark.parametrize("change", ["missing", "folder", "other-runtime"])
+def test_a_role_whose_runtime_is_missing_or_another_starts_nothing(
+    artifact: Path, tmp_path: Path, change: str
+) -> None:
+    runtime = runtime_of(artifact)
+    data = runtime.read_bytes()
+    runtime.unlink()
+    if change == "folder":
+        runtime.mkdir()
+    elif change == "other-runtime":  # a runtime of other sources under this one's name
+        runtime.write_bytes(data.replace(b"alpha", b"Alpha", 1))
+    found = sha256_hex(runtime.read_bytes()) if runtime.is_file() else ""
+    expected = {
+        "missing": f"role-000001.pyz cannot start: its runtime {runtime.name} is missing from "
+        f"{tmp_path}{REMEDY}",
+        "folder": f"role-000001.pyz cannot start: its runtime {runtime.name} cannot be read: "
+        f"Is a directory{REMEDY}",
+        "other-runtime": f"role-000001.pyz is damaged: its runtime {runtime.name} does not match "
+        f"the SHA-256 role-000001.pyz binds (it is {found}){REMEDY}",
+    }[change]
+    assert refused(artifact) == expected, "the launcher"
+    code, out, lines, imported = started(artifact)
+    assert (code, out, lines, imported) == (
+        EXIT_USAGE,
+        "",
+        [f"role ?: failed: ArtifactInvalid: {expected}"],
+        [],
+    )
+
+
+def test_a_runtime_is_found_beside_the_role_wherever_it_is_started_from(
+    built: Path, tmp_path: Path
+) -> None:
+    # Started by a relative path from another folder: the runtime is the one beside the role.
+    done = subprocess.run(
+        [sys.executable, os.path.relpath(built, tmp_path)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == EXIT_FAILURE
+    assert done.stderr.splitlines()[-1].startswith("role 1: failed: PortMissing")
 
 
 @pytest.mark.slow
@@ -1160,11 +1294,21 @@ def test_the_loader_refuses_in_process_as_it_does_as_a_process(
 
 
 def test_artifact_entry_refuses_a_damaged_artifact(artifact: Path) -> None:
-    _in_member("alpha/wire/frame.py", 0.5)(artifact)
+    _in_member(PAYLOAD_NAME, 0.5)(artifact)
     with pytest.raises(ArtifactInvalid) as caught:
         artifact_entry(artifact)
     assert type(caught.value) is ArtifactInvalid
-    assert "role-000001.pyz is damaged: alpha/wire/frame.py" in str(caught.value)
+    assert "role-000001.pyz is damaged: role.json" in str(caught.value)
+
+
+def test_artifact_entry_refuses_a_damaged_runtime(artifact: Path) -> None:
+    _in_runtime(_in_member("alpha/wire/frame.py", 0.5))(artifact)
+    with pytest.raises(ArtifactInvalid) as caught:
+        artifact_entry(artifact)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value).startswith(
+        f"role-000001.pyz is damaged: its runtime {runtime_of(artifact).name} does not match"
+    )
 
 
 # --- run.json ---------------------------------------------------------------
@@ -1179,6 +1323,7 @@ def test_run_json_round_trip(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         *(artifact_name(r) for r in range(4)),
         RUN_JSON,
+        runtime_entry()["file"],
     ]
 
 
@@ -1234,6 +1379,10 @@ RUN_MUTATIONS = {
     "no-identity": (_drop("identity"), "identity"),
     "identity-part": (_field("identity", "membership", value="0" * 63), "identity.membership"),
     "no-version": (_drop("alpha_version"), "alpha_version"),
+    "no-runtime": (_drop("runtime"), "runtime must be a table"),
+    "runtime-sha256": (_field("runtime", "sha256", value="0" * 63), "runtime.sha256"),
+    "runtime-file": (_field("runtime", "file", value="runtime.pyz"), "runtime.file"),
+    "runtime-bytes": (_field("runtime", "bytes", value=0), "runtime.bytes"),
     "no-roles": (_field("roles", value=[]), "roles"),
     "roles-not-a-list": (_field("roles", value={}), "roles"),
     "entry-not-a-table": (_field("roles", 0, value=0), "roles[0]"),
@@ -1386,18 +1535,56 @@ def _patch_entry(directory: Path, role: int) -> None:
     write_run_json(directory, run)
 
 
+def test_launch_specs_refuses_a_missing_or_changed_runtime(tmp_path: Path) -> None:
+    write_run(tmp_path, DESCRIPTIONS)
+    runtime = tmp_path / str(runtime_entry()["file"])
+    whole = runtime.read_bytes()
+    flip(runtime, len(whole) // 2)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value).startswith(
+        f"the shared runtime {runtime.name} changed since it was built ({len(whole)} bytes, "
+        f"sha256 {file_sha256(runtime)}; run.json says {len(whole)} bytes"
+    )
+    runtime.unlink()
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value) == f"{runtime.name} is missing from {tmp_path}; compile again"
+
+
+def test_launch_specs_refuses_a_runtime_the_roles_do_not_bind(tmp_path: Path) -> None:
+    # A runtime of other sources, with run.json patched to list it: its size and SHA-256 agree
+    # with run.json, but no role binds it.
+    run = write_run(tmp_path, DESCRIPTIONS)
+    honest = tmp_path / str(runtime_entry()["file"])
+    repack(honest, _changed("alpha/__init__.py", b"x = 1\n")(members_of(honest)), manifest=True)
+    digest = file_sha256(honest)
+    other = honest.rename(tmp_path / f"runtime-{digest}.pyz")
+    run["runtime"] = {"file": other.name, "bytes": other.stat().st_size, "sha256": digest}
+    write_run_json(tmp_path, run)
+    with pytest.raises(ArtifactInvalid) as caught:
+        launch_specs(tmp_path)
+    assert type(caught.value) is ArtifactInvalid
+    assert str(caught.value) == (
+        f"role-000000.pyz binds the runtime {honest.name}, but run.json lists {other.name}; "
+        "compile again"
+    )
+
+
 def _repacked(change: Callable[[Members], Members]) -> Callable[[Path], object]:
     return lambda path: repack(path, change(members_of(path)))
 
 
 BEHIND_A_PATCHED_RUN_JSON = {
-    "flipped-module": (
-        _in_member("alpha/wire/frame.py", 0.5),
-        "role-000003.pyz is damaged: alpha/wire/frame.py cannot be read",
+    "flipped-binding": (
+        _in_member(RUNTIME_NAME, 0.5),
+        "role-000003.pyz is damaged: RUNTIME cannot be read",
     ),
-    "changed-module": (
-        _repacked(_changed("alpha/wire/frame.py", b"x = 1\n")),
-        "role-000003.pyz is damaged: alpha/wire/frame.py does not match its SHA-256 in SHA256SUMS",
+    "changed-binding": (
+        _repacked(_changed(RUNTIME_NAME, encode_runtime("0" * 64))),
+        "role-000003.pyz is damaged: RUNTIME does not match its SHA-256 in SHA256SUMS",
     ),
     "extra-member": (
         _repacked(_with_extra(-1)),

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 import alpha
 from alpha.app.compile import compile_plan
-from alpha.artifact import artifact_name, read_artifact, verify_artifact
+from alpha.artifact import (
+    artifact_name,
+    artifact_runtime,
+    file_sha256,
+    read_artifact,
+    verify_archive,
+    verify_artifact,
+)
 from alpha.compiler.plan import parse_plan
 from alpha.errors import ArtifactInvalid
 from gates.catalogue import LEARN, PAIR
@@ -75,6 +82,12 @@ def test_an_adversary_is_the_honest_payload_with_one_module_changed(
     assert read_artifact(out) == read_artifact(source)
     mine, theirs = _members(out), _members(source)
     assert mine.keys() == theirs.keys()
+    # The role binds the patched package's runtime, beside it: only that binding differs.
+    assert sorted(name for name in mine if mine[name] != theirs[name]) == ["RUNTIME", "SHA256SUMS"]
+    ours, honest_runtime = artifact_runtime(out)[0], artifact_runtime(source)[0]
+    assert ours != honest_runtime
+    mine, theirs = _members(out.parent / ours), _members(source.parent / honest_runtime)
+    assert mine.keys() == theirs.keys()
     changed = sorted(name for name in mine if mine[name] != theirs[name])
     assert changed == [
         "SHA256SUMS",
@@ -82,6 +95,27 @@ def test_an_adversary_is_the_honest_payload_with_one_module_changed(
         "alpha/runtime/interpreter.pyc",
     ]
     assert b"ins.arm0 if word else ins.arm1" in mine["alpha/runtime/interpreter.py"]
+
+
+@pytest.mark.slow
+def test_a_tampered_runtime_is_whole_but_not_the_one_the_role_binds(
+    honest: Path, tmp_path: Path
+) -> None:
+    source = honest / artifact_name(1)
+    out = build_adversary(source, "tampered-runtime", tmp_path / artifact_name(1))
+    assert out.read_bytes() == source.read_bytes(), "the role's own artifact is the honest one"
+    name, digest = artifact_runtime(out)
+    runtime = tmp_path / name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, name])
+    verify_archive(runtime)  # whole and consistent within itself
+    assert file_sha256(runtime) != digest
+    mine, theirs = _members(runtime), _members(honest / name)
+    changed = sorted(n for n in mine if mine[n] != theirs[n])
+    assert changed == ["SHA256SUMS", "alpha/__init__.py", "alpha/__init__.pyc"]
+    with pytest.raises(ArtifactInvalid) as info:
+        verify_artifact(out)
+    assert type(info.value) is ArtifactInvalid
+    assert f"its runtime {name} does not match the SHA-256 role-000001.pyz binds" in str(info.value)
 
 
 @pytest.mark.slow
@@ -126,8 +160,9 @@ def test_a_damaged_member_reads_cleanly_but_its_sha256_refuses_it(
 
 def test_a_damage_must_be_in_place_in_a_stored_member(honest: Path, tmp_path: Path) -> None:
     source = honest / artifact_name(1)
+    runtime = source.parent / artifact_runtime(source)[0]  # a role's members are all stored
     with pytest.raises(ValueError, match="compressed"):
-        damage_member(source, Damage("alpha/wire/frame.py", b"import", b"IMPORT"), tmp_path / "a")
+        damage_member(runtime, Damage("alpha/wire/frame.py", b"import", b"IMPORT"), tmp_path / "a")
     with pytest.raises(ValueError, match="once"):
         damage_member(
             source, Damage("role.json", b"no such bytes", b"NO SUCH BYTES"), tmp_path / "b"

@@ -373,8 +373,9 @@ def test_participants_die_with_a_launcher_killed_by_sigkill(tmp_path: Path, star
     participants: list[int] = []
     below: list[int] = []
     try:
-        # Both roles started and announced; the launcher's own ANNOUNCE_WAIT bounds this.
-        while "(2/2)" not in progress.read_text():
+        # Both roles started and announced (off a terminal, alpha launch says so in one line,
+        # docs/launch.md); the launcher's own ANNOUNCE_WAIT bounds this.
+        while "launch: 2 roles up in " not in progress.read_text():
             assert launcher.poll() is None, progress.read_text()
             time.sleep(0.02)
         participants = [pid for spec in run.specs for pid in running(spec.argv[-1], whole=True)]

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -146,9 +147,15 @@ def test_a_learner_run_through_ssh_tunnels_equals_the_replicated_learner(tmp_pat
         assert _launch(compiled, deployment, sshd) == EXIT_OK
         # The launcher ended every forward and session it opened.
         assert _left_running(remote, sshd) == []
-    # The roles ran from the remote root, and wrote their reports there.
-    for role in (0, 1):
-        name = f"role-00000{role}.pyz"
+    # The roles ran from the remote root, and wrote their reports there, beside the one
+    # shared runtime they bind.
+    runtime = json.loads((compiled / "run.json").read_text())["runtime"]["file"]
+    assert sorted(p.name for p in remote.glob("*.pyz")) == [
+        "role-000000.pyz",
+        "role-000001.pyz",
+        runtime,
+    ]
+    for name in ("role-000000.pyz", "role-000001.pyz", runtime):
         assert (remote / name).read_bytes() == (compiled / name).read_bytes()
     assert not list(remote.glob("*.part"))
     _, reports = committed_reports(remote / "reports", plan.tree.children)
@@ -159,6 +166,57 @@ def test_a_learner_run_through_ssh_tunnels_equals_the_replicated_learner(tmp_pat
     logs = compiled / "logs"
     assert "Local forwarding listening" in (logs / "ssh-L-0-1.log").read_text()
     assert "Allocated port" in (logs / "ssh-R-0-1.log").read_text()
+
+
+def _counting_ssh(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put first on PATH an ``ssh`` that appends its last word (the remote command) to a file,
+    one line each, then runs the real ssh; return that file."""
+    real = shutil.which("ssh")
+    assert real is not None
+    said = folder / "commands"
+    wrapper = folder / "bin" / "ssh"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(
+        f'#!/bin/sh\nfor word; do last=$word; done\nprintf "%s\\n" "$last" >> {said}\n'
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    return said
+
+
+def test_staging_copies_the_shared_runtime_once_per_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alpha.launch.deploy import load_deployment
+    from alpha.launch.launcher import launch_specs
+    from alpha.launch.remote import stage_artifacts
+
+    _, compiled = _compiled(tmp_path, 1)
+    runtime = json.loads((compiled / "run.json").read_text())["runtime"]["file"]
+    specs, _ = launch_specs(compiled)
+    options = [word.removeprefix("--ssh-option=") for word in _options()]
+    for sshds in (1, 2):
+        remote = tmp_path / f"remote-{sshds}"
+        said = _counting_ssh(tmp_path / f"ssh-{sshds}", monkeypatch)
+        with contextlib.ExitStack() as stack:
+            started = [
+                stack.enter_context(running_sshd(tmp_path / f"sshd-{sshds}-{n}"))
+                for n in range(sshds)
+            ]
+            nodes = [(started[0], 0), (started[-1], 1)]  # one sshd for both nodes, or one each
+            deployment = load_deployment(_deployment(tmp_path / "deploy.json", remote, nodes))
+            known = [f"UserKnownHostsFile={' '.join(str(s.known_hosts) for s in started)}"]
+            stage_artifacts(specs, deployment, [*options[:-2], "-o", *known])
+        copies = [line for line in said.read_text().splitlines() if "cat >" in line]
+        assert sum(runtime in line for line in copies) == sshds, copies
+        assert sum("role-00000" in line for line in copies) == 2, copies
+        assert sorted(p.name for p in remote.iterdir()) == [
+            "role-000000.pyz",
+            "role-000001.pyz",
+            runtime,
+        ], "whole files, no temporary one left"
+        assert (remote / runtime).read_bytes() == (compiled / runtime).read_bytes()
 
 
 def _forwards(sshd: Sshd) -> list[int]:
