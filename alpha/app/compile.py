@@ -230,7 +230,8 @@ def compile_plan(
             # Its one line says what was removed (docs/cli.md, "Interrupts").
             raise Interrupted(
                 stopped.signal,
-                f"removed the {removed} artifact(s) this build wrote; no run.json",
+                f"removed the {removed} file(s) this build wrote (artifacts and runtime); "
+                "no run.json",
             ) from None
         raise
 

@@ -141,7 +141,7 @@ def interrupted_by(error: BaseException) -> Interrupted | None:
 
 def interrupt_line(command: str, number: int, detail: str = "") -> str:
     """The one line a command prints when a signal stopped it:
-    ``compile: interrupted (SIGTERM); removed the 37 artifact(s) this build wrote``."""
+    ``compile: interrupted (SIGTERM); removed the 38 file(s) this build wrote ...``."""
     tail = f"; {detail}" if detail else ""
     return f"{command}: interrupted ({signal_name(number)}){tail}"
 

@@ -94,7 +94,8 @@ def test_an_interrupted_compile_leaves_nothing_half_written(
     monkeypatch.setattr(alpha.app.compile, "print_progress", _interrupt_after(2))
     assert main(["compile", str(tree), "-o", str(fresh)]) == EXIT_INTERRUPTED
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "compile: interrupted (SIGINT); removed the 2 artifact(s) this build wrote; no run.json"
+        "compile: interrupted (SIGINT); removed the 3 file(s) this build wrote (artifacts and "
+        "runtime); no run.json"
     )
     assert not fresh.exists(), "a folder the interrupted compile made is gone"
 

@@ -384,8 +384,8 @@ def test_sigterm_during_a_compile_of_200_roles_leaves_no_artifact_and_no_run_jso
     lines = [line for line in err.splitlines() if "interrupted" in line]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert re.fullmatch(
-        r"compile: interrupted \(SIGTERM\); removed the \d+ artifact\(s\) this build wrote; "
-        r"no run\.json",
+        r"compile: interrupted \(SIGTERM\); removed the \d+ file\(s\) this build wrote "
+        r"\(artifacts and runtime\); no run\.json",
         lines[0],
     ), lines
     assert list(_compiled(run)) == [] and not (run / "run.json").exists()
