@@ -32,6 +32,9 @@ POINTS: Final = {
     "warm.forked": "the warm starter forked role ROLE, before it tells the launcher",
     "warm.closing": "the warm starter read the end of the launcher's socket, before it exits",
     "participant.announcing": "a participant's listeners are up, before it announces its ports",
+    # Reached by `alpha run` itself (alpha/app/run.py), not by a participant; ROLE is 0.
+    "run.compiling": "alpha run is about to compile the run",
+    "run.replicating": "alpha run committed, before the replicated learner",
 }
 """Every failpoint, with where it is."""
 

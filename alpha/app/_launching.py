@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from alpha.app._options import print_json
+from alpha.app.interrupted import Interrupted
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.records.folder import HISTORY_CSV, LOGS_DIR, LOSS_PNG, REPORTS_DIR, artifact_name
 from alpha.records.reports import clear_attempt
@@ -243,12 +244,13 @@ def launch_folder(
     summary = None
     if work is not None:
         summary = _summarize(directory, work, total, result, records, failure is None)
-    if failure is not None:
+    stopped = result.signal is not None  # its one line is the command's (cli.main prints it)
+    if failure is not None and not stopped:
         print(f"{label}: role {failure.role} failed first: {failure.cause}", file=out)
         print(f"{label}: logs are in {directory / LOGS_DIR}", file=out)
-    else:
+    elif failure is None:
         print(f"{label}: {total} role(s) finished in {result.elapsed_s:.2f} s", file=out)
-    if summary is not None and summary.failed:
+    if summary is not None and summary.failed and not stopped:
         print(f"{label}: {summary.failed}", file=out)
     if as_json:
         print_json(
@@ -275,8 +277,15 @@ def launch_folder(
             print(f"{label}: {summary.line}")
         if summary.rows:
             summary_table(summary.rows, sys.stdout)
+    if result.signal is not None:
+        # Every role was stopped and reaped: one line, 128 + the signal (docs/cli.md).
+        raise Interrupted(
+            result.signal,
+            f"stopped all {total} role(s) after {result.elapsed_s:.1f} s; logs are in "
+            f"{directory / LOGS_DIR}",
+        )
     if failure is not None:
-        return signal_exit(result.signal) or EXIT_FAILURE
+        return EXIT_FAILURE
     return EXIT_FAILURE if summary is not None and summary.failed else EXIT_OK
 
 

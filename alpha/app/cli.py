@@ -451,13 +451,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code.
+
+    SIGINT, SIGTERM and SIGHUP stop any command the same way: one line naming the signal and
+    what was stopped, removed or kept (``alpha.app.interrupted``), and 128 + the signal;
+    never a traceback, a ``KeyboardInterrupt`` inside trio's exception group included."""
+    from alpha.app.interrupted import interrupt_line, interrupted_by, signals_as_interrupts
+
+    words = ["alpha"]
+    with signals_as_interrupts():
+        try:
+            return _main(argv, words)
+        except BaseException as error:
+            stopped = interrupted_by(error)
+            if stopped is None:
+                raise
+            # The command's own words name it ("compile:", "checkpoint verify:").
+            command = " ".join(words[1:]) or "alpha"
+            print(interrupt_line(command, stopped.signal, stopped.detail), file=sys.stderr)
+            return stopped.exit_code
+
+
+def _main(argv: Sequence[str] | None, words: list[str]) -> int:
+    """:func:`main` but for interrupts; ``words`` gets the command's words once parsed."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        words += [
+            word
+            for word in (args.command, getattr(args, "what", None), getattr(args, "action", None))
+            if isinstance(word, str)
+        ]
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except AlphaError as error:
@@ -467,7 +494,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The machine refused a file operation (disk full, permissions): not a bug, one line.
         print(f"alpha: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_FAILURE
-    except KeyboardInterrupt:
-        # Ctrl-C outside a launch (a launch stops its participants and reports it itself).
-        print("alpha: error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from alpha import __version__
 from alpha.app._options import print_json
+from alpha.app.interrupted import Interrupted, interrupted_by
 from alpha.app.plans import resolve_plan
 from alpha.artifact.build import (
     build_artifact,
@@ -214,14 +215,24 @@ def compile_plan(
         return _write_artifacts(
             plan, directory, list(roles), protocol, identity, digits, parts, progress, written
         )
-    except BaseException:
-        # An interrupt (Ctrl-C) or a failure leaves no artifact of an unfinished build, and no
-        # folder this call made.
+    except BaseException as error:
+        # An interrupt (Ctrl-C, SIGTERM, SIGHUP) or a failure leaves no artifact of an
+        # unfinished build, and no folder this call made.
+        removed = 0  # the one being written when it stopped may not exist yet
         for path in written:
+            removed += path.exists()
             path.unlink(missing_ok=True)
         if created:
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty: nothing of anyone else's is removed
+        stopped = interrupted_by(error)
+        if stopped is not None:
+            # Its one line says what was removed (docs/cli.md, "Interrupts").
+            raise Interrupted(
+                stopped.signal,
+                f"removed the {removed} file(s) this build wrote (artifacts and runtime); "
+                "no run.json",
+            ) from None
         raise
 
 

@@ -33,6 +33,7 @@ from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
+from alpha.app.interrupted import Interrupted, RunTrack, interrupted_by, run_line
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
 from alpha.checkpoint.manifest import decode_history
@@ -53,6 +54,7 @@ from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
+from alpha.failpoints import reach
 from alpha.files import hold_folder, output_folder, package_data
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.learner.data import Digits, load_digits
@@ -208,6 +210,7 @@ def _launch_segment(
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
     each round's, and each generation it publishes while the run goes on; a status line shows
     the phases before the first round (``PhaseStatus``)."""
+    reach("run.compiling", 0)
     status = PhaseStatus(progress.out, "run")
     roles = parse_roles("all", plan.participants)
     status.compiling(0, len(roles))
@@ -256,8 +259,15 @@ def _launch_segment(
 
     try:
         result = trio.run(main)
+    except BaseException as error:
+        stopped = interrupted_by(error)
+        if stopped is None:
+            raise
+        raise Interrupted(stopped.signal, records=records) from None
     finally:
         status.close()
+    if result.signal is not None:  # the launcher stopped and reaped every role
+        raise Interrupted(result.signal, records=records)
     failure = result.first_to_fail
     if failure is not None:
         return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
@@ -291,6 +301,11 @@ def run_plan(
     generation) it starts from that generation, and the replicated learner it is compared
     with starts from the same state (``docs/checkpoints.md``).
 
+    A signal (SIGINT, SIGTERM, SIGHUP) stops it at any point: the summary then has
+    ``signal`` set and ``cause`` its one line (:func:`alpha.app.interrupted.run_line`);
+    ``history.csv`` and ``loss.png`` hold the rounds done, and the checkpoint folder its
+    published generations only (the segment's staged one removed).
+
     Raises:
         CheckpointCorrupt, LearnerStateInvalid: ``resume`` cannot be resumed from.
         GenerationForeign: ``resume`` was written under another plan; each field is named.
@@ -307,7 +322,56 @@ def run_plan(
             # One run writes a checkpoint folder at a time, for all its rounds; a second is
             # refused here, at once, naming this one (docs/checkpoints.md).
             holding.enter_context(hold_checkpoint_folder(folder, plan.name))
-        return _run_plan(plan, directory, out, interpreters, resume, folder, warm, started)
+        track = RunTrack(plan.source, plan.rounds, folder=folder, resume=resume)
+        track.directory = directory
+        track.options = tuple(word for each in plan.overrides for word in each.argv)
+        try:
+            return _run_plan(
+                plan, directory, out, interpreters, resume, folder, warm, started, track
+            )
+        except BaseException as error:
+            stopped = interrupted_by(error)
+            if stopped is None:
+                raise
+            return _interrupted(plan, directory, track, stopped, started, out)
+
+
+def _interrupted(
+    plan: Plan,
+    directory: Path,
+    track: RunTrack,
+    stopped: Interrupted,
+    started: float,
+    out: TextIO,
+) -> RunSummary:
+    """A run a signal stopped: the rounds done written (``history.csv``, ``loss.png``), the
+    segment's staged generation removed, and its one line (``docs/cli.md``, "Interrupts")."""
+    track.stop()
+    last = track.done - 1 if track.history else -1
+    track.history += [
+        _row(record)
+        for record in stopped.records
+        if isinstance(record, RoundRecord) and record.round - 1 > last
+    ]
+    if track.folder is not None and track.segment is not None:
+        first, end, nonce = track.segment
+        for round_ in range(first + 1, end + 1):
+            for failure in remove_staged(track.folder, round_, nonce):
+                print(f"run: checkpoint: {failure}", file=out)
+    plots = _plots(plan, directory, track.history, track.resumes, None)
+    return RunSummary(
+        False,
+        track.committed,
+        "",
+        track.history[-1][3] if track.history else math.nan,
+        time.monotonic() - started,
+        plots.png,
+        run_line(track, stopped.signal),
+        history=track.history,
+        csv=plots.csv,
+        signal=stopped.signal,
+        resumes=track.resumes,
+    )
 
 
 def _run_plan(
@@ -319,8 +383,10 @@ def _run_plan(
     folder: Path | None,
     warm: bool,
     started: float,
+    track: RunTrack,
 ) -> RunSummary:
-    """:func:`run_plan`, its checkpoint folder (if any) held."""
+    """:func:`run_plan`, its checkpoint folder (if any) held; ``track`` follows it (for the
+    line of a signal that stops it)."""
     digits = load_digits()
     spec = plan.checkpoint
     state = LearnerState.for_role(learner_setup(plan), digits, 0)
@@ -336,6 +402,7 @@ def _run_plan(
         # The rounds before the generation, as it records them: history.csv and loss.png go
         # from round 1, each resume marked (docs/checkpoints.md).
         history, resumes, unrecorded = resumed_history(previous)
+    track.first = first
     if folder is not None:
         # A read-only or full folder is found before the first round, not at a generation.
         check_room(folder, state_specs(state), plan.participants)
@@ -361,6 +428,9 @@ def _run_plan(
     # One launch for the whole run: its generations are published within it, each at its own
     # commit step, and the last at the run's commit point (docs/checkpoints.md).
     nonce = secrets.token_hex(4)
+    track.stop = progress.close
+    track.history, track.resumes = history, resumes  # the same lists: what a signal finds
+    track.segment = (first, plan.rounds, nonce)
     each = plan
     if folder is not None or previous is not None:
         each = dataclasses.replace(
@@ -439,6 +509,8 @@ def _run_plan(
                 print(f"run: {line.split(': ', 1)[1]}", file=out)
     progress.close()
     digests = {data["digests"][PARAMETERS] for data in found.values()}
+    track.segment, track.committed = None, "/".join(sorted(digests))
+    reach("run.replicating", 0)
     replica = _replicated(plan, digits, start, out)
     plots = _plots(plan, directory, history, resumes, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"
@@ -651,7 +723,9 @@ def main_run(
             resume=None if resume is None else Path(resume),
             warm=warm,
         )
-    if summary.cause:
+    if summary.signal is not None:
+        print(f"run: {summary.cause}", file=sys.stderr)  # its one line
+    elif summary.cause:
         if summary.diverged_at is not None:
             print(f"run: diverged: {summary.cause}", file=sys.stderr)
         else:

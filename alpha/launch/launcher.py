@@ -16,6 +16,11 @@ the launcher: every path out of :func:`launch` (success, failure, deadline, canc
 SIGINT, SIGTERM or SIGHUP) kills and reaps every role it started, one being started included;
 and a launcher killed with SIGKILL, which can do nothing, is watched by its participants
 themselves (``alpha.runtime.parent``).
+
+Every participant, and the warm starter with the roles it forks, runs in a session of its own
+(``setsid``), outside the terminal's process group: a terminal's SIGINT (Ctrl-C), or a SIGHUP
+when it closes, reaches the launcher alone, and the launcher alone decides. So no role ever
+fails with "interrupted" beside the launcher's own account of the signal.
 """
 
 from __future__ import annotations
@@ -343,6 +348,9 @@ class _Launch:
             stdout=subprocess.PIPE,
             stderr=log,
             env=self.environment,
+            # Away from the terminal's process group: Ctrl-C reaches the launcher alone, which
+            # stops every role itself (docs/launch.md, "Signals").
+            start_new_session=True,
         )
 
     async def feed(

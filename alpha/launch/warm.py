@@ -198,6 +198,9 @@ class WarmStarter:
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=server_environment,
+                # Its own session, which the roles it forks share: no terminal's signal reaches
+                # them; the launcher stops them (alpha.launch.launcher).
+                start_new_session=True,
             )
         finally:
             theirs.close()

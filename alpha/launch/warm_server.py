@@ -21,7 +21,9 @@ socket pair. Each message is one JSON object:
 - here → launcher: ``{"op": "exit", "pid": P, "code": C}``, C as ``Popen.returncode`` (minus
   the signal that killed it).
 
-It ignores SIGINT, SIGTERM and SIGHUP (the launcher, which gets them too, stops the run) and
+It runs in a session of its own, as its children do, so a terminal's signals do not reach
+it; it ignores SIGINT, SIGTERM and SIGHUP all the same (a signal sent to it alone, or to a group
+it is in, is the launcher's to act on: the launcher stops the run) and
 exits when the launcher's end of the socket closes, whatever became of the launcher; its
 children then find their parent gone (``LauncherLost``). It imports nothing of ``alpha``: its
 text is run on its own.

@@ -10,6 +10,11 @@ forked the child exits, not the process, and trio starts processes from a worker
 may exit at any time: participants would be killed while their launcher lives. Polling is the
 safe equivalent.
 
+A participant runs in a session of its own (the launcher starts it with ``setsid``, so a
+terminal's Ctrl-C reaches the launcher alone); a session changes its process group, not its
+parent, so this watch is the same in it: ``tests/system/test_interrupts.py`` kills the launcher
+with SIGKILL and finds every role gone.
+
 A participant started by hand (no ``ALPHA_LAUNCHER_PID``) watches nothing.
 """
 

@@ -134,7 +134,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     process.send_signal(signal.SIGINT)
     out, err = process.communicate()
     assert process.returncode == 130  # 128 + SIGINT, as shells expect
-    assert out == "" and err.splitlines()[-1] == "alpha: error: interrupted"
+    assert out == "" and err.splitlines()[-1] == "replicate: interrupted (SIGINT)"
     assert "Traceback" not in err
 
 

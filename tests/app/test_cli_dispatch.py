@@ -103,10 +103,14 @@ def _app_modules(modules: object) -> set[str]:
     return {m for m in modules if m.startswith("alpha.app.")}
 
 
+INTERRUPT = "alpha.app.interrupted"  # cli.main holds it for every command; it loads no command
+
+
 def test_the_whole_help_loads_no_command_module() -> None:
     loaded = _loaded(["--help"])
     assert loaded["code"] == 0
-    assert _app_modules(loaded["modules"]) == {"alpha.app.cli", "alpha.app._options"}
+    # cli and its options, and the interrupt path every command runs under (signals_as_interrupts).
+    assert _app_modules(loaded["modules"]) == {"alpha.app.cli", "alpha.app._options", INTERRUPT}
     assert isinstance(loaded["modules"], list)
     assert {"trio", "numpy", "rich"}.isdisjoint(loaded["modules"])
 
@@ -125,9 +129,9 @@ def test_a_light_command_loads_its_own_module_and_no_launcher(argv: list[str], m
     modules = loaded["modules"]
     assert isinstance(modules, list)
     if module == "alpha.app.observe":  # the gates import the launcher and trio themselves
-        assert _app_modules(modules) >= {"alpha.app.cli", "alpha.app._options", module}
+        assert _app_modules(modules) >= {"alpha.app.cli", "alpha.app._options", INTERRUPT, module}
         return
-    assert _app_modules(modules) == {"alpha.app.cli", "alpha.app._options", module}
+    assert _app_modules(modules) == {"alpha.app.cli", "alpha.app._options", INTERRUPT, module}
     assert {"trio", "numpy", "rich", "alpha.launch.launcher"}.isdisjoint(modules)
 
 

@@ -123,7 +123,8 @@ def test_a_run_holds_its_folder_and_ctrl_c_stops_it_with_130_committing_nothing(
         first.kill()
         first.wait()
     assert first.returncode == 130, err
-    assert "the launcher received SIGINT and stopped the run" in err
+    lines = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0].startswith("run: interrupted (SIGINT) at round "), err
     assert "Traceback" not in err
     result = json.loads(out)
     assert result["signal"] == "SIGINT" and result["ok"] is False
