@@ -10,6 +10,7 @@ written last, so it belongs to the last table written (an optimizer's constants 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from alpha.compiler.plan import Plan, parse_plan
 
@@ -70,4 +71,40 @@ def plan_of(
     """The plan :func:`plan_text` writes, read by ``parse_plan`` (its refusals raised)."""
     return parse_plan(
         plan_text(name, roles=roles, rounds=rounds, extra=extra, **tables), source=source
+    )
+
+
+#: The small Adam learner the checkpoint and resume tests run: fast, and with an optimizer state
+#: a resume must carry.
+SMALL_ADAM: Final[Table] = {
+    "kind": "mlp",
+    "hidden": 8,
+    "rate": 0.01,
+    "seed": 5,
+    "batch": 8,
+    "optimizer": "adam",
+}
+
+
+def checkpointed_text(
+    name: str,
+    *,
+    roles: int,
+    rounds: int,
+    checkpoint: Table | None,
+    receive: float = 10.0,
+    extra: str = "",
+) -> str:
+    """A plan of :data:`SMALL_ADAM` on a tree of fan-out 2 with ``[checkpoint]`` ``checkpoint``
+    (None: no such table), roomy budgets (``receive`` as given)."""
+    return plan_text(
+        name,
+        roles=roles,
+        rounds=rounds,
+        topology={"shape": "tree", "fanout": 2},
+        budgets={"accept": 30.0, "receive": receive, "start": 30.0},
+        work={"kind": "learn"},
+        learner=SMALL_ADAM,
+        checkpoint=checkpoint,
+        extra=extra,
     )

@@ -29,22 +29,12 @@ N = 4
 
 
 def plan_text(folder: Path, *, rounds: int, every: int | None, keep: int = 10) -> str:
-    return plans.plan_text(
+    return plans.checkpointed_text(
         "within",
         roles=N,
         rounds=rounds,
-        topology={"shape": "tree", "fanout": 2},
-        budgets={"accept": 30.0, "receive": 30.0, "start": 30.0},
-        work={"kind": "learn"},
-        learner={
-            "kind": "mlp",
-            "hidden": 8,
-            "rate": 0.01,
-            "seed": 5,
-            "batch": 8,
-            "optimizer": "adam",
-        },
         checkpoint=None if every is None else {"every": every, "folder": str(folder), "keep": keep},
+        receive=30.0,
     )
 
 

@@ -27,22 +27,8 @@ pytestmark = pytest.mark.slow
 def plan_file(tmp_path: Path, rounds: int, folder: Path, name: str = "gens") -> Path:
     path = tmp_path / f"{name}-{rounds}.toml"
     path.write_text(
-        plans.plan_text(
-            name,
-            roles=4,
-            rounds=rounds,
-            topology={"shape": "tree", "fanout": 2},
-            budgets={"accept": 30.0, "receive": 10.0, "start": 30.0},
-            work={"kind": "learn"},
-            learner={
-                "kind": "mlp",
-                "hidden": 8,
-                "rate": 0.01,
-                "seed": 5,
-                "batch": 8,
-                "optimizer": "adam",
-            },
-            checkpoint={"every": 2, "folder": str(folder), "keep": 5},
+        plans.checkpointed_text(
+            name, roles=4, rounds=rounds, checkpoint={"every": 2, "folder": str(folder), "keep": 5}
         )
     )
     return path

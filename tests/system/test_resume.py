@@ -46,21 +46,10 @@ N = 4
 def plan_text(
     folder: Path, *, rounds: int, roles: int = N, every: int | None = 2, may_change: str = ""
 ) -> str:
-    return plans.plan_text(
+    return plans.checkpointed_text(
         "resume",
         roles=roles,
         rounds=rounds,
-        topology={"shape": "tree", "fanout": 2},
-        budgets={"accept": 30.0, "receive": 10.0, "start": 30.0},
-        work={"kind": "learn"},
-        learner={
-            "kind": "mlp",
-            "hidden": 8,
-            "rate": 0.01,
-            "seed": 5,
-            "batch": 8,
-            "optimizer": "adam",
-        },
         checkpoint=None if every is None else {"every": every, "folder": str(folder)},
         # may_change belongs to [checkpoint], the last table (always with one in these tests)
         extra=f"may_change = {may_change}\n" if may_change else "",
