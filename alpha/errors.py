@@ -67,6 +67,7 @@ __all__ = [
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
     "InputInvalid",
+    "KeyScheduleInvalid",
     "LauncherLost",
     "LearnerInputInvalid",
     "LearnerStateInvalid",
@@ -421,6 +422,17 @@ class LearnerInputInvalid(IdentityError):
     """A learner-digest input has no canonical encoding: a string with a lone
     surrogate, a configuration that contains itself, or a rate beyond a
     double's range."""
+
+
+# --- keys -------------------------------------------------------------------
+
+
+class KeyScheduleInvalid(InputInvalid, ValueError):
+    """An input of the key schedule (``alpha.core.keys``) is not one it derives keys from: a
+    run secret that is not exactly 32 bytes, an identity that is not the 96 bytes of a run
+    identity, a role outside ``0..2**32-1`` (a negative one included), an edge from a role to
+    itself, a peer on the wrong side of its role, or an HKDF input out of range. The message
+    names the input; no key was made."""
 
 
 # --- runtime ----------------------------------------------------------------

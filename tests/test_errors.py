@@ -83,6 +83,7 @@ INPUT = {
     "CheckpointFolderHeld",
     "GenerationForeign",
     "GenerationNotFound",
+    "KeyScheduleInvalid",
 }
 RUN = {
     "RunFailed",
@@ -157,6 +158,7 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "LearnerStateInvalid": {ValueError},
     "GenerationForeign": {ValueError},
     "GenerationNotFound": {LookupError},
+    "KeyScheduleInvalid": {ValueError},
 }
 
 

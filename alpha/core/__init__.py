@@ -1,6 +1,7 @@
 """The values every role agrees on before a byte is sent: membership (values, and their text
-grammar), the topology that derives each edge, the run identity and its digests, the numerical
-contract with its one fold order, and budgets.
+grammar), the topology that derives each edge, the run identity and its digests, the key
+schedule that derives each edge's keys from a run secret, the numerical contract with its one
+fold order, and budgets.
 
 Pure code over values: no sockets, trio, os or pycuda. Everything above builds on it.
 """
@@ -43,6 +44,22 @@ if TYPE_CHECKING:
         IDENTITY_PARTS,
         IDENTITY_SIZE,
         RunIdentity,
+    )
+    from alpha.core.keys import (
+        EDGE_KEY_DOMAIN,
+        EDGE_KEY_INFO_SIZE,
+        EDGE_KEY_SIZE,
+        HKDF_MAX_LENGTH,
+        RUN_SECRET_SALT,
+        RUN_SECRET_SIZE,
+        EdgeKeys,
+        draw_run_secret,
+        edge_key,
+        edge_key_info,
+        hkdf,
+        hkdf_expand,
+        hkdf_extract,
+        keys_for_role,
     )
     from alpha.core.membership import (
         DEFAULT_INDEX_BUDGET,
@@ -87,6 +104,10 @@ __all__ = [
     "DIGEST_DOMAIN",
     "DIGEST_SIZE",
     "DTYPES",
+    "EDGE_KEY_DOMAIN",
+    "EDGE_KEY_INFO_SIZE",
+    "EDGE_KEY_SIZE",
+    "HKDF_MAX_LENGTH",
     "HOSTS",
     "IDENTITY_PARTS",
     "IDENTITY_PART_SIZE",
@@ -99,10 +120,13 @@ __all__ = [
     "MAX_ROLES",
     "OPERATIONS",
     "ROLE_WIDTH",
+    "RUN_SECRET_SALT",
+    "RUN_SECRET_SIZE",
     "TARGETS",
     "TOPOLOGIES",
     "Budgets",
     "Contract",
+    "EdgeKeys",
     "Join",
     "ParticipantGroup",
     "ParticipantTree",
@@ -115,11 +139,18 @@ __all__ = [
     "certify_cover",
     "code_digest",
     "contract_digest",
+    "draw_run_secret",
+    "edge_key",
+    "edge_key_info",
     "fold_add",
     "fold_into",
     "fold_order",
     "group",
+    "hkdf",
+    "hkdf_expand",
+    "hkdf_extract",
     "join",
+    "keys_for_role",
     "learner_digest",
     "membership_digest",
     "ordered_sum",
@@ -166,6 +197,22 @@ __getattr__, __dir__ = lazy(
             "IDENTITY_PART_SIZE",
             "IDENTITY_SIZE",
             "RunIdentity",
+        ),
+        "alpha.core.keys": (
+            "EDGE_KEY_DOMAIN",
+            "EDGE_KEY_INFO_SIZE",
+            "EDGE_KEY_SIZE",
+            "EdgeKeys",
+            "HKDF_MAX_LENGTH",
+            "RUN_SECRET_SALT",
+            "RUN_SECRET_SIZE",
+            "draw_run_secret",
+            "edge_key",
+            "edge_key_info",
+            "hkdf",
+            "hkdf_expand",
+            "hkdf_extract",
+            "keys_for_role",
         ),
         "alpha.core.membership": (
             "DEFAULT_INDEX_BUDGET",
