@@ -19,12 +19,14 @@ from alpha.errors import FolderInUse, UsageError
 __all__ = [
     "LOCK_NAME",
     "STAGED_SUFFIX",
+    "TEMPORARY_SUFFIX",
     "fsync_folder",
     "hold_folder",
     "output_folder",
     "package_data",
     "read_regular_file",
     "role_file",
+    "temporaries_of",
     "write_atomically",
     "write_bytes_atomically",
 ]
@@ -130,6 +132,10 @@ def _holds_only_the_lock(path: Path) -> bool:
         return False
 
 
+TEMPORARY_SUFFIX: Final = ".tmp"
+"""The suffix of :func:`write_atomically`'s temporary files, ``.NAME.RANDOM.tmp``."""
+
+
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int = 0o644) -> None:
     """Write ``path`` through a temporary file in its folder, fsync it, give it ``mode``,
     rename it into place, and fsync the folder so the rename is durable too.
@@ -138,8 +144,11 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int =
         OSError: the file cannot be written; no temporary file is left behind.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary: str | None = None
     try:
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX
+        )
         with os.fdopen(handle, "w+b") as out:
             write(out)
             out.flush()
@@ -147,9 +156,17 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None], mode: int =
             os.fsync(out.fileno())
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         raise
     fsync_folder(path.parent)
+
+
+def temporaries_of(folder: Path, pattern: str) -> list[Path]:
+    """The temporary files :func:`write_atomically` makes for the files of ``folder`` whose
+    names match ``pattern`` (``role-*.pyz``): what an interrupted writer may leave when a signal
+    lands between the temporary's making and its guard."""
+    return sorted(folder.glob(f".{pattern}.*{TEMPORARY_SUFFIX}"))
 
 
 def fsync_folder(folder: Path) -> None:

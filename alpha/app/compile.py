@@ -39,7 +39,7 @@ from alpha.core.digests import bind_code
 from alpha.core.identity import RunIdentity
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
-from alpha.files import hold_folder, output_folder
+from alpha.files import hold_folder, output_folder, temporaries_of
 from alpha.records.folder import RUN_JSON
 from alpha.records.reports import clear_attempt
 from alpha.schedule.local import encode
@@ -207,6 +207,7 @@ def compile_plan(
     (directory / RUN_JSON).unlink(missing_ok=True)
     for stale in (*directory.glob("role-*.pyz"), *directory.glob("runtime-*.pyz")):
         stale.unlink()
+    _remove_temporaries(directory)  # what a compile killed outright (SIGKILL) left
     # A new build is a new run: no log, report or progress record of the former one (of a
     # role this build may not even have) stays beside it (docs/artifacts.md).
     clear_attempt(directory)
@@ -222,6 +223,8 @@ def compile_plan(
         for path in written:
             removed += path.exists()
             path.unlink(missing_ok=True)
+        # A signal between a temporary's making and its writer's guard leaves it.
+        _remove_temporaries(directory)
         if created:
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty: nothing of anyone else's is removed
@@ -234,6 +237,14 @@ def compile_plan(
                 "no run.json",
             ) from None
         raise
+
+
+def _remove_temporaries(directory: Path) -> None:
+    """Remove the temporaries of artifacts and runtimes in ``directory``: every one is a
+    build's that did not finish, since a compile holds its folder (one at a time)."""
+    for pattern in ("role-*.pyz", "runtime-*.pyz"):
+        for stray in temporaries_of(directory, pattern):
+            stray.unlink(missing_ok=True)
 
 
 def _write_artifacts(
