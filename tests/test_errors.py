@@ -100,6 +100,7 @@ RUN = {
     "DoubleRearm",
     "VersionOverflow",
     "Corrupted",
+    "Forged",
     "Truncated",
     "AbortInvalid",
     "TrailingBytes",
