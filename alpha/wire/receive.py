@@ -19,6 +19,7 @@ out of order) is a ``FrameMisuse`` (``alpha.errors``). The layout is :mod:`alpha
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
 from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
@@ -52,7 +53,7 @@ from alpha.wire.frame import (
     _byte_view,
     _check_key,
     _check_width,
-    _keyed_matches,
+    _mac,
     abort_spec,
     field_at,
     seal,
@@ -488,7 +489,7 @@ class Reception:
         received = bytes(slot._trailer)
         if slot._key is not None:
             # Keyed (layout 3): constant-time comparison; the expected MAC is never reported.
-            if not _keyed_matches(slot._key, slot._header, digest, received):
+            if not hmac.compare_digest(_mac(slot._key, slot._header, digest), received):
                 slot._refuse(
                     Forged,
                     "the keyed trailer does not match the header and payload under this edge's key",
