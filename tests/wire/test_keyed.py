@@ -32,7 +32,7 @@ from alpha.wire.frame import (
 )
 from alpha.wire.receive import ReceiveSlot
 from alpha.wire.send import SendSlot
-from tests.support import IDENTITY, raises_exactly
+from tests.support import IDENTITY, ROOT, raises_exactly
 
 keys = st.binary(min_size=KEY_SIZE, max_size=KEY_SIZE)
 headers = st.binary(min_size=HEADER_SIZE, max_size=HEADER_SIZE)
@@ -129,7 +129,9 @@ def test_the_unkeyed_seal_of_a_keyed_header_is_forged() -> None:
     raises_exactly(Forged, check_keyed, KEY, header, digest, seal(header, digest))
 
 
-@pytest.mark.parametrize("key", [b"", bytes(KEY_SIZE - 1), bytes(KEY_SIZE + 1), "k" * 32, bytearray(32)])
+@pytest.mark.parametrize(
+    "key", [b"", bytes(KEY_SIZE - 1), bytes(KEY_SIZE + 1), "k" * 32, bytearray(32)]
+)
 def test_a_key_that_is_not_32_bytes_is_a_misuse(key: object) -> None:
     header = make_spec().header(0, layout=KEYED_FORMAT_VERSION)
     raises_exactly(FrameSpecInvalid, keyed_seal, key, header, bytes(32))
@@ -269,3 +271,30 @@ def test_a_refused_keyed_slot_stays_forged() -> None:
     raises_exactly(Forged, slot.accept, keyed_frame(OTHER, spec, b"abcd"))
     raises_exactly(Forged, slot.arm)
     assert slot.next_version == 0
+
+
+@settings(max_examples=100)
+@given(keys, keys, st.sampled_from(list(FrameKind)), st.binary(max_size=16))
+def test_a_frame_keyed_for_one_edge_is_forged_at_a_slot_keyed_for_another(
+    key: bytes, other: bytes, kind: FrameKind, payload: bytes
+) -> None:
+    if key == other or kind is FrameKind.ABORT:
+        return  # an ABORT frame's payload is a cause; test_a_keyed_abort_... covers it
+    spec = FrameSpec(IDENTITY, kind, 3, 4, 9, len(payload))
+    frame = keyed_frame(key, spec, payload)
+    assert bytes(ReceiveSlot(spec, key=key).accept(frame)) == payload
+    slot = ReceiveSlot(spec, key=other)
+    error = raises_exactly(Forged, slot.accept, frame)
+    assert (error.role, error.peer, error.field) == (4, 3, "trailer")
+    assert frame[-TRAILER_SIZE:].hex() == error.received
+    assert keyed_seal(other, frame[:HEADER_SIZE], payload_digest(payload)).hex() not in str(
+        error.expected
+    )  # the MAC the slot wanted is never reported
+    assert slot.next_version == 0 and slot.payload_digest is None
+
+
+def test_the_docs_name_layout_3_and_forged() -> None:
+    frames = (ROOT / "docs" / "frames.md").read_text()
+    assert "## Layout 3: the keyed trailer (defined, not yet used by runs, issue 25)" in frames
+    assert "| `Forged` |" in frames
+    assert "`Forged`" in (ROOT / "docs" / "exit-codes.md").read_text()
