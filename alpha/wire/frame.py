@@ -2,7 +2,10 @@
 the spec both ends of a transfer build. Pure: values and bytes in, values and bytes out.
 
 Every message between participants is one frame: a fixed 132-byte header, the payload, and a
-32-byte SHA-256 trailer over the header and the payload's digest (:func:`seal`). The layout is
+32-byte SHA-256 trailer over the header and the payload's digest (:func:`seal`). Layout 3
+(``KEYED_FORMAT_VERSION``, issue 25) keeps header and payload and keys the trailer: an
+HMAC-SHA256 under the edge and direction's key (:func:`keyed_seal`, :func:`check_keyed`);
+it is defined here and not yet used by runs. The layout is
 documented field by field in ``docs/frames.md``; ``FIELDS`` below is its single source in code,
 and ``KINDS`` the single table of every frame kind: which slot it travels in and how many
 payload bytes it carries. Adding a frame kind is a line in :class:`FrameKind` and a row in
