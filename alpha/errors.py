@@ -51,6 +51,7 @@ __all__ = [
     "EmulationUnavailable",
     "FanoutInvalid",
     "FolderInUse",
+    "Forged",
     "FrameError",
     "FrameIncomplete",
     "FrameMisuse",
@@ -376,6 +377,15 @@ class Corrupted(FrameRefused):
     """The SHA-256 trailer does not match the header and payload received."""
 
     advice = "bytes were damaged in transit; the round must be aborted"
+
+
+class Forged(FrameRefused):
+    """The keyed trailer (frame layout 3, an HMAC-SHA256 under the edge and direction's key)
+    does not match the header and payload received: the frame was not made with this edge's
+    key, whatever its bytes say. Checked before any payload byte is exposed and before any
+    counter moves."""
+
+    advice = "the frame was not made with this edge's key; the round must be aborted"
 
 
 class Truncated(FrameRefused):

@@ -5,14 +5,32 @@ the receiver to check it), plus, on the receiving side, the one copy into the re
 that a socket read would make anyway. The reference is ``hashlib.sha256(payload).digest()``
 timed in the same run; the goal is at least 0.9 of its rate for each side. Peak allocation
 (tracemalloc) shows that no further copy of the payload is made.
+
+The keyed trailer (layout 3, issue 25) is timed against the unkeyed one in the same run
+(:func:`keyed_table`): sealing (payload digest, then ``seal`` or ``keyed_seal``) and checking
+(a ``ReceiveSlot`` without and with a key), at 1 KiB, 1 MiB and 64 MiB. That is the trailer's
+cost alone, not a whole run's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import statistics
+import time
+from collections.abc import Callable
 
-from alpha.wire import FrameKind, FrameSpec, ReceiveSlot, SendSlot
+from alpha.wire import (
+    KEY_SIZE,
+    KEYED_FORMAT_VERSION,
+    FrameKind,
+    FrameSpec,
+    ReceiveSlot,
+    SendSlot,
+    keyed_seal,
+    payload_digest,
+    seal,
+)
 from bench._timing import IDENTITY, median_seconds, peak_bytes, rate
 
 Pieces = tuple[bytes, memoryview, bytes]
@@ -20,6 +38,91 @@ Pieces = tuple[bytes, memoryview, bytes]
 NAME = "frames"
 MIB = 1 << 20
 SIZES = (1 * MIB, 16 * MIB, 64 * MIB)
+KIB = 1 << 10
+KEYED_SIZES = (1 * KIB, 1 * MIB, 64 * MIB)
+BATCH_BYTES = 4 * MIB
+"""A small frame's work is repeated until a sample covers about this many payload bytes, so
+that a 1 KiB sample is not below the clock's resolution; figures are per frame."""
+
+
+def _paired(
+    plain: Callable[[], object], keyed: Callable[[], object], count: int, repeat: int
+) -> tuple[float, float]:
+    """Per-frame medians of ``plain`` and ``keyed``, their samples interleaved (plain, keyed,
+    plain, ...) so that a noisy neighbour slows both alike; a sample runs ``count`` frames."""
+
+    def batch(work: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            work()
+        return time.perf_counter() - start
+
+    batch(plain), batch(keyed)  # warm up
+    samples = [(batch(plain), batch(keyed)) for _ in range(repeat)]
+    return (
+        statistics.median(pair[0] for pair in samples) / count,
+        statistics.median(pair[1] for pair in samples) / count,
+    )
+
+
+def _size(size: int) -> str:
+    return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+
+
+def keyed_table(repeat: int) -> list[str]:
+    """Keyed (layout 3) against unkeyed (layout 2) trailers, sealing and checking, per frame."""
+    key = os.urandom(KEY_SIZE)
+    rows = []
+    for size in KEYED_SIZES:
+        payload = os.urandom(size)
+        spec = FrameSpec(IDENTITY, FrameKind.DATA, 0, 1, 0, size)
+        plain_header = spec.header(0)
+        keyed_header = spec.header(0, layout=KEYED_FORMAT_VERSION)
+        count = max(1, BATCH_BYTES // size)
+
+        def seal_plain(payload: bytes = payload, header: bytes = plain_header) -> bytes:
+            return seal(header, payload_digest(payload))
+
+        def seal_keyed(payload: bytes = payload, header: bytes = keyed_header) -> bytes:
+            return keyed_seal(key, header, payload_digest(payload))
+
+        plain_frame = plain_header + payload + seal_plain()
+        keyed_frame = keyed_header + payload + seal_keyed()
+        plain_slot = ReceiveSlot(spec)
+        keyed_slot = ReceiveSlot(spec, key=key)
+
+        def check(slot: ReceiveSlot, frame: bytes) -> Callable[[], object]:
+            def work() -> object:
+                slot._next_version = 0  # re-check the same frame: put the counter back
+                return slot.accept(frame)
+
+            return work
+
+        t_seal, t_seal_keyed = _paired(seal_plain, seal_keyed, count, repeat)
+        t_check, t_check_keyed = _paired(
+            check(plain_slot, plain_frame), check(keyed_slot, keyed_frame), count, repeat
+        )
+        rows.append(
+            f"| {_size(size)} | {t_seal * 1e6:,.1f} µs | {t_seal_keyed * 1e6:,.1f} µs | "
+            f"{t_seal_keyed / t_seal:.3f} | {t_check * 1e6:,.1f} µs | "
+            f"{t_check_keyed * 1e6:,.1f} µs | {t_check_keyed / t_check:.3f} |"
+        )
+    return [
+        "### Keyed trailer (layout 3, issue 25)",
+        "",
+        "The trailer's cost alone, not a whole run's (runs still use layout 2). 'seal' is one",
+        "payload digest (`payload_digest`) and the trailer over header and digest: `seal`",
+        "(SHA-256) or `keyed_seal` (HMAC-SHA256 under a 32-byte edge key). 'check' is",
+        "`ReceiveSlot.accept` of one whole frame (copy into the slot's buffer, header compare,",
+        "payload digest, trailer compare, finish), without and with `key=`. Per frame, medians",
+        f"of {repeat} samples, unkeyed and keyed samples interleaved; a sample repeats a 1 KiB",
+        f"frame {BATCH_BYTES // KIB} times.",
+        "Ratios are keyed over unkeyed in the same run (issue 25's target: at most 1.05).",
+        "",
+        "| payload | seal | keyed seal | ratio | check | keyed check | ratio |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def run(repeat: int) -> str:
@@ -90,5 +193,7 @@ def run(repeat: int) -> str:
             "| both | peak alloc |",
             "|---|---|---|---|---|---|---|",
             *rows,
+            "",
+            *keyed_table(repeat),
         ]
     )

@@ -101,6 +101,7 @@ RUN = {
     "DoubleRearm",
     "VersionOverflow",
     "Corrupted",
+    "Forged",
     "Truncated",
     "AbortInvalid",
     "TrailingBytes",

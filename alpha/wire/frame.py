@@ -2,7 +2,10 @@
 the spec both ends of a transfer build. Pure: values and bytes in, values and bytes out.
 
 Every message between participants is one frame: a fixed 132-byte header, the payload, and a
-32-byte SHA-256 trailer over the header and the payload's digest (:func:`seal`). The layout is
+32-byte SHA-256 trailer over the header and the payload's digest (:func:`seal`). Layout 3
+(``KEYED_FORMAT_VERSION``, issue 25) keeps header and payload and keys the trailer: an
+HMAC-SHA256 under the edge and direction's key (:func:`keyed_seal`, :func:`check_keyed`);
+it is defined here and not yet used by runs. The layout is
 documented field by field in ``docs/frames.md``; ``FIELDS`` below is its single source in code,
 and ``KINDS`` the single table of every frame kind: which slot it travels in and how many
 payload bytes it carries. Adding a frame kind is a line in :class:`FrameKind` and a row in
@@ -17,7 +20,9 @@ payload, the cause, is :mod:`alpha.wire.abort`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,11 +38,14 @@ from alpha.core.identity import (
 )
 from alpha.core.membership import MAX_ROLE
 from alpha.errors import (
+    Forged,
     FrameSpecInvalid,
 )
 
 if TYPE_CHECKING:
     # collections.abc.Buffer arrives in Python 3.12; the annotation is only for the checker.
+    from hashlib import _Hash
+
     from typing_extensions import Buffer
 
 __all__ = [
@@ -48,6 +56,8 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_SIZE",
     "HELLO_SLOT",
+    "KEYED_FORMAT_VERSION",
+    "KEY_SIZE",
     "KINDS",
     "MAGIC",
     "MAX_EXTENT",
@@ -61,8 +71,10 @@ __all__ = [
     "FrameSpec",
     "KindRule",
     "abort_spec",
+    "check_keyed",
     "control_spec",
     "field_at",
+    "keyed_seal",
     "payload_digest",
     "seal",
 ]
@@ -74,6 +86,15 @@ FORMAT_VERSION: Final = 2
 """The layout described in this module; a change of layout changes this byte. Version 2 binds
 the trailer to the payload through the payload's own digest (:func:`seal`), so that a payload
 sent on several edges is hashed once."""
+
+KEYED_FORMAT_VERSION: Final = 3
+"""The keyed layout (issue 25): the header and payload of layout 2, the format byte 3, and a
+trailer that is an HMAC-SHA256 under the key of the frame's edge and direction
+(:func:`keyed_seal`) instead of a plain SHA-256. Defined, not yet used by runs: every run sends
+and accepts layout 2 (``FORMAT_VERSION``) only."""
+
+KEY_SIZE: Final = 32
+"""Bytes of one edge and direction's key for the keyed trailer (an HKDF-SHA256 output)."""
 
 TRAILER_SIZE: Final = DIGEST_SIZE
 """A SHA-256 digest, as is a payload digest (:func:`payload_digest`)."""
@@ -265,16 +286,22 @@ class FrameSpec:
         """Bytes on the wire for one frame of this spec: header, payload and trailer."""
         return HEADER_SIZE + self.extent + TRAILER_SIZE
 
-    def header(self, version: int) -> bytes:
-        """The exact header of this spec's frame at ``version``.
+    def header(self, version: int, *, layout: int = FORMAT_VERSION) -> bytes:
+        """The exact header of this spec's frame at ``version``, with the format byte
+        ``layout`` (``FORMAT_VERSION``, or ``KEYED_FORMAT_VERSION`` for a keyed frame).
 
         Raises:
-            FrameSpecInvalid: ``version`` is outside ``0..MAX_VERSION``.
+            FrameSpecInvalid: ``version`` is outside ``0..MAX_VERSION``, or ``layout`` is
+                neither layout.
         """
         _check_width("version", version, MAX_VERSION)
+        if layout not in (FORMAT_VERSION, KEYED_FORMAT_VERSION):
+            raise FrameSpecInvalid(
+                f"a frame's layout is {FORMAT_VERSION} or {KEYED_FORMAT_VERSION}, not {layout!r}"
+            )
         return _HEADER.pack(
             MAGIC,
-            FORMAT_VERSION,
+            layout,
             self.kind,
             0,
             self.identity.encode(),
@@ -305,6 +332,100 @@ def seal(header: Buffer, digest: bytes) -> bytes:
     state = hashlib.sha256(header)
     state.update(digest)
     return state.digest()
+
+
+def _check_key(key: object) -> bytes:
+    """``key`` as the bytes of one edge and direction's key.
+
+    Raises:
+        FrameSpecInvalid: ``key`` is not ``KEY_SIZE`` bytes.
+    """
+    if not isinstance(key, bytes) or len(key) != KEY_SIZE:
+        size = len(key) if isinstance(key, bytes) else type(key).__name__
+        raise FrameSpecInvalid(f"a frame key is {KEY_SIZE} bytes, got {size}")
+    return key
+
+
+def keyed_seal(key: bytes, header: Buffer, digest: bytes) -> bytes:
+    """The keyed trailer (layout 3) of a frame with ``header`` whose payload has the digest
+    ``digest``: HMAC-SHA256 under ``key`` (the key of the frame's edge and direction) over the
+    header's 132 bytes followed by the payload digest's 32.
+
+    As with :func:`seal`, the payload is hashed once (:func:`payload_digest`) however many
+    edges it travels; each frame costs one HMAC over 164 bytes. Without the key nobody on the
+    path can make a trailer that checks, so a relay that rewrites bytes and rehashes is refused.
+
+    Raises:
+        FrameSpecInvalid: ``key`` is not ``KEY_SIZE`` bytes, ``header`` not ``HEADER_SIZE``
+            bytes, or ``digest`` not a payload digest's size.
+    """
+    _check_key(key)
+    view = header if isinstance(header, bytes) else _byte_view(header)
+    if len(view) != HEADER_SIZE:
+        raise FrameSpecInvalid(f"a frame header has {HEADER_SIZE} bytes, not {len(view)}")
+    if len(digest) != DIGEST_SIZE:
+        raise FrameSpecInvalid(f"a payload digest has {DIGEST_SIZE} bytes, not {len(digest)}")
+    return _mac(key, view, digest)
+
+
+_BLOCK: Final = 64
+"""SHA-256's block size: HMAC pads its key to it (RFC 2104)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _pads(key: bytes) -> tuple[_Hash, _Hash]:
+    """SHA-256 states after HMAC's inner and outer key blocks, made once per key: a frame's
+    HMAC then costs what the unkeyed trailer does plus one more compression (a 32-byte key is
+    below the block size, so it is zero-padded, not hashed). A role holds a few edge keys."""
+    block = key.ljust(_BLOCK, b"\0")
+    inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in block))
+    outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in block))
+    return inner, outer
+
+
+def _mac(key: bytes, header: Buffer, digest: bytes) -> bytes:
+    """HMAC-SHA256(key, header || digest) from the key's cached pads; equal to
+    ``hmac.new(key, header + digest, "sha256").digest()`` (the tests hold it to that)."""
+    inner, outer = _pads(key)
+    state = inner.copy()
+    state.update(header)
+    state.update(digest)
+    result = outer.copy()
+    result.update(state.digest())
+    return result.digest()
+
+
+def _keyed_matches(key: bytes, header: Buffer, digest: bytes, trailer: Buffer) -> bool:
+    """Whether ``trailer`` is the keyed trailer of ``header`` and ``digest`` under ``key``,
+    compared in constant time (``hmac.compare_digest``)."""
+    return hmac.compare_digest(keyed_seal(key, header, digest), _byte_view(trailer))
+
+
+def check_keyed(key: bytes, header: Buffer, digest: bytes, trailer: Buffer) -> None:
+    """Check a keyed frame's trailer against its header and payload digest under ``key``.
+
+    The refusal names the edge, slot and version the header carries (the receiver as
+    ``role``, the sender as ``peer``): a receive slot that knows its own refuses through
+    ``alpha.wire.receive`` with the values it expected.
+
+    Raises:
+        Forged: the trailer does not match (constant-time comparison).
+        FrameSpecInvalid: as :func:`keyed_seal`.
+    """
+    if _keyed_matches(key, header, digest, trailer):
+        return
+    fields = _HEADER.unpack(bytes(_byte_view(header)))
+    sender, receiver, slot, version = fields[5], fields[6], fields[7], fields[8]
+    raise Forged(
+        "the keyed trailer does not match the header and payload under this edge's key",
+        role=receiver,
+        peer=sender,
+        slot=slot,
+        version=version,
+        field="trailer",
+        expected="an HMAC-SHA256 under this edge's key",
+        received=bytes(_byte_view(trailer)).hex(),
+    )
 
 
 def _byte_view(data: Buffer) -> memoryview:

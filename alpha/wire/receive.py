@@ -19,12 +19,14 @@ out of order) is a ``FrameMisuse`` (``alpha.errors``). The layout is :mod:`alpha
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
 from alpha.core.identity import IDENTITY_PART_SIZE, IDENTITY_PARTS
 from alpha.errors import (
     Corrupted,
     DoubleRearm,
+    Forged,
     FrameIncomplete,
     FrameRefused,
     FrameSpecInvalid,
@@ -40,14 +42,18 @@ from alpha.errors import (
 )
 from alpha.wire.frame import (
     FIELDS,
+    FORMAT_VERSION,
     HEADER_SIZE,
+    KEYED_FORMAT_VERSION,
     MAX_VERSION,
     TRAILER_SIZE,
     Field,
     FrameKind,
     FrameSpec,
     _byte_view,
+    _check_key,
     _check_width,
+    _mac,
     abort_spec,
     field_at,
     seal,
@@ -85,6 +91,7 @@ class ReceiveSlot:
         "_buffer",
         "_digest",
         "_header",
+        "_key",
         "_next_version",
         "_refusal",
         "_trailer",
@@ -92,7 +99,12 @@ class ReceiveSlot:
     )
 
     def __init__(
-        self, spec: FrameSpec, *, next_version: int = 0, buffer: Buffer | None = None
+        self,
+        spec: FrameSpec,
+        *,
+        next_version: int = 0,
+        buffer: Buffer | None = None,
+        key: bytes | None = None,
     ) -> None:
         """
         Args:
@@ -100,12 +112,18 @@ class ReceiveSlot:
             next_version: the version of the first frame it accepts.
             buffer: writable memory of exactly ``spec.extent`` bytes to receive payloads into;
                 allocated here when omitted.
+            key: the key of the slot's edge and direction (``KEY_SIZE`` bytes): the slot then
+                accepts keyed frames only (layout 3, ``alpha.wire.frame.keyed_seal``) and
+                refuses a trailer that is not their HMAC as ``Forged``. None (the default, and
+                what every run uses today) accepts layout 2 only.
 
         Raises:
-            FrameSpecInvalid: ``next_version`` is out of range, or ``buffer`` is read-only,
-                not contiguous, or not exactly ``spec.extent`` bytes.
+            FrameSpecInvalid: ``next_version`` is out of range, ``buffer`` is read-only,
+                not contiguous, or not exactly ``spec.extent`` bytes, or ``key`` is not
+                ``KEY_SIZE`` bytes.
         """
         _check_width("next_version", next_version, MAX_VERSION)
+        self._key = None if key is None else _check_key(key)
         if buffer is None:
             payload = memoryview(bytearray(spec.extent))
         else:
@@ -125,6 +143,14 @@ class ReceiveSlot:
         self._armed: Reception | None = None
         self._refusal: SlotFault | None = None
         self._digest: bytes | None = None
+
+    def _layout(self) -> int:
+        return FORMAT_VERSION if self._key is None else KEYED_FORMAT_VERSION
+
+    @property
+    def keyed(self) -> bool:
+        """True when the slot accepts keyed frames (layout 3) only."""
+        return self._key is not None
 
     @property
     def next_version(self) -> int:
@@ -275,7 +301,7 @@ class Reception:
     sender, receiver and slot (``WrongEdge``), version (``Replayed`` below the expected one,
     ``SkippedVersion`` above it), extent (``Truncated`` below the spec's extent,
     ``TrailingBytes`` above it). Payload and trailer are checked by the SHA-256 trailer
-    (``Corrupted``).
+    (``Corrupted``), or, in a keyed slot, by the keyed trailer (``Forged``).
     """
 
     __slots__ = (
@@ -293,7 +319,7 @@ class Reception:
     def __init__(self, slot: ReceiveSlot, *, deferred: bool = False) -> None:
         self._slot = slot
         self._origin: ReceiveSlot | None = None  # the slot armed, once an ABORT took its place
-        self._expected = slot.spec.header(slot.next_version)
+        self._expected = slot.spec.header(slot.next_version, layout=slot._layout())
         self._phase = _HEADER_PHASE
         self._position = 0  # bytes of this frame received so far
         self._offered = 0  # length of the view last handed out by into()
@@ -461,6 +487,19 @@ class Reception:
         slot = self._slot
         digest = self._hash.digest()
         received = bytes(slot._trailer)
+        if slot._key is not None:
+            # Keyed (layout 3): constant-time comparison; the expected MAC is never reported.
+            if not hmac.compare_digest(_mac(slot._key, slot._header, digest), received):
+                slot._refuse(
+                    Forged,
+                    "the keyed trailer does not match the header and payload under this edge's key",
+                    "trailer",
+                    "an HMAC-SHA256 under this edge's key",
+                    received.hex(),
+                )
+            slot._digest = digest
+            self._phase = _VERIFIED
+            return
         expected = seal(slot._header, digest)
         if received != expected:
             slot._refuse(
@@ -558,12 +597,14 @@ class Reception:
         """The kind byte says ABORT where another kind is due: check an ABORT frame instead."""
         origin = self._slot
         spec = origin.spec
-        alternate = ReceiveSlot(abort_spec(spec.identity, spec.sender, spec.receiver))
+        alternate = ReceiveSlot(
+            abort_spec(spec.identity, spec.sender, spec.receiver), key=origin._key
+        )
         alternate._header[: self._position] = origin._header[: self._position]
         alternate._armed = self  # the armed slot stays armed with this reception until it ends
         self._origin = origin
         self._slot = alternate
-        self._expected = alternate.spec.header(alternate.next_version)
+        self._expected = alternate.spec.header(alternate.next_version, layout=alternate._layout())
 
     def _check_field(self, entry: Field) -> None:
         slot = self._slot
