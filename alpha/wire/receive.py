@@ -122,8 +122,8 @@ class ReceiveSlot:
                 not contiguous, or not exactly ``spec.extent`` bytes, or ``key`` is not
                 ``KEY_SIZE`` bytes.
         """
-        _check_width("next_version", next_version, MAX_VERSION)
         self._key = None if key is None else _check_key(key)
+        _check_width("next_version", next_version, MAX_VERSION)
         if buffer is None:
             payload = memoryview(bytearray(spec.extent))
         else:

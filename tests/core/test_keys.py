@@ -126,9 +126,9 @@ def test_a_run_secret_is_32_fresh_bytes_from_the_os() -> None:
 # --- the edge key: layout and known answers ------------------------------------------------------
 
 SECRET = bytes(range(RUN_SECRET_SIZE))
-IDENTITY = bytes(range(0x40, 0x40 + IDENTITY_SIZE))
+WIRE_IDENTITY = bytes(range(0x40, 0x40 + IDENTITY_SIZE))
 
-# edge_key(SECRET, IDENTITY, sender, receiver), computed a second way with the `cryptography`
+# edge_key(SECRET, WIRE_IDENTITY, sender, receiver), computed a second way with the `cryptography`
 # package's HKDF (docs/security.md gives the same figures), so any machine can check its bytes.
 KNOWN = {
     (0, 1): "ff80b938a8d5f1eda77aebaea23d7d7823fa9bfd588d647291aec480665f9281",
@@ -138,32 +138,32 @@ KNOWN = {
 
 def test_the_edge_key_has_its_known_answers() -> None:
     for (sender, receiver), key in KNOWN.items():
-        assert edge_key(SECRET, IDENTITY, sender, receiver).hex() == key
+        assert edge_key(SECRET, WIRE_IDENTITY, sender, receiver).hex() == key
 
 
 def test_the_info_is_domain_identity_sender_receiver_byte_for_byte() -> None:
-    info = edge_key_info(IDENTITY, 0x01020304, 0xA0B0C0D0)
+    info = edge_key_info(WIRE_IDENTITY, 0x01020304, 0xA0B0C0D0)
     assert info == (
-        b"alpha/edge-key/v1" + IDENTITY + bytes.fromhex("01020304") + bytes.fromhex("a0b0c0d0")
+        b"alpha/edge-key/v1" + WIRE_IDENTITY + bytes.fromhex("01020304") + bytes.fromhex("a0b0c0d0")
     )
     assert len(info) == EDGE_KEY_INFO_SIZE == 17 + 96 + 4 + 4
     assert EDGE_KEY_DOMAIN == b"alpha/edge-key/v1"
     assert RUN_SECRET_SALT == b"alpha/run-secret/v1"
     # the largest role fills the 32-bit field, which is the width roles travel with in frames
-    assert edge_key_info(IDENTITY, MAX_ROLE, 0)[-8:] == struct.pack(">II", MAX_ROLE, 0)
+    assert edge_key_info(WIRE_IDENTITY, MAX_ROLE, 0)[-8:] == struct.pack(">II", MAX_ROLE, 0)
 
 
 def test_the_edge_key_is_hkdf_of_the_secret_under_the_salt_and_the_info() -> None:
     for sender, receiver in [(0, 1), (1, 0), (7, 3), (MAX_ROLE, 0)]:
-        info = edge_key_info(IDENTITY, sender, receiver)
-        key = edge_key(SECRET, IDENTITY, sender, receiver)
+        info = edge_key_info(WIRE_IDENTITY, sender, receiver)
+        key = edge_key(SECRET, WIRE_IDENTITY, sender, receiver)
         assert key == hkdf(SECRET, RUN_SECRET_SALT, info, EDGE_KEY_SIZE)
         assert len(key) == EDGE_KEY_SIZE == 32
 
 
 def test_fixed_width_roles_keep_1_23_apart_from_12_3() -> None:
-    assert edge_key_info(IDENTITY, 1, 23) != edge_key_info(IDENTITY, 12, 3)
-    assert edge_key(SECRET, IDENTITY, 1, 23) != edge_key(SECRET, IDENTITY, 12, 3)
+    assert edge_key_info(WIRE_IDENTITY, 1, 23) != edge_key_info(WIRE_IDENTITY, 12, 3)
+    assert edge_key(SECRET, WIRE_IDENTITY, 1, 23) != edge_key(SECRET, WIRE_IDENTITY, 12, 3)
 
 
 # --- refusals -----------------------------------------------------------------------------------
@@ -171,15 +171,15 @@ def test_fixed_width_roles_keep_1_23_apart_from_12_3() -> None:
 
 @pytest.mark.parametrize("size", [0, 1, RUN_SECRET_SIZE - 1, RUN_SECRET_SIZE + 1, 64])
 def test_a_secret_of_another_size_is_refused(size: int) -> None:
-    error = raises_exactly(KeyScheduleInvalid, edge_key, bytes(size), IDENTITY, 0, 1)
+    error = raises_exactly(KeyScheduleInvalid, edge_key, bytes(size), WIRE_IDENTITY, 0, 1)
     assert f"got {size}" in str(error)
-    raises_exactly(KeyScheduleInvalid, keys_for_role, bytes(size), IDENTITY, 0, (), (1,))
+    raises_exactly(KeyScheduleInvalid, keys_for_role, bytes(size), WIRE_IDENTITY, 0, (), (1,))
 
 
 @pytest.mark.parametrize("bad", [bytearray(RUN_SECRET_SIZE), "k" * RUN_SECRET_SIZE, None])
 def test_a_secret_that_is_not_bytes_is_refused(bad: object) -> None:
-    raises_exactly(KeyScheduleInvalid, edge_key, bad, IDENTITY, 0, 1)
-    raises_exactly(KeyScheduleInvalid, keys_for_role, bad, IDENTITY, 0, (), (1,))
+    raises_exactly(KeyScheduleInvalid, edge_key, bad, WIRE_IDENTITY, 0, 1)
+    raises_exactly(KeyScheduleInvalid, keys_for_role, bad, WIRE_IDENTITY, 0, (), (1,))
 
 
 @pytest.mark.parametrize("size", [0, DIGEST_SIZE, IDENTITY_SIZE - 1, IDENTITY_SIZE + 1])
@@ -191,22 +191,22 @@ def test_an_identity_that_is_not_96_bytes_is_refused(size: int) -> None:
 
 @pytest.mark.parametrize("bad", [-1, -(2**64), MAX_ROLE + 1, 2**64, True, False, 1.0, "1", None])
 def test_a_role_outside_the_32_bit_range_is_refused(bad: object) -> None:
-    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, IDENTITY, bad, 0 if bad != 0 else 1)
-    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, IDENTITY, 0 if bad != 0 else 1, bad)
-    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, IDENTITY, bad, (), ())
-    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, IDENTITY, 5, (bad,), ())
-    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, IDENTITY, 5, (), (bad,))
+    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, WIRE_IDENTITY, bad, 0 if bad != 0 else 1)
+    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, WIRE_IDENTITY, 0 if bad != 0 else 1, bad)
+    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, WIRE_IDENTITY, bad, (), ())
+    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, WIRE_IDENTITY, 5, (bad,), ())
+    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, WIRE_IDENTITY, 5, (), (bad,))
 
 
 def test_the_role_range_ends_at_max_role() -> None:
-    assert len(edge_key(SECRET, IDENTITY, MAX_ROLE, MAX_ROLE - 1)) == EDGE_KEY_SIZE
-    keys = keys_for_role(SECRET, IDENTITY, MAX_ROLE, (0,), ())
+    assert len(edge_key(SECRET, WIRE_IDENTITY, MAX_ROLE, MAX_ROLE - 1)) == EDGE_KEY_SIZE
+    keys = keys_for_role(SECRET, WIRE_IDENTITY, MAX_ROLE, (0,), ())
     assert set(keys) == {(MAX_ROLE, 0), (0, MAX_ROLE)}
 
 
 @pytest.mark.parametrize("role", [0, 5, MAX_ROLE])
 def test_no_role_has_an_edge_to_itself(role: int) -> None:
-    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, IDENTITY, role, role)
+    raises_exactly(KeyScheduleInvalid, edge_key, SECRET, WIRE_IDENTITY, role, role)
 
 
 @pytest.mark.parametrize(
@@ -217,15 +217,15 @@ def test_no_role_has_an_edge_to_itself(role: int) -> None:
 def test_a_peer_on_the_wrong_side_or_named_twice_is_refused(
     lower: tuple[int, ...], higher: tuple[int, ...]
 ) -> None:
-    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, IDENTITY, 5, lower, higher)
+    raises_exactly(KeyScheduleInvalid, keys_for_role, SECRET, WIRE_IDENTITY, 5, lower, higher)
 
 
 def test_a_role_without_edges_has_no_key() -> None:
-    assert keys_for_role(SECRET, IDENTITY, 0, (), ()) == {}
+    assert keys_for_role(SECRET, WIRE_IDENTITY, 0, (), ()) == {}
 
 
 def test_the_refusal_is_input_invalid_exit_2() -> None:
-    error = raises_exactly(KeyScheduleInvalid, edge_key, bytes(3), IDENTITY, 0, 1)
+    error = raises_exactly(KeyScheduleInvalid, edge_key, bytes(3), WIRE_IDENTITY, 0, 1)
     assert isinstance(error, ValueError)
     assert error.exit_code == 2
 
