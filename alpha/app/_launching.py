@@ -40,7 +40,6 @@ __all__ = [
     "launch_folder",
     "local_interpreters",
     "plan_targets",
-    "signal_exit",
 ]
 
 PARAMETERS: Final = "w"
@@ -90,11 +89,6 @@ def folder_targets(run: Mapping[str, object]) -> dict[str, list[int]]:
     for entry in roles if isinstance(roles, list) else ():
         found.setdefault(str(entry["target"]), []).append(int(entry["role"]))
     return found
-
-
-def signal_exit(number: int | None) -> int | None:
-    """A run stopped by a signal exits 128 + its number, as shells expect (130: Ctrl-C)."""
-    return None if number is None else 128 + number
 
 
 @dataclass(frozen=True, slots=True)

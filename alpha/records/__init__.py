@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from alpha.records.reports import (
         ATTEMPT_FILES,
         clear_attempt,
-        clear_reports,
         committed_reports,
     )
 
@@ -74,7 +73,6 @@ __all__ = [
     "artifact_name",
     "check_reports",
     "clear_attempt",
-    "clear_reports",
     "committed_reports",
     "decode",
     "encode",
@@ -125,7 +123,6 @@ __getattr__, __dir__ = lazy(
         "alpha.records.reports": (
             "ATTEMPT_FILES",
             "clear_attempt",
-            "clear_reports",
             "committed_reports",
         ),
     },

@@ -19,7 +19,7 @@ from alpha.files import STAGED_SUFFIX
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.records.folder import LOGS_DIR, PROGRESS_DIR, REPORTS_DIR
 
-__all__ = ["ATTEMPT_FILES", "clear_attempt", "clear_reports", "committed_reports"]
+__all__ = ["ATTEMPT_FILES", "clear_attempt", "committed_reports"]
 
 ATTEMPT_FILES: Final = (
     (REPORTS_DIR, ("*.json", f"*{STAGED_SUFFIX}")),
@@ -30,13 +30,6 @@ ATTEMPT_FILES: Final = (
 patterns of the files a launch puts there (every role's report and the commit record; every
 role's log and an SSH forward's; role 0's progress records). Only these: a file of the user's
 in those folders, and everything else in the run folder, stays."""
-
-
-def clear_reports(folder: Path) -> None:
-    """Remove a previous launch's reports and commit record from the reports folder
-    ``folder`` (if it exists), so that only this launch's can count as committed."""
-    for stale in [*folder.glob("*.json"), *folder.glob(f"*{STAGED_SUFFIX}")]:
-        stale.unlink(missing_ok=True)
 
 
 def clear_attempt(directory: Path) -> int:
