@@ -30,6 +30,7 @@ __all__ = [
     "AbortInvalid",
     "AdmissionError",
     "AlphaError",
+    "ArtifactExposed",
     "ArtifactInvalid",
     "BudgetExhausted",
     "CheckFailed",
@@ -757,6 +758,12 @@ class DeployInvalid(InputInvalid, ValueError):
 class ArtifactInvalid(InputInvalid, ValueError):
     """A role artifact (role-NNNNNN.pyz) or its run.json is unreadable or not
     one Alpha built."""
+
+
+class ArtifactExposed(ArtifactInvalid):
+    """A keyed artifact (it holds its edges' keys) is not its user's alone: another user owns
+    it, or its mode lets another user read it. ``alpha launch`` starts no role of such a
+    folder (docs/security.md)."""
 
 
 class TargetMismatch(InputInvalid):

@@ -37,6 +37,8 @@ from alpha.compiler.projection import project
 from alpha.compiler.work import protocol_for, run_identity
 from alpha.core.digests import bind_code
 from alpha.core.identity import RunIdentity
+from alpha.core.keys import draw_run_secret, keys_for_role
+from alpha.core.sealing import KEYED_INTEGRITY
 from alpha.errors import ProtocolRejected, UsageError
 from alpha.exitcodes import EXIT_OK
 from alpha.files import hold_folder, output_folder, temporaries_of
@@ -138,19 +140,60 @@ def compiled_identity(
     return bind_code(run_identity(plan, digits), package_code_digest() if code is None else code)
 
 
-def describe_role(plan: Plan, role: int, identity: RunIdentity | None = None) -> RoleDescription:
-    """The role description a role's artifact carries: edges with their compiled addresses.
-    Without ``identity``, it is :func:`compiled_identity` of the plan."""
+def describe_role(
+    plan: Plan,
+    role: int,
+    identity: RunIdentity | None = None,
+    *,
+    secret: bytes | None = None,
+) -> RoleDescription:
+    """The role description a role's artifact carries: edges with their compiled addresses and,
+    for a keyed plan (``[contract] integrity``, keyed by default), the keys of the role's own
+    edges derived from the run secret ``secret`` (``alpha.core.keys``; one secret per build,
+    shared by every role of it). Without ``identity``, it is :func:`compiled_identity` of the
+    plan.
+
+    Raises:
+        UsageError: the plan is keyed and no ``secret`` is given, or it is not keyed and one is.
+        KeyScheduleInvalid: ``secret`` is not a run secret (32 bytes).
+    """
+    run = identity or compiled_identity(plan)
+    keyed = plan.integrity == KEYED_INTEGRITY
+    if keyed != (secret is not None):
+        raise UsageError(
+            f"role {role}: a plan with integrity {plan.integrity!r} is described "
+            + ("with its build's run secret" if keyed else "without a run secret")
+        )
     tree = plan.tree
+    peers = tree.edges(role)
+    keys = (
+        {}
+        if secret is None
+        else keys_for_role(
+            secret,
+            run.encode(),
+            role,
+            [peer for peer in peers if peer < role],
+            [peer for peer in peers if peer > role],
+        )
+    )
     edges = tuple(
-        Edge(peer, plan.address(min(role, peer), max(role, peer))) for peer in tree.edges(role)
+        Edge(
+            peer,
+            plan.address(min(role, peer), max(role, peer)),
+            keys.get((role, peer)),
+            keys.get((peer, role)),
+        )
+        for peer in peers
     )
     return RoleDescription(
         role=role,
         participants=plan.participants,
-        identity=identity or compiled_identity(plan),
+        identity=run,
         edges=edges,
         budgets=plan.budgets,
+        integrity=plan.integrity,
+        payload_digest=plan.payload_digest,
     )
 
 
@@ -267,8 +310,11 @@ def _write_artifacts(
     # The package once, shared by every role of the folder (docs/artifacts.md).
     written.append(directory / str(runtime_entry()["file"]))
     runtime = build_runtime(directory)
+    # One fresh secret per build, from the OS, never from a seed; it lives in this frame only
+    # and reaches the disk only as the edge keys inside each role's artifact (docs/security.md).
+    secret = draw_run_secret() if plan.integrity == KEYED_INTEGRITY else None
     for index, role in enumerate(chosen):
-        description = describe_role(plan, role, identity)
+        description = describe_role(plan, role, identity, secret=secret)
         payload: dict[str, object] = {
             "format": ARTIFACT_FORMAT,
             "role": role,

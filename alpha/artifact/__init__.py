@@ -37,6 +37,8 @@ from alpha.faces import lazy
 
 if TYPE_CHECKING:
     from alpha.artifact.build import (
+        ARTIFACT_MODE,
+        KEYED_ARTIFACT_MODE,
         build_artifact,
         build_runtime,
         package_code_digest,
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     )
     from alpha.artifact.verified import (
         VerifiedRole,
+        check_private,
         verified_roles,
     )
     from alpha.artifact.verify import (
@@ -99,8 +102,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "ARTIFACT_MODE",
     "BLAS_THREADS",
     "FAILURE_CLOCK",
+    "KEYED_ARTIFACT_MODE",
     "MANIFEST_NAME",
     "MAX_PAYLOAD_BYTES",
     "PAYLOAD_NAME",
@@ -116,6 +121,7 @@ __all__ = [
     "build_artifact",
     "build_runtime",
     "check_payload_fields",
+    "check_private",
     "check_target",
     "checked_role",
     "decode_manifest",
@@ -142,6 +148,8 @@ __getattr__, __dir__ = lazy(
     __name__,
     {
         "alpha.artifact.build": (
+            "ARTIFACT_MODE",
+            "KEYED_ARTIFACT_MODE",
             "build_artifact",
             "build_runtime",
             "package_code_digest",
@@ -191,6 +199,7 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.artifact.verified": (
             "VerifiedRole",
+            "check_private",
             "verified_roles",
         ),
         "alpha.artifact.verify": (

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Final
 
 import alpha
-from alpha.artifact.description import description_view
+from alpha.artifact.description import payload_description
 from alpha.artifact.loader import (
     FILE_MODE,
     HEADER,
@@ -46,7 +46,14 @@ from alpha.artifact.payload import (
 from alpha.errors import ArtifactInvalid
 from alpha.files import write_bytes_atomically
 
-__all__ = ["build_artifact", "build_runtime", "package_code_digest", "runtime_entry"]
+__all__ = [
+    "ARTIFACT_MODE",
+    "KEYED_ARTIFACT_MODE",
+    "build_artifact",
+    "build_runtime",
+    "package_code_digest",
+    "runtime_entry",
+]
 
 # The artifact's __main__.py. Python reads this member itself, without checking its CRC-32, so
 # it is stored, and it carries the loader as a string, L: a newline, the SHA-256 of the rest, a
@@ -81,6 +88,9 @@ exec(compile(zlib.decompress(base64.b64decode(L[66:])), "alpha/artifact/loader.p
 # they are defined in alpha/artifact/loader.py, which checks them. run.json has FILE_MODE too; the
 # artifact itself is executable (it has a shebang).
 ARTIFACT_MODE: Final = 0o755
+# An artifact that holds its edges' keys (a keyed plan's, docs/security.md) is its owner's
+# alone: read, write and, as an executable, run by the owner; nothing for anyone else.
+KEYED_ARTIFACT_MODE: Final = 0o700
 
 # zlib's strongest level: sources are compressed once per build and read at every start, so
 # the smallest file is worth the time. Fixed, so the bytes do not follow zlib's default.
@@ -279,7 +289,7 @@ def build_artifact(
         if key not in payload:
             raise ArtifactInvalid(f"{where} lacks the key {key!r}")
     check_payload_fields(payload, where)
-    description_view(payload, where)
+    keyed = payload_description(payload, where).keyed
     role_json = _canonical(dict(payload), where)
     if len(role_json) > MAX_PAYLOAD_BYTES:
         raise ArtifactInvalid(
@@ -301,5 +311,5 @@ def build_artifact(
         # does not depend on the payload.
         archive.writestr(_member(PAYLOAD_NAME, zipfile.ZIP_STORED), role_json)
         archive.writestr(_member(MANIFEST_NAME, zipfile.ZIP_STORED), manifest)
-    write_bytes_atomically(path, whole.getvalue(), ARTIFACT_MODE)
+    write_bytes_atomically(path, whole.getvalue(), KEYED_ARTIFACT_MODE if keyed else ARTIFACT_MODE)
     return path.stat().st_size

@@ -3,6 +3,8 @@ launcher starts from (``alpha.launch.launcher.launch_specs``)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +14,36 @@ from alpha.artifact.description import description_view, payload_description
 from alpha.artifact.payload import PAYLOAD_NAME, read_artifact
 from alpha.artifact.run_json import RUN_JSON, read_run_json
 from alpha.artifact.verify import artifact_runtime, file_sha256, verify_archive
-from alpha.errors import ArtifactInvalid
+from alpha.errors import ArtifactExposed, ArtifactInvalid
 
-__all__ = ["VerifiedRole", "verified_roles"]
+__all__ = ["VerifiedRole", "check_private", "verified_roles"]
+
+
+def check_private(path: Path, name: str | None = None) -> None:
+    """Refuse the keyed artifact at ``path`` unless it is this user's alone: owned by this
+    user, and no permission for its group or anyone else (the keys of its edges are inside:
+    docs/security.md). ``name`` is how the refusal names it (its file name by default).
+
+    Raises:
+        ArtifactExposed: another user owns it, or its mode lets another user at it.
+        ArtifactInvalid: it cannot be looked at.
+    """
+    label = path.name if name is None else name
+    try:
+        found = path.stat()
+    except OSError as error:
+        raise ArtifactInvalid(f"{label}: {error}") from None
+    mode = stat.S_IMODE(found.st_mode)
+    if found.st_uid != os.getuid():
+        raise ArtifactExposed(
+            f"{label} holds its edges' keys and belongs to user {found.st_uid}, not to this "
+            f"user ({os.getuid()}); compile the plan again as this user"
+        )
+    if mode & 0o077:
+        raise ArtifactExposed(
+            f"{label} holds its edges' keys and another user can read it (mode {mode:04o}); "
+            f"chmod go= {label}, or compile again (keyed artifacts are written 0700)"
+        )
 
 
 def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], name: str) -> None:
@@ -130,6 +159,8 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
                 "compile again"
             )
         payload = read_artifact(path)
+        if payload_description(payload, f"{name}: {PAYLOAD_NAME}").keyed:
+            check_private(path, name)
         if payload["role"] != role or payload["target"] != entry["target"]:
             raise ArtifactInvalid(
                 f"{name} holds role {payload['role']} for {payload['target']}, but {RUN_JSON} "

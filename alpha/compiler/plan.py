@@ -81,6 +81,7 @@ from alpha.compiler.plan_run import MAX_NAME_CHARS, MAX_ROUNDS, RUN_KEYS, read_r
 from alpha.compiler.plan_work import CHOICES, MAX_WORK_SIZE, WORK_KEYS, WORK_KINDS, read_work
 from alpha.core.budgets import Budgets
 from alpha.core.membership import ParticipantGroup
+from alpha.core.sealing import KEYED_INTEGRITY
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
 from alpha.files import read_regular_file
@@ -200,6 +201,9 @@ class Plan:
         tree: the participant tree (a star and a pair are trees).
         shape: ``"tree"``, ``"star"`` or ``"pair"``, as the plan named it.
         dtype, delivery, operation: the numerical contract.
+        integrity, payload_digest: how frames are sealed (``[contract]``, docs/security.md):
+            ``"hmac-sha256"`` (keyed, the default) or ``"sha256"``; ``"sha256"`` (the
+            default) or ``"blake3"``.
         budgets: every wait's bound.
         default_address: the IPv4 address of every edge not listed in ``edge_addresses``.
         edge_addresses: ``((low, high), address)`` per listed edge, ascending by edge.
@@ -250,6 +254,8 @@ class Plan:
     checkpoint: CheckpointSpec | None = None
     segment: Segment | None = None
     overrides: tuple[Override, ...] = ()
+    integrity: str = KEYED_INTEGRITY
+    payload_digest: str = "sha256"
     # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
     _address_of: Mapping[tuple[int, int], str] = field(
         init=False, repr=False, compare=False, hash=False
@@ -365,7 +371,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     membership = read_membership(root, epoch)
     n = len(membership.group)
     shape, tree = read_topology(root, n)
-    dtype, delivery, operation = read_contract(root)
+    dtype, delivery, operation, integrity, payload_digest = read_contract(root)
     budgets = read_budgets(root)
     default_address, edge_addresses = read_addresses(root, tree)
     default_target, target_roles = read_targets(root, n)
@@ -385,6 +391,8 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
         dtype=dtype,
         delivery=delivery,
         operation=operation,
+        integrity=integrity,
+        payload_digest=payload_digest,
         budgets=budgets,
         default_address=default_address,
         edge_addresses=edge_addresses,

@@ -76,7 +76,8 @@ def protocol_for(plan: Plan) -> Protocol:
 
 
 def contract_digest_of(plan: Plan) -> bytes:
-    """The numerical contract's digest of ``plan``: dtype, operation, topology and order."""
+    """The contract's digest of ``plan``: dtype, operation, topology and order, and how its
+    frames are sealed."""
     return contract_digest(
         dtype=plan.dtype,
         operation=plan.operation,
@@ -84,6 +85,8 @@ def contract_digest_of(plan: Plan) -> bytes:
         participants=plan.participants,
         fanout=plan.tree.fanout,
         delivery=plan.delivery,
+        integrity=plan.integrity,
+        payload_digest=plan.payload_digest,
     )
 
 

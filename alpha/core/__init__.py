@@ -83,6 +83,12 @@ if TYPE_CHECKING:
         MAX_NUMBER_DIGITS,
         parse_group,
     )
+    from alpha.core.sealing import (
+        INTEGRITIES,
+        KEY_SIZE,
+        KEYED_INTEGRITY,
+        PAYLOAD_DIGESTS,
+    )
     from alpha.core.targets import (
         HOSTS,
         TARGETS,
@@ -112,6 +118,9 @@ __all__ = [
     "IDENTITY_PARTS",
     "IDENTITY_PART_SIZE",
     "IDENTITY_SIZE",
+    "INTEGRITIES",
+    "KEYED_INTEGRITY",
+    "KEY_SIZE",
     "LEARNER_DOMAIN",
     "MAX_EPOCH",
     "MAX_IDENTITY_BYTES",
@@ -119,6 +128,7 @@ __all__ = [
     "MAX_ROLE",
     "MAX_ROLES",
     "OPERATIONS",
+    "PAYLOAD_DIGESTS",
     "ROLE_WIDTH",
     "RUN_SECRET_SALT",
     "RUN_SECRET_SIZE",
@@ -235,6 +245,12 @@ __getattr__, __dir__ = lazy(
         "alpha.core.membership_text": (
             "MAX_NUMBER_DIGITS",
             "parse_group",
+        ),
+        "alpha.core.sealing": (
+            "INTEGRITIES",
+            "KEYED_INTEGRITY",
+            "KEY_SIZE",
+            "PAYLOAD_DIGESTS",
         ),
         "alpha.core.targets": (
             "HOSTS",

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from alpha.core.digests import contract_digest
+from alpha.core.sealing import KEYED_INTEGRITY
 from alpha.core.topology import ParticipantTree
 
 __all__ = ["Contract", "fold_add", "fold_into", "fold_order", "ordered_sum"]
@@ -41,6 +42,8 @@ class Contract:
     delivery: str = "all"
     operation: str = "sum"
     topology: str = "tree"
+    integrity: str = KEYED_INTEGRITY
+    payload_digest: str = "sha256"
 
     def digest(self) -> bytes:
         return contract_digest(
@@ -50,6 +53,8 @@ class Contract:
             participants=self.tree.n,
             fanout=self.tree.fanout,
             delivery=self.delivery,
+            integrity=self.integrity,
+            payload_digest=self.payload_digest,
         )
 
 

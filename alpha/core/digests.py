@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from alpha.checked import int_in
 from alpha.core.identity import IDENTITY_PART_SIZE, RunIdentity
 from alpha.core.membership import MAX_ROLES, ParticipantGroup
+from alpha.core.sealing import INTEGRITIES, KEYED_INTEGRITY, PAYLOAD_DIGESTS
 from alpha.errors import ContractInvalid, LearnerInputInvalid
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 #: can never be read as a contract or group encoding, and ``v1`` names the layout.
 LEARNER_DOMAIN: Final = b"alpha/learner/v1"
 #: Starts every contract digest input (ASCII, no length prefix), for the same reason.
-CONTRACT_DOMAIN: Final = b"alpha/contract/v1"
+CONTRACT_DOMAIN: Final = b"alpha/contract/v2"
 #: Starts every code digest input (ASCII, no length prefix), for the same reason.
 CODE_DOMAIN: Final = b"alpha/code/v1"
 #: Starts the input of a learner part bound to code (ASCII, no length prefix): a bound
@@ -524,8 +525,12 @@ def contract_digest(
     participants: int,
     fanout: int,
     delivery: str,
+    integrity: str = KEYED_INTEGRITY,
+    payload_digest: str = "sha256",
 ) -> bytes:
-    """SHA-256 (32 bytes) of the numerical contract: the inputs that fix the combine's rounding.
+    """SHA-256 (32 bytes) of the contract: the inputs that fix the combine's rounding, and how
+    its frames are sealed (``integrity``, ``payload_digest``), so that roles that seal frames
+    differently never take each other's frames.
 
     The topology is normalized to the tree it builds: ``"star"`` is the tree of
     fan-out ``n - 1`` and ``"pair"`` the tree of two roles, so ``("star", n, n-1)``,
@@ -533,15 +538,16 @@ def contract_digest(
     digest (same tree, same combine order), while trees of different shape never
     do. The topology name itself is not encoded. See ``docs/identity.md``.
 
-    Checks run in this order: every argument's type, then dtype, operation,
-    topology, delivery, participants, fanout, and last whether the numbers fit
-    the named topology.
+    Checks run in this order: every argument's type, then participants, fanout, dtype,
+    operation, topology, delivery, integrity, payload digest, and last whether the numbers
+    fit the named topology.
 
     Raises:
         TypeError: a str field is not a str, or ``participants``/``fanout`` is not
             an int (bools are refused).
         ContractInvalid: dtype not in ``DTYPES``, operation not in ``OPERATIONS``,
-            topology not in ``TOPOLOGIES``, delivery not in ``DELIVERIES``,
+            topology not in ``TOPOLOGIES``, delivery not in ``DELIVERIES``, integrity
+            not in ``INTEGRITIES``, payload_digest not in ``PAYLOAD_DIGESTS``,
             participants outside ``1..MAX_ROLES``, fanout below 1, a ``"pair"``
             whose participants are not 2, or a ``"star"`` whose fanout is below
             ``n - 1`` (it would build a deeper tree, not a star). The message
@@ -552,6 +558,8 @@ def contract_digest(
         ("operation", operation),
         ("topology", topology),
         ("delivery", delivery),
+        ("integrity", integrity),
+        ("payload_digest", payload_digest),
     ):
         if not isinstance(text, str):
             raise TypeError(f"{what} must be a str, not {type(text).__name__}")
@@ -561,6 +569,8 @@ def contract_digest(
     _choice(operation, "operation", OPERATIONS)
     _choice(topology, "topology", TOPOLOGIES)
     _choice(delivery, "delivery", DELIVERIES)
+    _choice(integrity, "integrity", INTEGRITIES)
+    _choice(payload_digest, "payload_digest", PAYLOAD_DIGESTS)
     tree_fanout = canonical_fanout(participants, fanout)
     star_fanout = max(1, participants - 1)
     if topology == "pair" and participants != _PAIR_PARTICIPANTS:
@@ -578,6 +588,8 @@ def contract_digest(
     h.update(_U64.pack(participants))
     h.update(_U64.pack(tree_fanout))
     h.update(_lengthed(delivery.encode("ascii")))
+    h.update(_lengthed(integrity.encode("ascii")))
+    h.update(_lengthed(payload_digest.encode("ascii")))
     return h.digest()
 
 

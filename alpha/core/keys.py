@@ -23,6 +23,7 @@ from typing import Final, TypeAlias
 from alpha.checked import int_in
 from alpha.core.identity import DIGEST_SIZE, IDENTITY_SIZE
 from alpha.core.membership import MAX_ROLE, ROLE_WIDTH
+from alpha.core.sealing import KEY_SIZE
 from alpha.errors import KeyScheduleInvalid
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
 RUN_SECRET_SIZE: Final = 32
 #: Bytes of an edge key: one HMAC-SHA256 output (HKDF's first block, ``T(1)``), the key size
 #: HMAC-SHA256 is designed for.
-EDGE_KEY_SIZE: Final = DIGEST_SIZE
+EDGE_KEY_SIZE: Final = KEY_SIZE
 #: RFC 5869's bound on one expand: at most 255 blocks of the hash's output (``L <= 255*HashLen``),
 #: since the block counter is one octet.
 HKDF_MAX_LENGTH: Final = 255 * DIGEST_SIZE

@@ -44,7 +44,7 @@ PACKAGES=(
 GUEST_PYTHON=3.11
 PLATFORMS=(manylinux_2_28_aarch64 manylinux2014_aarch64)
 # What the participant imports; their dependencies are pinned with them.
-ROOTS=(trio numpy)
+ROOTS=(trio numpy blake3)
 
 [ -n "${ALPHA_VENV_PYTHON:-}" ] ||
   die "ALPHA_VENV_PYTHON is not set: run this through \`alpha emulation build\` or, in a checkout, scripts/aarch64-sysroot.sh (make aarch64)"

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from alpha.runtime.edge import (
         SCHEDULED,
         EdgeEnd,
+        edge_end,
         hello_spec,
     )
     from alpha.runtime.endpoint import (
@@ -95,6 +96,7 @@ __all__ = [
     "as_one_error",
     "complete",
     "decode_word",
+    "edge_end",
     "encode_word",
     "establish",
     "expect_completion",
@@ -134,6 +136,7 @@ __getattr__, __dir__ = lazy(
         "alpha.runtime.edge": (
             "SCHEDULED",
             "EdgeEnd",
+            "edge_end",
             "hello_spec",
         ),
         "alpha.runtime.endpoint": (

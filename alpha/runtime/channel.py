@@ -68,9 +68,9 @@ __all__ = [
 # Bytes read at once when checking that nothing follows the last frame: any byte is too many.
 _END_PROBE: Final = 64
 
-# The first bytes of every ABORT frame: magic, format and kind. The abort watch peeks at this
-# many.
-_ABORT_HEAD: Final = MAGIC + bytes([FORMAT_VERSION, FrameKind.ABORT])
+# How many first bytes of a frame say it is an ABORT: magic, format and kind. The abort watch
+# peeks at this many (:meth:`FrameChannel._abort_head` gives them for the edge's layout).
+_ABORT_HEAD_SIZE: Final = len(MAGIC) + 2
 
 # How long an edge must be idle before the watch looks at it. Re-arming the watch after every
 # frame would cost a readiness registration and a peek per frame (about a fifth of a 1 KiB
@@ -136,16 +136,21 @@ def _unacknowledged(sock: trio.socket.SocketType) -> int:
 
 @final
 class SharedDigest:
-    """One payload's SHA-256 for every frame that carries it: known already, or computed once,
-    on first demand (in a worker thread for a large payload), while the frames that wait for
-    it send their headers and payloads."""
+    """One payload's digest ``D`` (``name``: ``"sha256"`` or ``"blake3"``) for every frame that
+    carries it: known already, or computed once, on first demand (in a worker thread for a
+    large payload), while the frames that wait for it send their headers and payloads."""
 
-    __slots__ = ("_done", "_payload", "_value")
+    __slots__ = ("_done", "_name", "_payload", "_value")
 
-    def __init__(self, payload: Buffer, known: bytes | None = None) -> None:
+    def __init__(self, payload: Buffer, known: bytes | None = None, name: str = "sha256") -> None:
         self._payload = payload
         self._value = known
+        self._name = name
         self._done: trio.Event | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     @property
     def known(self) -> bytes | None:
@@ -159,9 +164,11 @@ class SharedDigest:
             self._done = trio.Event()
             try:
                 if memoryview(self._payload).nbytes >= OVERLAP_MIN:
-                    self._value = await trio.to_thread.run_sync(payload_digest, self._payload)
+                    self._value = await trio.to_thread.run_sync(
+                        payload_digest, self._payload, self._name
+                    )
                 else:
-                    self._value = payload_digest(self._payload)
+                    self._value = payload_digest(self._payload, self._name)
             finally:
                 done, self._done = self._done, None  # a cancelled computation: the next asks
                 done.set()
@@ -250,6 +257,11 @@ class FrameChannel:
         has taken yet."""
         return len(self._ahead) - self._ahead_at
 
+    def _abort_head(self) -> bytes:
+        """The first bytes of an ABORT frame on this edge: magic, the edge's layout, the kind."""
+        layout = FORMAT_VERSION if self.edge is None else self.edge.layout
+        return MAGIC + bytes([layout, FrameKind.ABORT])
+
     @property
     def can_abort(self) -> bool:
         """Whether an ABORT frame can still be sent: the sending side is open and at a frame
@@ -281,7 +293,12 @@ class FrameChannel:
             PeerLost: the connection broke.
             BudgetExhausted: the peer did not take the bytes within the receive budget.
         """
-        shared = digest if isinstance(digest, SharedDigest) else SharedDigest(payload, digest)
+        name = slot.sealing.digest
+        shared = digest if isinstance(digest, SharedDigest) else SharedDigest(payload, digest, name)
+        if shared.name != name:
+            raise FrameSpecInvalid(
+                f"a payload digest of {shared.name} cannot seal a frame whose digest is {name}"
+            )
         try:
             if shared.known is None and slot.spec.extent >= OVERLAP_MIN:
                 found = await self._send_hashing(slot, payload, step, shared)
@@ -364,12 +381,12 @@ class FrameChannel:
             # Waits while the watch takes an ABORT: it raises it, and that ends this task.
             await self._claim()
             try:
-                head = await sock.recv(len(_ABORT_HEAD), socket.MSG_PEEK)
+                head = await sock.recv(_ABORT_HEAD_SIZE, socket.MSG_PEEK)
             except OSError:
                 return
             finally:
                 self._release()
-            if head != _ABORT_HEAD:
+            if head != self._abort_head():
                 return
             try:
                 payload = await self.receive(self.edge.abort_in(), step="receiving an abort")
@@ -628,7 +645,7 @@ class FrameChannel:
                 raise self._lost(
                     where, "the peer closed its connection while frames were still due"
                 )
-            if head[: len(_ABORT_HEAD)] == _ABORT_HEAD:
+            if head[:_ABORT_HEAD_SIZE] == self._abort_head():
                 await self._take_abort()
             found = self._expecting(head)
             if found is None:
@@ -649,7 +666,7 @@ class FrameChannel:
         ``head`` is shorter than a header and may still become an ABORT's or such a one;
         None when no registered slot expects it (it stays for the receive to judge)."""
         whole = len(head) == HEADER_SIZE
-        maybe = not whole and len(head) < len(_ABORT_HEAD)
+        maybe = not whole and len(head) < _ABORT_HEAD_SIZE
         for entry in self._expected:
             slot = entry[0]
             if slot.refusal is not None:
@@ -657,7 +674,7 @@ class FrameChannel:
             version = slot.next_version + sum(1 for each, _ in self._ahead_frames if each is slot)
             if version >= MAX_VERSION:
                 continue  # the slot is spent: its receive refuses whatever comes
-            want = slot.spec.header(version)
+            want = slot.expected_header(version)
             if whole and want == head:
                 return entry
             maybe = maybe or (not whole and want.startswith(head))

@@ -14,6 +14,10 @@ frame spec of the edge, each the mirror of the spec the peer's end makes for it:
   one slot each;
 - the ``ABORT``: a new slot each time (version 0; an edge carries at most one each way).
 
+Every slot of an end seals its frames alike: the end's :class:`~alpha.wire.frame.Sealing` for
+its direction, that is the run's payload digest and, in a keyed run, the key of this role to
+the peer (``sending``) or the peer to this role (``receiving``).
+
 Asking for a frame the edge does not carry that way is a bug of this role, never a peer's
 fault, and is refused with :class:`~alpha.errors.FrameSpecInvalid` before anything is made.
 Pure: no trio, no socket; :mod:`alpha.runtime.channel` moves the bytes.
@@ -25,11 +29,14 @@ from typing import TYPE_CHECKING, Final, final
 
 from alpha.core.identity import RunIdentity
 from alpha.errors import FrameSpecInvalid
+from alpha.schedule.role import Edge, RoleDescription
 from alpha.wire.frame import (
     COMPLETION_SLOT,
     KINDS,
+    UNKEYED,
     FrameKind,
     FrameSpec,
+    Sealing,
     abort_spec,
     control_spec,
 )
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEDULED",
     "EdgeEnd",
+    "edge_end",
     "hello_spec",
 ]
 
@@ -64,27 +72,83 @@ def hello_spec(identity: RunIdentity, sender: int, receiver: int) -> FrameSpec:
     return control_spec(identity, FrameKind.HELLO, sender, receiver)
 
 
+def edge_end(description: RoleDescription, edge: Edge) -> EdgeEnd:
+    """``description``'s end of its edge ``edge``, sealed as the description says: its payload
+    digest and, in a keyed run, the edge's keys (this role to the peer, the peer to this
+    role).
+
+    Raises:
+        FrameSpecInvalid: as :class:`EdgeEnd`.
+    """
+    digest = description.payload_digest
+    return EdgeEnd(
+        description.role,
+        edge.peer,
+        description.identity,
+        outgoing=Sealing(edge.send_key, digest),
+        incoming=Sealing(edge.receive_key, digest),
+    )
+
+
 @final
 class EdgeEnd:
     """This role's end of its edge to ``peer``: the specs and slots of every frame on it.
 
+    ``outgoing`` seals the frames this role sends the peer and ``incoming`` the frames it
+    accepts from the peer (:class:`~alpha.wire.frame.Sealing`: in a keyed run each holds the
+    key of its direction; both name the run's payload digest).
+
     Raises:
-        FrameSpecInvalid: ``role`` or ``peer`` is not a role, they are the same role, or
-            ``identity`` is not a run identity.
+        FrameSpecInvalid: ``role`` or ``peer`` is not a role, they are the same role,
+            ``identity`` is not a run identity, or the two sealings differ in layout or
+            payload digest.
     """
 
-    __slots__ = ("_receiving", "_sending", "identity", "peer", "role")
+    __slots__ = ("_receiving", "_sending", "identity", "incoming", "outgoing", "peer", "role")
 
-    def __init__(self, role: int, peer: int, identity: RunIdentity) -> None:
+    def __init__(
+        self,
+        role: int,
+        peer: int,
+        identity: RunIdentity,
+        *,
+        outgoing: Sealing = UNKEYED,
+        incoming: Sealing = UNKEYED,
+    ) -> None:
         hello_spec(identity, role, peer)  # checks every field before anything is kept
+        if (outgoing.layout, outgoing.digest) != (incoming.layout, incoming.digest):
+            raise FrameSpecInvalid(
+                f"role {role}, edge to {peer}: both directions of an edge are sealed alike, "
+                f"not {outgoing!r} one way and {incoming!r} the other"
+            )
         self.role = role
         self.peer = peer
         self.identity = identity
+        self.outgoing = outgoing
+        self.incoming = incoming
         self._sending: dict[tuple[FrameKind, int], SendSlot] = {}
         self._receiving: dict[tuple[FrameKind, int], ReceiveSlot] = {}
 
     def __repr__(self) -> str:
         return f"EdgeEnd(role={self.role}, peer={self.peer})"
+
+    @property
+    def digest(self) -> str:
+        """The payload digest ``D`` the edge's trailers bind (``"sha256"``, ``"blake3"``)."""
+        return self.outgoing.digest
+
+    @property
+    def layout(self) -> int:
+        """The frame layout of the edge's frames: 3 keyed, 2 not."""
+        return self.outgoing.layout
+
+    def _out(self, spec: FrameSpec) -> SendSlot:
+        sealing = self.outgoing
+        return SendSlot(spec, key=sealing.key, digest=sealing.digest)
+
+    def _in(self, spec: FrameSpec, buffer: Buffer | None = None) -> ReceiveSlot:
+        sealing = self.incoming
+        return ReceiveSlot(spec, buffer=buffer, key=sealing.key, digest=sealing.digest)
 
     @property
     def listens(self) -> bool:
@@ -131,7 +195,7 @@ class EdgeEnd:
     def _send_slot(self, kind: FrameKind, slot: int, extent: int) -> SendSlot:
         found = self._sending.get((kind, slot))
         if found is None:
-            found = SendSlot(FrameSpec(self.identity, kind, self.role, self.peer, slot, extent))
+            found = self._out(FrameSpec(self.identity, kind, self.role, self.peer, slot, extent))
             self._sending[(kind, slot)] = found
         else:
             self._check_extent(found.spec, extent, outgoing=True)
@@ -143,7 +207,7 @@ class EdgeEnd:
         found = self._receiving.get((kind, slot))
         if found is None:
             spec = FrameSpec(self.identity, kind, self.peer, self.role, slot, extent)
-            found = ReceiveSlot(spec, buffer=buffer)
+            found = self._in(spec, buffer)
             self._receiving[(kind, slot)] = found
         else:
             self._check_extent(found.spec, extent, outgoing=False)
@@ -153,11 +217,11 @@ class EdgeEnd:
 
     def hello_out(self) -> SendSlot:
         """A new slot for this role's hello to the peer, for one connection."""
-        return SendSlot(hello_spec(self.identity, self.role, self.peer))
+        return self._out(hello_spec(self.identity, self.role, self.peer))
 
     def hello_in(self) -> ReceiveSlot:
         """A new slot for the peer's hello to this role, for one connection."""
-        return ReceiveSlot(hello_spec(self.identity, self.peer, self.role))
+        return self._in(hello_spec(self.identity, self.peer, self.role))
 
     def completion_out(self, kind: FrameKind) -> SendSlot:
         """The slot of this role's END or COMMIT to its child, or DONE to its parent.
@@ -183,11 +247,11 @@ class EdgeEnd:
 
     def abort_out(self) -> SendSlot:
         """A new slot for an ABORT from this role to the peer."""
-        return SendSlot(abort_spec(self.identity, self.role, self.peer))
+        return self._out(abort_spec(self.identity, self.role, self.peer))
 
     def abort_in(self) -> ReceiveSlot:
         """A new slot for an ABORT from the peer to this role."""
-        return ReceiveSlot(abort_spec(self.identity, self.peer, self.role))
+        return self._in(abort_spec(self.identity, self.peer, self.role))
 
     # --- refusals ---------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ import trio
 from alpha.core.budgets import Budgets
 from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing
 from alpha.runtime.channel import FrameChannel
-from alpha.runtime.edge import EdgeEnd
+from alpha.runtime.edge import edge_end
 from alpha.runtime.parent import launcher_pid
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
@@ -67,10 +67,7 @@ class Establishment:
         self.listeners: dict[int, trio.socket.SocketType] = {}
         self.channels: dict[int, FrameChannel] = {}
         self.where = Whereabouts(description.role)
-        self.edges = {
-            edge.peer: EdgeEnd(description.role, edge.peer, description.identity)
-            for edge in description.edges
-        }
+        self.edges = {edge.peer: edge_end(description, edge) for edge in description.edges}
 
     @property
     def step(self) -> str:

@@ -347,7 +347,8 @@ class Interpreter:
         for ins in sends:
             if ins.region not in shared:
                 known = self.digests_known.get(ins.region)
-                shared[ins.region] = SharedDigest(self.buffers[ins.region].data, known)
+                name = self._edge(ins.peer).digest
+                shared[ins.region] = SharedDigest(self.buffers[ins.region].data, known, name)
 
         for ins in sends:
             nursery.start_soon(self._send_region, ins, shared[ins.region])

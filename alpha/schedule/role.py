@@ -1,9 +1,10 @@
 """Role descriptions: what one participant is built to do, as a documented JSON value.
 
 A role description holds a participant's role, its edges (peers ascending, each with the IPv4
-address compiled for it), the run identity and its budgets. Every compiled artifact carries one
-beside its schedule. The format is documented in ``docs/roles.md``. Pure: values in, values
-out.
+address compiled for it and, in a keyed run, the keys of that edge's two directions), the run
+identity, how its frames are sealed (integrity and payload digest) and its budgets. Every
+compiled artifact carries one beside its schedule. The format is documented in
+``docs/roles.md``. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, final
 
 from alpha.checked import int_in
 from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.core.identity import RunIdentity
+from alpha.core.sealing import INTEGRITIES, KEY_SIZE, KEYED_INTEGRITY, PAYLOAD_DIGESTS
 from alpha.errors import RoleDescriptionInvalid
 
 __all__ = [
@@ -34,10 +36,14 @@ DEFAULT_ADDRESS: Final = "127.0.0.1"
 @final
 @dataclass(frozen=True, slots=True)
 class Edge:
-    """One incident edge of a role: the peer and the IPv4 address the lower role listens on."""
+    """One incident edge of a role: the peer, the IPv4 address the lower role listens on, and
+    in a keyed run the keys of the edge's two directions (``send_key``: this role to the peer;
+    ``receive_key``: the peer to this role), never shown in a repr."""
 
     peer: int
     address: str = DEFAULT_ADDRESS
+    send_key: bytes | None = field(default=None, repr=False)
+    receive_key: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -46,6 +52,19 @@ class Edge:
             raise RoleDescriptionInvalid(
                 f"edges[peer={self.peer}].address must be an IPv4 address, got {self.address!r}"
             ) from error
+        if (self.send_key is None) != (self.receive_key is None):
+            raise RoleDescriptionInvalid(
+                f"edges[peer={self.peer}]: a keyed edge has both keys, send and receive"
+            )
+        for name, key in (("send", self.send_key), ("receive", self.receive_key)):
+            if key is not None and (not isinstance(key, bytes) or len(key) != KEY_SIZE):
+                raise RoleDescriptionInvalid(
+                    f"edges[peer={self.peer}].keys.{name} must be {KEY_SIZE} bytes"
+                )
+
+    @property
+    def keyed(self) -> bool:
+        return self.send_key is not None
 
 
 def _int(data: Mapping[str, object], name: str, low: int = 0, label: str = "") -> int:
@@ -63,7 +82,9 @@ class RoleDescription:
     Raises:
         RoleDescriptionInvalid: the role is outside ``0..participants-1``, edges are not
             ascending, repeat a peer, name the role itself or a role outside the run, or name
-            more than one lower peer (edges are those of a participant tree).
+            more than one lower peer (edges are those of a participant tree); the integrity or
+            payload digest is unknown; a keyed description has an edge without keys, or an
+            unkeyed one an edge with keys.
     """
 
     role: int
@@ -72,8 +93,29 @@ class RoleDescription:
     edges: tuple[Edge, ...]
     budgets: Budgets = DEFAULT_BUDGETS
     report: str | None = None
+    integrity: str = "sha256"
+    payload_digest: str = "sha256"
 
     def __post_init__(self) -> None:
+        if self.integrity not in INTEGRITIES:
+            raise RoleDescriptionInvalid(
+                f"integrity must be one of {', '.join(INTEGRITIES)}, got {self.integrity!r}"
+            )
+        if self.payload_digest not in PAYLOAD_DIGESTS:
+            raise RoleDescriptionInvalid(
+                f"payload_digest must be one of {', '.join(PAYLOAD_DIGESTS)}, "
+                f"got {self.payload_digest!r}"
+            )
+        for edge in self.edges:
+            if edge.keyed != self.keyed:
+                raise RoleDescriptionInvalid(
+                    f"edges[peer={edge.peer}]: "
+                    + (
+                        "a keyed run's edge must carry its keys"
+                        if self.keyed
+                        else f"an edge of a run with integrity {self.integrity!r} carries no keys"
+                    )
+                )
         if not 0 <= self.role < self.participants:
             raise RoleDescriptionInvalid(
                 f"role must be in 0..{self.participants - 1}, got {self.role}"
@@ -91,6 +133,11 @@ class RoleDescription:
                 f"edges: role {self.role} has more than one lower peer; edges are those of a "
                 "participant tree, where the parent is the only lower peer"
             )
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the role's frames are keyed (layout 3): integrity ``"hmac-sha256"``."""
+        return self.integrity == KEYED_INTEGRITY
 
     @property
     def lower(self) -> tuple[Edge, ...]:
@@ -115,7 +162,9 @@ class RoleDescription:
                 "contract": self.identity.contract.hex(),
                 "membership": self.identity.membership.hex(),
             },
-            "edges": [{"peer": e.peer, "address": e.address} for e in self.edges],
+            "integrity": self.integrity,
+            "payload_digest": self.payload_digest,
+            "edges": [_edge_dict(e) for e in self.edges],
             "budgets": self.budgets.to_dict(),
             "report": self.report,
         }
@@ -154,10 +203,7 @@ class RoleDescription:
         if not isinstance(edges, list):
             raise RoleDescriptionInvalid("edges must be a list of {peer, address}")
         try:
-            edge_values = tuple(
-                Edge(_int(e, "peer", label="edges[].peer"), e.get("address", DEFAULT_ADDRESS))
-                for e in edges
-            )
+            edge_values = tuple(_edge_from(e) for e in edges)
         except AttributeError as error:
             raise RoleDescriptionInvalid("edges must be a list of {peer, address}") from error
         report = data.get("report")
@@ -170,4 +216,44 @@ class RoleDescription:
             edges=edge_values,
             budgets=Budgets.from_dict(data.get("budgets", {})),
             report=report,
+            integrity=_text(data, "integrity"),
+            payload_digest=_text(data, "payload_digest"),
         )
+
+
+def _text(data: Mapping[str, object], name: str) -> str:
+    value = data.get(name, "sha256")
+    if not isinstance(value, str):
+        raise RoleDescriptionInvalid(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _edge_dict(edge: Edge) -> dict[str, object]:
+    entry: dict[str, object] = {"peer": edge.peer, "address": edge.address}
+    if edge.send_key is not None and edge.receive_key is not None:
+        entry["keys"] = {"send": edge.send_key.hex(), "receive": edge.receive_key.hex()}
+    return entry
+
+
+def _edge_from(entry: Mapping[str, object]) -> Edge:
+    peer = _int(entry, "peer", label="edges[].peer")
+    address = entry.get("address", DEFAULT_ADDRESS)
+    keys = entry.get("keys")
+    if keys is None:
+        return Edge(peer, address)  # type: ignore[arg-type]  # Edge checks it
+    if not isinstance(keys, dict) or set(keys) != {"send", "receive"}:
+        raise RoleDescriptionInvalid(
+            f"edges[peer={peer}].keys must be a table of two hex keys, send and receive"
+        )
+    found: list[bytes] = []
+    for name in ("send", "receive"):
+        text = keys[name]
+        try:
+            if not isinstance(text, str) or text != text.lower():
+                raise ValueError
+            found.append(bytes.fromhex(text))
+        except ValueError:
+            raise RoleDescriptionInvalid(
+                f"edges[peer={peer}].keys.{name} must be {KEY_SIZE} bytes in lowercase hex"
+            ) from None
+    return Edge(peer, address, found[0], found[1])  # type: ignore[arg-type]  # Edge checks it

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, Protocol, final
 
 from alpha.checked import int_in
 from alpha.core.identity import (
@@ -37,6 +37,7 @@ from alpha.core.identity import (
     RunIdentity,
 )
 from alpha.core.membership import MAX_ROLE
+from alpha.core.sealing import KEY_SIZE, PAYLOAD_DIGESTS
 from alpha.errors import (
     Forged,
     FrameSpecInvalid,
@@ -65,17 +66,21 @@ __all__ = [
     "MAX_SLOT",
     "MAX_VERSION",
     "TRAILER_SIZE",
+    "UNKEYED",
     "WORD_BYTES",
     "Field",
     "FrameKind",
     "FrameSpec",
     "KindRule",
+    "PayloadHash",
+    "Sealing",
     "abort_spec",
     "check_keyed",
     "control_spec",
     "field_at",
     "keyed_seal",
     "payload_digest",
+    "payload_hash",
     "seal",
 ]
 
@@ -93,8 +98,6 @@ trailer that is an HMAC-SHA256 under the key of the frame's edge and direction
 (:func:`keyed_seal`) instead of a plain SHA-256. Defined, not yet used by runs: every run sends
 and accepts layout 2 (``FORMAT_VERSION``) only."""
 
-KEY_SIZE: Final = 32
-"""Bytes of one edge and direction's key for the keyed trailer (an HKDF-SHA256 output)."""
 
 TRAILER_SIZE: Final = DIGEST_SIZE
 """A SHA-256 digest, as is a payload digest (:func:`payload_digest`)."""
@@ -313,9 +316,56 @@ class FrameSpec:
         )
 
 
-def payload_digest(payload: Buffer) -> bytes:
-    """SHA-256 of a payload's bytes: what the trailer binds (:func:`seal`)."""
-    return hashlib.sha256(_byte_view(payload)).digest()
+class PayloadHash(Protocol):
+    """A running payload digest: hashlib's SHA-256 or the ``blake3`` package's BLAKE3, both of
+    which take any buffer and release the GIL while they hash a large one."""
+
+    def update(self, data: Buffer, /) -> object: ...
+
+    def digest(self) -> bytes: ...
+
+
+def payload_hash(name: str = "sha256") -> PayloadHash:
+    """A new running digest ``D`` of a payload: ``"sha256"`` (hashlib) or ``"blake3"`` (the
+    ``blake3`` package, imported on first use: only a plan that names it needs it). Both give
+    32 bytes.
+
+    Raises:
+        FrameSpecInvalid: ``name`` is not one of ``PAYLOAD_DIGESTS``, or the ``blake3`` package
+            is not installed.
+    """
+    if name == "sha256":
+        return hashlib.sha256()
+    if name == "blake3":
+        return _blake3()()
+    raise FrameSpecInvalid(f"a payload digest is one of {', '.join(PAYLOAD_DIGESTS)}, not {name!r}")
+
+
+@functools.cache
+def _blake3() -> type[PayloadHash]:
+    try:
+        from blake3 import blake3
+    except ImportError:
+        raise FrameSpecInvalid(
+            "the plan's payload digest is BLAKE3, but the blake3 package is not installed "
+            'here: pip install blake3, or set [contract] payload_digest = "sha256"'
+        ) from None
+    made: type[PayloadHash] = blake3
+    return made
+
+
+def payload_digest(payload: Buffer, name: str = "sha256") -> bytes:
+    """The digest ``D`` (``"sha256"`` or ``"blake3"``, 32 bytes) of a payload's bytes: what the
+    trailer binds (:func:`seal`, :func:`keyed_seal`).
+
+    Raises:
+        FrameSpecInvalid: as :func:`payload_hash`.
+    """
+    if name == "sha256":
+        return hashlib.sha256(_byte_view(payload)).digest()
+    state = payload_hash(name)
+    state.update(_byte_view(payload))
+    return state.digest()
 
 
 def seal(header: Buffer, digest: bytes) -> bytes:
@@ -426,6 +476,57 @@ def check_keyed(key: bytes, header: Buffer, digest: bytes, trailer: Buffer) -> N
         expected="an HMAC-SHA256 under this edge's key",
         received=bytes(_byte_view(trailer)).hex(),
     )
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Sealing:
+    """How the frames of one direction of one edge are sealed: the payload digest ``D``
+    (``digest``, one of ``PAYLOAD_DIGESTS``) and, in a keyed run, the key of that edge and
+    direction (layout 3, :func:`keyed_seal`); without a key, layout 2 (:func:`seal`).
+
+    Raises:
+        FrameSpecInvalid: ``key`` is not None or ``KEY_SIZE`` bytes, or ``digest`` is not one
+            of ``PAYLOAD_DIGESTS``.
+    """
+
+    key: bytes | None = None
+    digest: str = "sha256"
+
+    def __post_init__(self) -> None:
+        if self.key is not None:
+            _check_key(self.key)
+        if self.digest not in PAYLOAD_DIGESTS:
+            raise FrameSpecInvalid(
+                f"a payload digest is one of {', '.join(PAYLOAD_DIGESTS)}, not {self.digest!r}"
+            )
+
+    def __repr__(self) -> str:
+        # Never the key's bytes: a sealing may end up in a log or a traceback.
+        return f"Sealing(keyed={self.key is not None}, digest={self.digest!r})"
+
+    @property
+    def layout(self) -> int:
+        """The frame layout: ``KEYED_FORMAT_VERSION`` with a key, ``FORMAT_VERSION`` without."""
+        return FORMAT_VERSION if self.key is None else KEYED_FORMAT_VERSION
+
+    def hash(self) -> PayloadHash:
+        """A new running digest ``D`` of a payload."""
+        return payload_hash(self.digest)
+
+    def payload_digest(self, payload: Buffer) -> bytes:
+        """``D`` of ``payload``'s bytes."""
+        return payload_digest(payload, self.digest)
+
+    def trailer(self, header: Buffer, digest: bytes) -> bytes:
+        """The trailer of a frame with ``header`` whose payload's ``D`` is ``digest``."""
+        if self.key is None:
+            return seal(header, digest)
+        return keyed_seal(self.key, header, digest)
+
+
+UNKEYED: Final = Sealing()
+"""Layout 2 with SHA-256: what a slot made without a key or digest seals and checks."""
 
 
 def _byte_view(data: Buffer) -> memoryview:

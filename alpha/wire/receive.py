@@ -18,7 +18,6 @@ out of order) is a ``FrameMisuse`` (``alpha.errors``). The layout is :mod:`alpha
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from typing import TYPE_CHECKING, Final, NoReturn, final
 
@@ -42,16 +41,15 @@ from alpha.errors import (
 )
 from alpha.wire.frame import (
     FIELDS,
-    FORMAT_VERSION,
     HEADER_SIZE,
-    KEYED_FORMAT_VERSION,
     MAX_VERSION,
     TRAILER_SIZE,
+    UNKEYED,
     Field,
     FrameKind,
     FrameSpec,
+    Sealing,
     _byte_view,
-    _check_key,
     _check_width,
     _mac,
     abort_spec,
@@ -91,10 +89,10 @@ class ReceiveSlot:
         "_buffer",
         "_digest",
         "_header",
-        "_key",
         "_next_version",
         "_refusal",
         "_trailer",
+        "sealing",
         "spec",
     )
 
@@ -105,6 +103,7 @@ class ReceiveSlot:
         next_version: int = 0,
         buffer: Buffer | None = None,
         key: bytes | None = None,
+        digest: str = "sha256",
     ) -> None:
         """
         Args:
@@ -114,15 +113,16 @@ class ReceiveSlot:
                 allocated here when omitted.
             key: the key of the slot's edge and direction (``KEY_SIZE`` bytes): the slot then
                 accepts keyed frames only (layout 3, ``alpha.wire.frame.keyed_seal``) and
-                refuses a trailer that is not their HMAC as ``Forged``. None (the default, and
-                what every run uses today) accepts layout 2 only.
+                refuses a trailer that is not their HMAC as ``Forged``. None (a plan with
+                ``[contract] integrity = "sha256"``) accepts layout 2 only.
+            digest: the payload digest ``D`` the trailers bind (``PAYLOAD_DIGESTS``).
 
         Raises:
             FrameSpecInvalid: ``next_version`` is out of range, ``buffer`` is read-only,
-                not contiguous, or not exactly ``spec.extent`` bytes, or ``key`` is not
-                ``KEY_SIZE`` bytes.
+                not contiguous, or not exactly ``spec.extent`` bytes, ``key`` is not
+                ``KEY_SIZE`` bytes, or ``digest`` is not a payload digest.
         """
-        self._key = None if key is None else _check_key(key)
+        self.sealing = UNKEYED if key is None and digest == "sha256" else Sealing(key, digest)
         _check_width("next_version", next_version, MAX_VERSION)
         if buffer is None:
             payload = memoryview(bytearray(spec.extent))
@@ -144,13 +144,19 @@ class ReceiveSlot:
         self._refusal: SlotFault | None = None
         self._digest: bytes | None = None
 
-    def _layout(self) -> int:
-        return FORMAT_VERSION if self._key is None else KEYED_FORMAT_VERSION
-
     @property
     def keyed(self) -> bool:
         """True when the slot accepts keyed frames (layout 3) only."""
-        return self._key is not None
+        return self.sealing.key is not None
+
+    def expected_header(self, version: int) -> bytes:
+        """The exact header this slot accepts at ``version``, its layout's format byte
+        included: what a reader compares bytes it holds to (the abort watch's read-ahead).
+
+        Raises:
+            FrameSpecInvalid: ``version`` is outside ``0..MAX_VERSION``.
+        """
+        return self.spec.header(version, layout=self.sealing.layout)
 
     @property
     def next_version(self) -> int:
@@ -159,8 +165,8 @@ class ReceiveSlot:
 
     @property
     def payload_digest(self) -> bytes | None:
-        """SHA-256 of the payload the last finished reception exposed (checked through its
-        trailer), until the slot is armed again; None before."""
+        """The digest ``D`` of the payload the last finished reception exposed (checked
+        through its trailer), until the slot is armed again; None before."""
         return self._digest
 
     @property
@@ -319,11 +325,11 @@ class Reception:
     def __init__(self, slot: ReceiveSlot, *, deferred: bool = False) -> None:
         self._slot = slot
         self._origin: ReceiveSlot | None = None  # the slot armed, once an ABORT took its place
-        self._expected = slot.spec.header(slot.next_version, layout=slot._layout())
+        self._expected = slot.expected_header(slot.next_version)
         self._phase = _HEADER_PHASE
         self._position = 0  # bytes of this frame received so far
         self._offered = 0  # length of the view last handed out by into()
-        self._hash = hashlib.sha256()  # over the payload only (layout 2)
+        self._hash = slot.sealing.hash()  # D, over the payload only
         self._hashed = 0  # payload bytes hashed so far
         self._deferred = deferred
 
@@ -363,8 +369,8 @@ class Reception:
 
     def hash(self, piece: memoryview) -> None:
         """Hash ``piece``, the view :meth:`unhashed` returned last; touches nothing but the
-        hash state, so it may run in a worker thread while bytes arrive (hashlib releases the
-        GIL for large pieces). Call :meth:`hashed` after it, from the driving thread."""
+        hash state, so it may run in a worker thread while bytes arrive (hashlib and blake3
+        release the GIL for large pieces). Call :meth:`hashed` after it, from the driving thread."""
         self._hash.update(piece)
 
     def hashed(self, count: int) -> None:
@@ -487,9 +493,10 @@ class Reception:
         slot = self._slot
         digest = self._hash.digest()
         received = bytes(slot._trailer)
-        if slot._key is not None:
+        key = slot.sealing.key
+        if key is not None:
             # Keyed (layout 3): constant-time comparison; the expected MAC is never reported.
-            if not hmac.compare_digest(_mac(slot._key, slot._header, digest), received):
+            if not hmac.compare_digest(_mac(key, slot._header, digest), received):
                 slot._refuse(
                     Forged,
                     "the keyed trailer does not match the header and payload under this edge's key",
@@ -597,14 +604,17 @@ class Reception:
         """The kind byte says ABORT where another kind is due: check an ABORT frame instead."""
         origin = self._slot
         spec = origin.spec
+        sealing = origin.sealing
         alternate = ReceiveSlot(
-            abort_spec(spec.identity, spec.sender, spec.receiver), key=origin._key
+            abort_spec(spec.identity, spec.sender, spec.receiver),
+            key=sealing.key,
+            digest=sealing.digest,
         )
         alternate._header[: self._position] = origin._header[: self._position]
         alternate._armed = self  # the armed slot stays armed with this reception until it ends
         self._origin = origin
         self._slot = alternate
-        self._expected = alternate.spec.header(alternate.next_version, layout=alternate._layout())
+        self._expected = alternate.expected_header(alternate.next_version)
 
     def _check_field(self, entry: Field) -> None:
         slot = self._slot

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from alpha.errors import FrameSpecInvalid, VersionOverflow
-from alpha.wire.frame import MAX_VERSION, FrameSpec, _byte_view, _check_width, payload_digest, seal
+from alpha.wire.frame import MAX_VERSION, UNKEYED, FrameSpec, Sealing, _byte_view, _check_width
 
 if TYPE_CHECKING:
     # collections.abc.Buffer arrives in Python 3.12; the annotation is only for the checker.
@@ -50,24 +50,44 @@ class Unsealed:
 
     header: bytes
     payload: memoryview
+    sealing: Sealing = UNKEYED
 
     def seal(self, digest: bytes) -> Outgoing:
-        """The frame, with the trailer for a payload whose digest is ``digest``."""
-        return Outgoing(self.header, self.payload, seal(self.header, digest), digest)
+        """The frame, with the trailer for a payload whose digest ``D`` is ``digest``."""
+        return Outgoing(
+            self.header, self.payload, self.sealing.trailer(self.header, digest), digest
+        )
 
 
 @final
 class SendSlot:
-    """The sending end of one scheduled transfer: a spec and a version counter."""
+    """The sending end of one scheduled transfer: a spec, a version counter, and how its frames
+    are sealed."""
 
-    __slots__ = ("_next_version", "spec")
+    __slots__ = ("_next_version", "sealing", "spec")
 
-    def __init__(self, spec: FrameSpec, *, next_version: int = 0) -> None:
+    def __init__(
+        self,
+        spec: FrameSpec,
+        *,
+        next_version: int = 0,
+        key: bytes | None = None,
+        digest: str = "sha256",
+    ) -> None:
         """
+        Args:
+            spec: the transfer this slot sends.
+            next_version: the version of the first frame it sends.
+            key: the key of the slot's edge and direction (``KEY_SIZE`` bytes): its frames are
+                then keyed (layout 3, ``alpha.wire.frame.keyed_seal``). None: layout 2.
+            digest: the payload digest ``D`` its trailers bind (``PAYLOAD_DIGESTS``).
+
         Raises:
-            FrameSpecInvalid: ``next_version`` is outside ``0..MAX_VERSION``.
+            FrameSpecInvalid: ``next_version`` is outside ``0..MAX_VERSION``, ``key`` is not
+                ``KEY_SIZE`` bytes, or ``digest`` is not a payload digest.
         """
         _check_width("next_version", next_version, MAX_VERSION)
+        self.sealing = UNKEYED if key is None and digest == "sha256" else Sealing(key, digest)
         self.spec = spec
         self._next_version = next_version
 
@@ -78,8 +98,8 @@ class SendSlot:
     def prepare(self, payload: Buffer, *, digest: bytes | None = None) -> Outgoing:
         """Frame ``payload`` at the next version, then advance the counter.
 
-        Hashes the payload once, unless ``digest`` (its SHA-256, from an earlier frame of the
-        same bytes) is given; the payload is referenced, not copied, so it must not change
+        Hashes the payload once, unless ``digest`` (its ``D``, from an earlier frame of the same
+        bytes) is given; the payload is referenced, not copied, so it must not change
         until the frame is sent.
 
         Raises:
@@ -87,7 +107,8 @@ class SendSlot:
             VersionOverflow: the counter stands at ``MAX_VERSION``; it never wraps.
         """
         unsealed = self.begin(payload)
-        return unsealed.seal(payload_digest(unsealed.payload) if digest is None else digest)
+        known = self.sealing.payload_digest(unsealed.payload) if digest is None else digest
+        return unsealed.seal(known)
 
     def begin(self, payload: Buffer) -> Unsealed:
         """The header of the next frame and a view of ``payload``, then advance the counter;
@@ -118,4 +139,4 @@ class SendSlot:
                 edge=(spec.sender, spec.receiver),
             )
         self._next_version = version + 1
-        return Unsealed(spec.header(version), view)
+        return Unsealed(spec.header(version, layout=self.sealing.layout), view, self.sealing)
