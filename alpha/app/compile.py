@@ -161,8 +161,8 @@ def describe_role(
     keyed = plan.integrity == KEYED_INTEGRITY
     if keyed != (secret is not None):
         raise UsageError(
-            f"role {role}: a plan with integrity {plan.integrity!r} is described "
-            + ("with its build's run secret" if keyed else "without a run secret")
+            f"role {role}: a plan with integrity {plan.integrity!r} "
+            + ("needs its build's run secret" if keyed else "takes no run secret")
         )
     tree = plan.tree
     peers = tree.edges(role)

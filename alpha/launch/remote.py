@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import stat
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -132,9 +133,13 @@ def _copy(
     target = _remote_name(deployment, file)
     # The remote shell's pid in the temporary name: no two copies share one.
     part = f'{shlex.quote(target)}."$$".part'
+    # The copy keeps the file's mode, and is its user's alone while it is written: a keyed
+    # artifact (mode 0700, its edges' keys inside) is never readable by another user of the
+    # node, not even for the moment before the chmod (docs/security.md).
+    mode = stat.S_IMODE(file.stat().st_mode)
     command = (
         f"mkdir -p {shlex.quote(deployment.remote_root)} && "
-        f"cat > {part} && mv {part} {shlex.quote(target)}"
+        f"umask 077 && cat > {part} && chmod {mode:o} {part} && mv {part} {shlex.quote(target)}"
     )
     where = f"{what} to {node.pod_id} ({node.host} port {node.port})"
     with file.open("rb") as data:

@@ -13,7 +13,7 @@ from alpha.app.compile import describe_role
 from alpha.compiler.work_sum_check import exchange_plan
 from alpha.errors import UsageError
 from alpha.files import output_folder
-from tests.support import ALPHA, PLANS, run_alpha
+from tests.support import ALPHA, PLANS, SECRET, run_alpha
 
 REGULAR = "(group (repeat 625 320 (repeat 8 40 (repeat 2 20 (stride 0 1 20)))))"
 
@@ -144,7 +144,9 @@ def test_launch_of_a_folder_of_role_descriptions_is_one_line_and_exit_2(
     # Role descriptions alone are not launchable: a run is what `alpha compile` wrote.
     plan = exchange_plan(3, 2)
     for role in range(plan.participants):
-        (tmp_path / f"role-{role:06d}.json").write_text(describe_role(plan, role).to_json())
+        (tmp_path / f"role-{role:06d}.json").write_text(
+            describe_role(plan, role, secret=SECRET).to_json()
+        )
     assert main(["launch", str(tmp_path)]) == EXIT_USAGE
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -72,6 +72,7 @@ from alpha.records.commit import COMMIT_NAME
 from alpha.records.reports import committed_reports
 from alpha.schedule.role import RoleDescription
 from harness.compiled import CompiledRun
+from tests.support import SECRET
 
 HERE = host_target()
 OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
@@ -79,7 +80,7 @@ OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
 # as their artifacts carry them.
 PLAN = exchange_plan(4, 3, payload=256)
 TREE = PLAN.tree
-DESCRIPTIONS = [describe_role(PLAN, role) for role in range(PLAN.participants)]
+DESCRIPTIONS = [describe_role(PLAN, role, secret=SECRET) for role in range(PLAN.participants)]
 SCHEDULES = [encode(project(protocol_for(PLAN), role)) for role in range(PLAN.participants)]
 
 

@@ -40,7 +40,7 @@ from alpha.wire.abort import AbortCause
 from alpha.wire.frame import FrameKind, FrameSpec, payload_digest
 from alpha.wire.receive import ReceiveSlot
 from alpha.wire.send import SendSlot
-from tests.support import BUDGETS, IDENTITY, connected
+from tests.support import BUDGETS, IDENTITY, SECRET, connected
 
 
 def spec(sender: int, receiver: int, extent: int, slot: int = 1) -> FrameSpec:
@@ -262,7 +262,7 @@ def _role(
     ``budgets``: its description as its artifact carries it, and its projected schedule.
     ``peers`` are the edges the test relies on."""
     plan = exchange_plan(n, fanout, payload=8, budgets=budgets)
-    description = describe_role(plan, role)
+    description = describe_role(plan, role, secret=SECRET)
     assert [edge.peer for edge in description.edges] == peers
     assert description.budgets == budgets
     return description, project(protocol_for(plan), role)

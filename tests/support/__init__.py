@@ -8,7 +8,7 @@ and is never imported as a module.
 from .channels import BUDGETS, connected
 from .cli import ALPHA, run_alpha
 from .errors import raises_exactly
-from .identity import IDENTITY
+from .identity import IDENTITY, SECRET
 from .mounts import mount_tmpfs
 from .paths import FIXTURES, PLANS, ROOT
 from .plans import plan_of, plan_text, toml_value
@@ -20,6 +20,7 @@ __all__ = [
     "IDENTITY",
     "PLANS",
     "ROOT",
+    "SECRET",
     "connected",
     "mount_tmpfs",
     "plan_of",
