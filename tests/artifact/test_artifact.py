@@ -29,6 +29,8 @@ import alpha
 from alpha.app.compile import describe_role
 from alpha.artifact import (
     ARTIFACT_FORMAT,
+    ARTIFACT_MODE,
+    KEYED_ARTIFACT_MODE,
     MANIFEST_NAME,
     MAX_PAYLOAD_BYTES,
     PAYLOAD_NAME,
@@ -70,7 +72,7 @@ from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 from alpha.launch.launcher import launch_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.reports import committed_reports
-from alpha.schedule.role import RoleDescription
+from alpha.schedule.role import Edge, RoleDescription
 from harness.compiled import CompiledRun
 from tests.support import SECRET
 
@@ -81,6 +83,15 @@ OTHER = next((t for t in TARGETS if t != HERE), "aarch64")
 PLAN = exchange_plan(4, 3, payload=256)
 TREE = PLAN.tree
 DESCRIPTIONS = [describe_role(PLAN, role, secret=SECRET) for role in range(PLAN.participants)]
+# The same roles of a plan with integrity "sha256": no keys in them.
+UNKEYED = [
+    dataclasses.replace(
+        description,
+        integrity="sha256",
+        edges=tuple(Edge(edge.peer, edge.address) for edge in description.edges),
+    )
+    for description in DESCRIPTIONS
+]
 SCHEDULES = [encode(project(protocol_for(PLAN), role)) for role in range(PLAN.participants)]
 
 
@@ -228,7 +239,8 @@ def test_build_and_read_round_trip(tmp_path: Path) -> None:
     assert size == path.stat().st_size
     assert read_artifact(path) == payload
     assert path.read_bytes().startswith(b"#!/usr/bin/env python3\n")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    # It holds its edges' keys: its owner's alone, still an executable.
+    assert stat.S_IMODE(path.stat().st_mode) == KEYED_ARTIFACT_MODE == 0o700
     runtime = runtime_of(path)
     assert stat.S_IMODE(runtime.stat().st_mode) == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, runtime.name]), (
@@ -236,8 +248,10 @@ def test_build_and_read_round_trip(tmp_path: Path) -> None:
     )
     assert runtime.name == f"runtime-{hashlib.sha256(runtime.read_bytes()).hexdigest()}.pyz"
     built = runtime.stat().st_mtime_ns
-    build_artifact(tmp_path / "role-000002.pyz", payload_of(DESCRIPTIONS[2]))
+    unkeyed = tmp_path / "role-000002.pyz"
+    build_artifact(unkeyed, payload_of(UNKEYED[2]))
     assert runtime.stat().st_mtime_ns == built, "a runtime already there is not written again"
+    assert stat.S_IMODE(unkeyed.stat().st_mode) == ARTIFACT_MODE == 0o755, "no key: anyone runs it"
 
 
 def test_the_zip_holds_main_the_runtime_binding_and_role_json(tmp_path: Path) -> None:
@@ -352,7 +366,8 @@ def test_the_same_inputs_give_byte_identical_artifacts(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_another_process_builds_the_same_bytes(tmp_path: Path) -> None:
-    payload = payload_of(DESCRIPTIONS[1], schedule={"b": [1.5, None], "a": "\u00e9"})
+    # Unkeyed, so that its mode (0755) is one a umask of 077 would change.
+    payload = payload_of(UNKEYED[1], schedule={"b": [1.5, None], "a": "\u00e9"})
     here = tmp_path / "here.pyz"
     build_artifact(here, payload)
     there = tmp_path / "there.pyz"

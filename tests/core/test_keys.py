@@ -309,6 +309,7 @@ def test_the_schedule_stands_on_the_identity_value_not_the_digests() -> None:
     # the frame codec will key its trailer with it: it must stay as cheap to import as the codec
     below = reachable("alpha.core.keys")
     assert below == {"alpha.core.identity", "alpha.core.membership", "alpha.checked"} | {
+        "alpha.core.sealing",
         "alpha.errors",
         "alpha.exitcodes",
     }
