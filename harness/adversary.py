@@ -121,7 +121,7 @@ _ARM: Final = """\
 """
 _COUNTER: Final = '_check_width("next_version", next_version, MAX_VERSION)'
 # The two places a counter starts: a sending slot's (SendSlot) and a receiving slot's.
-_SEND_START: Final = _COUNTER + "\n        self.spec = spec\n"
+_SEND_START: Final = _COUNTER + "\n        self.sealing = "
 _RECEIVE_START: Final = _COUNTER + "\n        if buffer is None:\n"
 _NEAR_TOP: Final = "\n        next_version = max(next_version, MAX_VERSION - 2)"
 # The two overflow checks: the sending counter's (SendSlot.begin) and a receive slot's arm.
