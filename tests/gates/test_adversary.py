@@ -136,6 +136,7 @@ def test_foreign_participants_carry_another_run_identity(tmp_path: Path) -> None
     assert isinstance(other_rate, dict) and isinstance(other_code, dict)
     assert other_rate["identity"] != identity["identity"]
     assert other_code["identity"] != identity["identity"]
+
     # Everything else of the role is the same but its edge keys (each compile draws its own
     # run secret): only the identity names another run.
     def unkeyed(description: dict[str, object]) -> dict[str, object]:
