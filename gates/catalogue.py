@@ -1,6 +1,6 @@
 """The gates: one fault each, on a real run, and the refusal it must meet.
 
-A gate runs one of four scenarios (a compiled plan and what runs it):
+A gate runs one of these scenarios (a compiled plan and what runs it):
 
 - ``pair``: two roles, one edge, three rounds of the sum check. Frames are counted per
   direction from the hello (index 0): toward role 1 ("down") the hello, one total per round,
@@ -16,6 +16,9 @@ A gate runs one of four scenarios (a compiled plan and what runs it):
   built for AArch64: its control run must compute the all-native run's bits. The learn
   scenarios' control runs must also end on the digests pinned in ``PINNED``, computed by an
   independently written learner and fold (``gates/reference_fold.py``).
+- ``fan`` (role 0 and two children, an agreed choice) and ``unkeyed`` (``pair`` on frame
+  layout 2, where a damaged frame is ``Corrupted``), below. Every plan but ``unkeyed``'s is
+  keyed (layout 3): a changed keyed frame is ``Forged``, however its trailer was recomputed.
 
 The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
 honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a
