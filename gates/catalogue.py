@@ -1,6 +1,6 @@
 """The gates: one fault each, on a real run, and the refusal it must meet.
 
-A gate runs one of four scenarios (a compiled plan and what runs it):
+A gate runs one of these scenarios (a compiled plan and what runs it):
 
 - ``pair``: two roles, one edge, three rounds of the sum check. Frames are counted per
   direction from the hello (index 0): toward role 1 ("down") the hello, one total per round,
@@ -16,6 +16,9 @@ A gate runs one of four scenarios (a compiled plan and what runs it):
   built for AArch64: its control run must compute the all-native run's bits. The learn
   scenarios' control runs must also end on the digests pinned in ``PINNED``, computed by an
   independently written learner and fold (``gates/reference_fold.py``).
+- ``fan`` (role 0 and two children, an agreed choice) and ``unkeyed`` (``pair`` on frame
+  layout 2, where a damaged frame is ``Corrupted``), below. Every plan but ``unkeyed``'s is
+  keyed (layout 3): a changed keyed frame is ``Forged``, however its trailer was recomputed.
 
 The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
 honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a
@@ -34,9 +37,9 @@ from pathlib import Path
 from typing import Final
 
 from alpha.compiler import parse_plan
-from alpha.wire import FrameKind
+from alpha.wire import HEADER_SIZE, FrameKind
 from gates.reference_fold import Learn
-from harness.relay import Fault
+from harness.relay import Fault, as_commit
 from harness.runs import Interrupt
 
 __all__ = [
@@ -131,7 +134,20 @@ CHAIN_LEARN: Final = Scenario(
     emulated=(1,),
 )
 
-SCENARIOS: Final = {scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN)}
+# The pair on layout 2 (`[contract] integrity = "sha256"`): its SHA-256 trailer detects a
+# damaged frame (`Corrupted`) and authenticates no one, so a rehashed frame passes it.
+UNKEYED: Final = Scenario(
+    "unkeyed",
+    scenario_plan("unkeyed.toml"),
+    roles=2,
+    start=8.0,
+    receive=4.0,
+    edge=(0, 1),
+)
+
+SCENARIOS: Final = {
+    scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN, UNKEYED)
+}
 
 # Byte offsets in a frame (docs/frames.md).
 _MAGIC, _KIND, _IDENTITY, _SENDER, _VERSION_LOW, _PAYLOAD = 0, 5, 8, 107, 123, 133
@@ -164,6 +180,24 @@ class Gate:
     # instead name this (class, budget), the absence it sees. None: they name the original
     # cause, as everywhere else.
     unreached: tuple[str, str] | None = None
+    # A role started from another compile of the same plan (its own run secret: the same
+    # identity, other edge keys), as an artifact copied from another run of the plan is.
+    recompiled: int | None = None
+    # The stranger (`stranger`) sends a hello right in every header field with a trailer
+    # under a key of its own (`harness.adversary.keyless_hello`), not an HTTP request.
+    keyless: bool = False
+    # A fault on an ABORT strikes a frame that a failing role sends: (role, class) of the
+    # refusal that makes it fail (an adversary's doing). That refusal must come first; the
+    # expected one then comes at `at`, from the relay's act, within its bound.
+    after: tuple[int, str] | None = None
+    # For `CommitUnknown` (a child that refused the frame where its COMMIT is due cannot learn
+    # whether the run committed): the class of the refusal it met, whose advice its message
+    # must carry. Its report stays staged, never final.
+    through: str | None = None
+    # The fault strikes after the commit point: role 0 wrote the commit record before the
+    # COMMIT left. Every role outside `at` then ends 0 with its report published; the roles
+    # of `at` fail, their reports staged, never final.
+    committed: bool = False
 
     @property
     def family(self) -> str:
@@ -187,6 +221,8 @@ class Gate:
             out.add(self.foreign[0])
         if self.program is not None:
             out.add(self.program)
+        if self.recompiled is not None:
+            out.add(self.recompiled)
         return frozenset(out)
 
     def fault_text(self) -> str:
@@ -207,10 +243,13 @@ class Gate:
             parts.append(f"role {role} of a plan with {replacement.splitlines()[-1]}")
         if self.program is not None:
             parts.append(f"role {self.program} from other code")
+        if self.recompiled is not None:
+            parts.append(f"role {self.recompiled} of another compile of the plan")
         parts += [f"role {role} absent" for role in sorted(self.absent)]
         parts += [f"role {role} {s:g} s late" for role, s in sorted(self.delays.items())]
         if self.stranger is not None:
-            parts.append(f"a stranger on role {self.stranger}'s listener")
+            sends = "a keyless hello" if self.keyless else "HTTP"
+            parts.append(f"a stranger on role {self.stranger}'s listener ({sends})")
         return "; ".join(parts)
 
 
@@ -254,18 +293,20 @@ def _frames() -> tuple[Gate, ...]:
             "a damaged magic byte in a contribution's header",
             fault=Fault("corrupt", "up", 1, offset=_MAGIC),
         ),
+        # A keyed frame's MAC fails on damage as on forgery: the receiver cannot tell them
+        # apart, so a damaged keyed frame is Forged (layout 2's Corrupted: `frames.*-unkeyed`).
         Gate(
             "frames.corrupt-payload",
-            "Corrupted",
+            "Forged",
             (1,),
-            "a damaged byte in a total's payload",
+            "a damaged byte in a total's payload (keyed: damage and forgery look alike)",
             fault=Fault("corrupt", "down", 2, offset=_PAYLOAD),
         ),
         Gate(
             "frames.corrupt-trailer",
-            "Corrupted",
+            "Forged",
             (0,),
-            "a damaged byte in the last contribution's SHA-256 trailer",
+            "a damaged byte in the last contribution's keyed trailer",
             fault=Fault("corrupt", "up", 3, offset=-1),
         ),
         Gate(
@@ -592,9 +633,10 @@ def _checks() -> tuple[Gate, ...]:
         ),
         Gate(
             "frames.corrupt-emulated",
-            "Corrupted",
+            "Forged",
             (1,),
-            "a damaged byte in role 2's float32 contribution toward emulated role 1 (AArch64)",
+            "a damaged byte in role 2's float32 contribution toward emulated role 1 (AArch64), "
+            "whose keyed trailer refuses it",
             scenario=CHAIN_LEARN,
             fault=Fault("corrupt", "up", 1, offset=_PAYLOAD),
         ),
@@ -658,6 +700,132 @@ def _abort_watch() -> tuple[Gate, ...]:
     )
 
 
+# --- authenticated frames and admission (issue 25) ------------------------------------------
+# Every scenario plan is keyed (layout 3) but `unkeyed`. A rehash changes a frame and
+# recomputes its trailer as an attacker without the edge's key can (harness.relay.rehashed):
+# the frame passes every check but the MAC.
+
+_OWN_KEY: Final = bytes(range(0xC0, 0xE0))  # a key of the attacker's own, 32 bytes
+_LAST_PAYLOAD_BYTE: Final = -33  # from the frame's end: the byte before the 32-byte trailer
+_CAUSE_NAME: Final = HEADER_SIZE + 21  # an ABORT's cause class name (docs/frames.md)
+_FORGED_COMMIT: Final = bytes.fromhex("5a" * 32)  # the digest the forged COMMIT carries
+
+
+def _keys() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "frames.corrupt-payload-unkeyed",
+            "Corrupted",
+            (1,),
+            "a damaged byte in a total's payload, on layout 2: its SHA-256 trailer finds it",
+            scenario=UNKEYED,
+            fault=Fault("corrupt", "down", 2, offset=_PAYLOAD),
+        ),
+        Gate(
+            "frames.corrupt-trailer-unkeyed",
+            "Corrupted",
+            (0,),
+            "a damaged byte in the last contribution's SHA-256 trailer, on layout 2",
+            scenario=UNKEYED,
+            fault=Fault("corrupt", "up", 3, offset=-1),
+        ),
+        Gate(
+            "forgery.rehash-data",
+            "Forged",
+            (0,),
+            "round 0's contribution with its last byte's low bit flipped and its trailer "
+            "recomputed (the SHA-256 seal over header and payload digest)",
+            fault=Fault("rehash", "up", 1, data=b"\x01", offset=_LAST_PAYLOAD_BYTE),
+        ),
+        Gate(
+            "forgery.rehash-choice",
+            "Forged",
+            (1,),
+            "role 0's choice word to role 1 with its low bit flipped (the other arm) and its "
+            "trailer an HMAC under the relay's own key",
+            scenario=FAN,
+            fault=Fault(
+                "rehash",
+                "down",
+                FrameKind.CHOICE,
+                data=b"\x01",
+                offset=_LAST_PAYLOAD_BYTE,
+                key=_OWN_KEY,
+            ),
+        ),
+        Gate(
+            "forgery.rehash-abort",
+            "Forged",
+            (0,),
+            "role 1 fails at once (its own DoubleRearm) and its ABORT's cause text is "
+            "rewritten (DoubleRearm to doubleRearm) and rehashed on the way to role 0",
+            adversaries={1: "double-rearm"},
+            fault=Fault("rehash", "up", FrameKind.ABORT, data=b"\x20", offset=_CAUSE_NAME),
+            after=(1, "DoubleRearm"),
+        ),
+        Gate(
+            "forgery.abort-as-commit",
+            "CommitUnknown",
+            (1,),
+            "role 2 sends its DONE twice, so role 0 aborts (TrailingBytes) where role 1 waits "
+            "for the COMMIT; its ABORT to role 1 is rewritten into a COMMIT (kind, extent, "
+            "payload) and rehashed: role 1 refuses it, cannot learn whether the run committed, "
+            "and publishes no report",
+            scenario=FAN,
+            adversaries={2: "done-twice"},
+            fault=Fault("rehash", "down", FrameKind.ABORT, rewrite=as_commit(_FORGED_COMMIT)),
+            after=(0, "TrailingBytes"),
+            through="Forged",
+        ),
+        Gate(
+            "forgery.rehash-done",
+            "Forged",
+            (0,),
+            "role 1's DONE with a byte of its completion digest changed and rehashed: role 0 "
+            "refuses it before the commit point",
+            fault=Fault("rehash", "up", FrameKind.DONE, data=b"\x01", offset=_PAYLOAD),
+        ),
+        Gate(
+            "forgery.rehash-commit",
+            "CommitUnknown",
+            (1,),
+            "role 0's COMMIT with a byte of its digest changed and rehashed: role 0 committed "
+            "(its record is the commit point, written before the COMMIT left) and ends 0; "
+            "role 1 refuses the COMMIT, cannot learn whether the run committed, and keeps its "
+            "report staged, never final",
+            fault=Fault("rehash", "down", FrameKind.COMMIT, data=b"\x01", offset=_PAYLOAD),
+            through="Forged",
+            committed=True,
+        ),
+        Gate(
+            "admission.keyless-stranger",
+            "Forged",
+            (0,),
+            "a stranger that holds the plan but no key connects to role 0's listener before "
+            "role 1 and sends role 1's hello, right in every header field (the identity "
+            "computed from the plan and the code), its trailer under a key of its own",
+            stranger=0,
+            keyless=True,
+        ),
+        Gate(
+            "admission.other-compile",
+            "Forged",
+            (0, 1),
+            "role 1 started from another compile of the same plan (an artifact copied from "
+            "another run of it): the same identity, other edge keys; its hello is refused",
+            recompiled=1,
+        ),
+        Gate(
+            "admission.unkeyed-peer",
+            "WrongFrame",
+            (0, 1),
+            'role 1 built from the same plan with integrity = "sha256" (layout 2): role 0 '
+            "refuses its hello at the format byte, and role 1 role 0's keyed ABORT likewise",
+            foreign=(1, "size = 16", 'size = 16\n[contract]\nintegrity = "sha256"'),
+        ),
+    )
+
+
 def _checkpoints() -> tuple[Gate, ...]:
     # Defined in gates/checkpoints.py, which builds on Gate and Scenario above.
     from gates.checkpoints import gates
@@ -674,5 +842,6 @@ GATES: Final[tuple[Gate, ...]] = (
     *_checks(),
     *_checkpoints(),
     *_abort_watch(),
+    *_keys(),
 )
 """Every gate, in the order they run and are listed."""

@@ -28,13 +28,21 @@ from typing import Final, TextIO
 
 import trio
 
+import alpha.errors
 from alpha.app import compile_plan
 from alpha.artifact import artifact_name
 from alpha.compiler import parse_plan
+from alpha.files import STAGED_SUFFIX
+from alpha.records import report_name
 from gates.catalogue import GATES, PINNED, Gate, Scenario
-from harness.adversary import build_adversary, compile_with_code, foreign_artifact
+from harness.adversary import (
+    build_adversary,
+    compile_with_code,
+    foreign_artifact,
+    keyless_hello,
+)
 from harness.emulation import EmulationUnavailable, aarch64_interpreter
-from harness.runs import Outcome, relayed_run
+from harness.runs import HTTP_REQUEST, Outcome, relayed_run
 
 __all__ = [
     "BUDGET_MARGIN",
@@ -123,6 +131,24 @@ def _first_refusal(gate: Gate, outcome: Outcome) -> tuple[int, float] | None:
     return role, at
 
 
+def _measured(
+    gate: Gate, outcome: Outcome, first: tuple[int, float] | None
+) -> tuple[int, float] | None:
+    """The refusal the gate is about: the first refusal; or, for a gate whose fault strikes
+    the ABORT of a role that failed first (``after``), the earliest failure among ``at``."""
+    if gate.after is None:
+        return first
+    found = [
+        (each.failed_at, role)
+        for role, each in outcome.result.outcomes.items()
+        if each.failed_at is not None and role in gate.at and role not in gate.disabled
+    ]
+    if not found:
+        return None
+    at, role = min(found)
+    return role, at
+
+
 def fault_moment(gate: Gate, outcome: Outcome) -> float:
     """When the fault struck (``time.monotonic()``): when the signal was sent, for a gate that
     signals a role; when the relay acted; or, for a fault built into a participant or the
@@ -176,14 +202,30 @@ def _fault_problems(gate: Gate, outcome: Outcome) -> list[str]:
 
 
 def _refusal_problems(
-    gate: Gate, outcome: Outcome, first: tuple[int, float] | None, seconds: float | None
+    gate: Gate,
+    outcome: Outcome,
+    first: tuple[int, float] | None,
+    measured: tuple[int, float] | None,
+    seconds: float | None,
 ) -> list[str]:
-    """The first refusal is the expected one, where and when the gate says."""
+    """The first refusal is the expected one, where and when the gate says; for a gate whose
+    fault strikes an ABORT (``after``), the first refusal is the one that made that role fail,
+    and the expected one follows at ``at``."""
     if first is None:
         return ["no role failed"]
+    problems = []
+    if gate.after is not None:
+        origin, cause = gate.after
+        if first[0] != origin or outcome.cause(origin) != cause:
+            problems.append(
+                f"role {first[0]} failed first with {outcome.cause(first[0]) or 'no cause'}; "
+                f"the gate's ABORT is role {origin}'s, failing with {cause}"
+            )
+        if measured is None:
+            return [*problems, f"no role among {_roles(gate.at)} failed"]
+        first = measured
     role = first[0]
     observed = outcome.cause(role) or "no logged cause"
-    problems = []
     if role not in gate.at:
         problems.append(f"role {role} failed first; expected role {_roles(gate.at)}")
     if observed != gate.expected:
@@ -197,6 +239,12 @@ def _refusal_problems(
             problems.append("the gate names no budget its BudgetExhausted must name")
         elif named != gate.budget:
             problems.append(f"role {role} ran out of its {named} budget, not its {gate.budget}")
+    if gate.through is not None and observed == gate.expected:
+        advice = getattr(alpha.errors, gate.through).advice
+        if advice not in outcome.failure(role):
+            problems.append(
+                f"role {role}'s {observed} does not name the {gate.through} it met ({advice!r})"
+            )
     assert seconds is not None
     bound, words = time_bound(gate)
     if seconds < 0:
@@ -231,11 +279,18 @@ def _other_problems(gate: Gate, outcome: Outcome, first: tuple[int, float] | Non
     if first is None:
         return []
     problems = []
+    # The original cause: the expected refusal at `at`, or the failure the gate's ABORT
+    # comes from (`after`).
+    origins, original = gate.at, gate.expected
+    if gate.after is not None:
+        origins, original = (gate.after[0],), gate.after[1]
     for role in sorted(outcome.result.outcomes):
         if role == first[0] or role in gate.disabled or role < 0:
             continue
         if role in gate.at and outcome.cause(role) == gate.expected:
             continue
+        if gate.committed and role not in gate.at:
+            continue  # it ended after the commit point, as it should (_exit_problems)
         if gate.unreached is not None:
             kind, budget = gate.unreached
             if outcome.cause(role) == kind and outcome.budget(role) == budget:
@@ -249,47 +304,77 @@ def _other_problems(gate: Gate, outcome: Outcome, first: tuple[int, float] | Non
         by = outcome.aborted_by(role)
         if (
             by is not None
-            and by[1] == gate.expected
-            and by[0] in gate.at
-            and outcome.cause(by[0]) == gate.expected
+            and by[1] == original
+            and by[0] in origins
+            and outcome.cause(by[0]) == original
         ):
             continue
         named = outcome.cause(role) or "no cause"
         if by is not None:
             named += f" (aborted by role {by[0]}: {by[1]})"
         problems.append(
-            f"role {role} named {named}, not the original cause ({gate.expected} at role "
-            f"{first[0]})"
+            f"role {role} named {named}, not the original cause ({original} at role "
+            f"{_roles(origins)})"
         )
     return problems
 
 
 def _exit_problems(gate: Gate, outcome: Outcome) -> list[str]:
-    """Every role the fault did not take out exited non-zero by itself."""
-    return [
-        f"role {role} did not fail by itself (exit {each.returncode}"
-        f"{', killed by the launcher' if each.killed else ''})"
-        for role, each in sorted(outcome.result.outcomes.items())
-        if role not in gate.disabled and (each.returncode in (0, None) or each.killed)
-    ]
+    """Every role the fault did not take out exited non-zero by itself; for a fault after the
+    commit point (``committed``), every role outside ``at`` exited 0."""
+    problems = []
+    for role, each in sorted(outcome.result.outcomes.items()):
+        if role in gate.disabled:
+            continue
+        killed = ", killed by the launcher" if each.killed else ""
+        if gate.committed and role not in gate.at:
+            if each.returncode != 0 or each.killed:
+                problems.append(
+                    f"role {role} did not end 0 after the commit point (exit "
+                    f"{each.returncode}{killed})"
+                )
+        elif each.returncode in (0, None) or each.killed:
+            problems.append(f"role {role} did not fail by itself (exit {each.returncode}{killed})")
+    return problems
 
 
 def _left_problems(gate: Gate, outcome: Outcome) -> list[str]:
     """What the run left: a commit only where the gate expects one, no staged report, no
     process."""
     problems = []
+    # A role that cannot learn whether the run committed (CommitUnknown) keeps its report
+    # staged, never final; no other role keeps one.
+    unknown = gate.at if gate.expected == "CommitUnknown" else ()
+    staged_wanted = {report_name(role) + STAGED_SUFFIX for role in unknown}
     if gate.expected == "commit":
         if not (outcome.result.ok and outcome.committed()):
             problems.append(f"the run did not commit: {outcome.result.first_to_fail}")
+    elif gate.committed:
+        if not outcome.committed():
+            problems.append("the run did not commit before the fault (no commit record)")
+        final_wanted = {report_name(role) for role in outcome.result.outcomes if role >= 0} - {
+            report_name(role) for role in gate.at
+        }
+        found = {path.name for path in outcome.final_reports()}
+        if found != final_wanted:
+            problems.append(
+                f"the final reports are {', '.join(sorted(found)) or 'none'}, not "
+                f"{', '.join(sorted(final_wanted)) or 'none'} (every role but "
+                f"{_roles(gate.at)})"
+            )
     else:
         if outcome.committed():
             problems.append("the run committed (a commit record was written)")
         if outcome.final_reports():
             names = ", ".join(path.name for path in outcome.final_reports())
             problems.append(f"final reports were published: {names}")
-    if outcome.staged_reports():
-        names = ", ".join(path.name for path in outcome.staged_reports())
+    staged = {path.name for path in outcome.staged_reports()}
+    if staged - staged_wanted:
+        names = ", ".join(sorted(staged - staged_wanted))
         problems.append(f"staged reports were left: {names}")
+    if staged_wanted - staged:
+        names = ", ".join(sorted(staged_wanted - staged))
+        problems.append(f"no report was left staged by the role that cannot know: {names}")
     if outcome.left_running():
         problems.append(f"processes left running: {outcome.left_running()}")
     return problems
@@ -298,13 +383,14 @@ def _left_problems(gate: Gate, outcome: Outcome) -> list[str]:
 def judge(gate: Gate, outcome: Outcome) -> Verdict:
     """The verdict on one faulted run: every condition of docs/gates.md "The verdict"."""
     first = _first_refusal(gate, outcome)
-    seconds = None if first is None else first[1] - fault_moment(gate, outcome)
+    measured = _measured(gate, outcome, first)
+    seconds = None if measured is None else measured[1] - fault_moment(gate, outcome)
     problems = _fault_problems(gate, outcome)
     if gate.expected == "commit":
         observed = "commit" if outcome.committed() else "no commit"
     else:
-        observed = outcome.cause(first[0]) if first is not None else ""
-        problems += _refusal_problems(gate, outcome, first, seconds)
+        observed = outcome.cause(measured[0]) if measured is not None else ""
+        problems += _refusal_problems(gate, outcome, first, measured, seconds)
         problems += _other_problems(gate, outcome, first)
         problems += _exit_problems(gate, outcome)
     problems += _left_problems(gate, outcome)
@@ -313,7 +399,7 @@ def judge(gate: Gate, outcome: Outcome) -> Verdict:
         fault=gate.fault_text(),
         expected=gate.expected,
         observed=observed or "none",
-        role=None if first is None else first[0],
+        role=None if measured is None else measured[0],
         seconds=seconds,
         passed=not problems,
         why="; ".join(problems),
@@ -383,6 +469,21 @@ def _pinned(scenario: Scenario, control: Outcome) -> list[str]:
                 f"{digest[:16]}... (gates/reference_fold.py)"
             )
     return problems
+
+
+#: The key a keyless stranger seals its hello with: its own, not the edge's.
+STRANGER_KEY: Final = bytes(range(0xA0, 0xC0))
+
+
+def _stranger_sends(gate: Gate) -> bytes:
+    """What the gate's stranger sends: an HTTP request, or (``keyless``) the hello of the
+    listener's first higher peer, right in every header field, under the stranger's key."""
+    if not gate.keyless or gate.stranger is None:
+        return HTTP_REQUEST
+    plan = parse_plan(gate.scenario.plan, source=gate.scenario.name)
+    # The stranger takes the listener's first announced port: its edge to its first child.
+    peer = min(r for r in range(plan.participants) if plan.tree.parent(r) == gate.stranger)
+    return keyless_hello(gate.scenario.plan, peer, gate.stranger, STRANGER_KEY)
 
 
 def _native(plan: str) -> str:
@@ -480,6 +581,11 @@ class _Scenarios:
                 raise ValueError(f"{gate.name}: {text!r} is not in its plan exactly once")
             plan = scenario.plan.replace(text, replacement)
             replace[role] = foreign_artifact(plan, role, built / "foreign")
+        if gate.recompiled is not None:
+            # Another compile of the same plan: compile draws its own run secret.
+            replace[gate.recompiled] = foreign_artifact(
+                scenario.plan, gate.recompiled, built / "recompiled"
+            )
         if gate.program is not None:
             other = built / "program"
             await trio.to_thread.run_sync(
@@ -496,6 +602,7 @@ class _Scenarios:
             absent=gate.absent,
             delays=gate.delays,
             stranger=gate.stranger,
+            stranger_sends=_stranger_sends(gate),
             interrupt=gate.interrupt,
         )
         return judge(gate, outcome)

@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Final
 
 import alpha
-from alpha.app import compile_plan
+from alpha.app import compile_plan, compiled_identity
 from alpha.artifact import artifact_name, artifact_runtime
 from alpha.compiler import parse_plan
+from alpha.runtime import hello_spec
+from alpha.wire import KEYED_FORMAT_VERSION, keyed_seal, payload_digest
 
 __all__ = [
     "BEHAVIOURS",
@@ -48,6 +50,7 @@ __all__ = [
     "compile_with_code",
     "damage_member",
     "foreign_artifact",
+    "keyless_hello",
     "patched_package",
     "tamper_runtime",
 ]
@@ -121,7 +124,7 @@ _ARM: Final = """\
 """
 _COUNTER: Final = '_check_width("next_version", next_version, MAX_VERSION)'
 # The two places a counter starts: a sending slot's (SendSlot) and a receiving slot's.
-_SEND_START: Final = _COUNTER + "\n        self.spec = spec\n"
+_SEND_START: Final = _COUNTER + "\n        self.sealing = "
 _RECEIVE_START: Final = _COUNTER + "\n        if buffer is None:\n"
 _NEAR_TOP: Final = "\n        next_version = max(next_version, MAX_VERSION - 2)"
 # The two overflow checks: the sending counter's (SendSlot.begin) and a receive slot's arm.
@@ -133,6 +136,11 @@ _SENT: Final = """\
         return await self.channels[peer].send(slot, payload, step=step, digest=digest)
 """
 
+
+_COMPLETION: Final = "alpha/runtime/completion.py"
+_DONE: Final = (
+    "        await upward.send(_end(upward).completion_out(FrameKind.DONE), mine, step=step)\n"
+)
 
 # The sending side's module and the receiving side's (alpha.wire.send and alpha.wire.receive).
 _SEND: Final = "alpha/wire/send.py"
@@ -280,6 +288,12 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "manifest lists its members, but its SHA-256 is not the one the role binds",
             (Patch("alpha/__init__.py", _TAMPER_AT, _TAMPER_AT + _TAMPERED),),
             runtime=True,
+        ),
+        Behaviour(
+            "done-twice",
+            "sends its DONE twice: its parent refuses the second as bytes after its last frame "
+            "(TrailingBytes) and aborts the run where the COMMIT is due to its other children",
+            (Patch(_COMPLETION, _DONE, _DONE + _DONE),),
         ),
         Behaviour(
             "other-program",
@@ -487,3 +501,13 @@ def foreign_artifact(plan_text: str, role: int, out: Path) -> Path:
     return its artifact."""
     compile_plan(parse_plan(plan_text, source="foreign"), out, [role])
     return out / artifact_name(role)
+
+
+def keyless_hello(plan_text: str, sender: int, receiver: int, key: bytes) -> bytes:
+    """The hello ``sender`` sends ``receiver`` in a keyed run of ``plan_text``, as a stranger
+    who holds the plan and the code but no edge key makes it: every header field right (the
+    identity computed from the plan and this package, as ``alpha.app.compiled_identity``
+    gives it; layout 3), its trailer an HMAC-SHA256 under ``key``, a key of its own."""
+    identity = compiled_identity(parse_plan(plan_text, source="stranger"))
+    header = hello_spec(identity, sender, receiver).header(0, layout=KEYED_FORMAT_VERSION)
+    return header + keyed_seal(key, header, payload_digest(b""))

@@ -6,6 +6,12 @@ extent from it (an attacker may parse; participants never do), reads the payload
 and forwards the whole frame. At the frame a :class:`Fault` names, counted per direction from
 the hello (index 0) or given as the first frame of a kind, it does what the fault says.
 
+One fault is an attacker's, not a line's: ``rehash`` changes the frame (bytes flipped at an
+offset, or the whole frame rewritten, :func:`as_commit`) and recomputes its trailer as anyone
+on the path can (:func:`rehashed`): the layout-2 SHA-256 seal over header and payload digest,
+or an HMAC-SHA256 under a key of the relay's own. The frame then passes every check of the
+receiver but the keyed trailer's, which only the edge's key can make.
+
 Directions are named from the edge's roles: ``"down"`` is from the lower role (the listener)
 to the higher (the connector), ``"up"`` the other way. A relay serves one connection.
 """
@@ -18,13 +24,23 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 import trio
 
-from alpha.wire import HEADER_SIZE, TRAILER_SIZE, FrameKind
+from alpha.wire import (
+    COMPLETION_SLOT,
+    FIELDS,
+    HEADER_SIZE,
+    KINDS,
+    TRAILER_SIZE,
+    FrameKind,
+    keyed_seal,
+    payload_digest,
+    seal,
+)
 
-__all__ = ["Fault", "FaultKind", "Relay"]
+__all__ = ["Fault", "FaultKind", "Relay", "as_commit", "rehashed"]
 
 FaultKind = Literal[
     "insert",  # send `data` just before the frame
@@ -41,6 +57,11 @@ FaultKind = Literal[
     "swap",  # hold the frame back and send it after the next one
     "call",  # call `action` (e.g. stop or kill a participant), then send the frame
     "overwrite",  # write `data` over the frame's bytes from `offset` (e.g. a header field)
+    # Change the frame, then recompute its trailer without the edge's key (`rehashed`): XOR
+    # `data` into the bytes from `offset` (a payload bit, a digest byte), or, with `rewrite`,
+    # send what it makes of the frame's header and payload (`as_commit`); the trailer is the
+    # layout-2 SHA-256 seal, or an HMAC under `key`, a key of the relay's own.
+    "rehash",
     # Send the frame (a hello), then nothing more in either direction, both connections kept
     # open: to the listener, a stranger that sent the connecting role's exact hello and went
     # silent; the connecting role itself never gets the listener's hello.
@@ -59,6 +80,8 @@ class Fault:
     offset: int = 0
     seconds: float = 0.0
     action: Callable[[], None] | None = field(default=None, compare=False)
+    rewrite: Callable[[bytes], bytes] | None = field(default=None, compare=False)
+    key: bytes | None = None  # a rehash's own key (an HMAC under it), or None (SHA-256 seal)
 
     def hits(self, index: int, kind: int) -> bool:
         if isinstance(self.frame, FrameKind):
@@ -67,8 +90,9 @@ class Fault:
 
 
 _EXTENT = struct.Struct(">Q")
-_EXTENT_AT = HEADER_SIZE - 8  # the extent is the header's last field
-_KIND_AT = 5
+_EXTENT_AT = HEADER_SIZE - _EXTENT.size  # the extent is the header's last field
+_AT: Final = {each.name: each.offset for each in FIELDS}  # each header field's offset
+_KIND_AT = _AT["kind"]
 
 
 @dataclass
@@ -209,7 +233,64 @@ class Relay:
             rewritten = bytearray(frame)
             rewritten[fault.offset : fault.offset + len(fault.data)] = fault.data
             await sink.send_all(bytes(rewritten))
+        elif kind == "rehash":
+            await sink.send_all(rehashed(frame, fault))
         return False
+
+
+def _flip(frame: bytes, offset: int, mask: bytes) -> bytes:
+    """``frame``'s header and payload with ``mask`` XORed into the bytes from ``offset``
+    (from the frame's end when negative, as for ``corrupt``)."""
+    body = bytearray(frame[:-TRAILER_SIZE])
+    at = offset % len(frame)
+    if at + len(mask) > len(body):
+        raise ValueError(f"a rehash changes header or payload bytes, not offset {offset}")
+    for index, bit in enumerate(mask):
+        body[at + index] ^= bit
+    return bytes(body)
+
+
+def rehashed(frame: bytes, fault: Fault) -> bytes:
+    """``frame`` changed as ``fault`` (a ``rehash``) says, with a trailer recomputed as an
+    attacker without the edge's key can: ``seal`` (layout 2's SHA-256 over the header and the
+    payload's SHA-256), or ``keyed_seal`` under ``fault.key``, a key of its own. The header's
+    format byte is left as it is: a keyed frame stays layout 3, so only its MAC can tell.
+
+    Raises:
+        ValueError: the change reaches into the trailer, or makes no whole frame.
+    """
+    body = (
+        _flip(frame, fault.offset, fault.data)
+        if fault.rewrite is None
+        else fault.rewrite(frame[:-TRAILER_SIZE])
+    )
+    header, payload = body[:HEADER_SIZE], body[HEADER_SIZE:]
+    (extent,) = _EXTENT.unpack_from(header, _EXTENT_AT)
+    if len(header) < HEADER_SIZE or extent != len(payload):
+        raise ValueError("a rehashed frame must be a whole header and its extent of payload")
+    digest = payload_digest(payload)
+    trailer = seal(header, digest) if fault.key is None else keyed_seal(fault.key, header, digest)
+    return body + trailer
+
+
+def as_commit(digest: bytes) -> Callable[[bytes], bytes]:
+    """A ``rewrite`` that makes a COMMIT of the frame it is given (an ABORT in place of the
+    COMMIT that is due): the same magic, format, identity and edge, the kind COMMIT at its
+    slot, version 0, extent and payload the 32-byte ``digest``."""
+    extent = KINDS[FrameKind.COMMIT].extent
+    assert extent is not None, "a COMMIT's extent is fixed"
+    if len(digest) != extent:
+        raise ValueError(f"a COMMIT carries {extent} bytes, not {len(digest)}")
+
+    def rewrite(body: bytes) -> bytes:
+        header = bytearray(body[:HEADER_SIZE])
+        header[_KIND_AT] = FrameKind.COMMIT
+        struct.pack_into(">I", header, _AT["slot"], COMPLETION_SLOT)
+        struct.pack_into(">Q", header, _AT["version"], 0)
+        _EXTENT.pack_into(header, _EXTENT_AT, extent)
+        return bytes(header) + digest
+
+    return rewrite
 
 
 async def _read(stream: trio.SocketStream, count: int) -> bytes:

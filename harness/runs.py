@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import trio
 
@@ -26,7 +27,7 @@ from alpha.wire import failure_of
 from harness.processes import running
 from harness.relay import Fault, Relay
 
-__all__ = ["STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
+__all__ = ["HTTP_REQUEST", "STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
 
 #: How ``alpha.errors.RoundAborted`` names the original cause in its message: ``the run was
 #: aborted by role ORIGIN (relayed by role PEER): CLASS``; the relay part only when relayed.
@@ -115,9 +116,13 @@ def _pid_of(artifact: str) -> int | None:
     return found[0] if found else None
 
 
-def _http_stranger(port: int) -> socket.socket:
+#: What a stranger sends by default: an HTTP request, another protocol altogether.
+HTTP_REQUEST: Final = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def _stranger(port: int, data: bytes) -> socket.socket:
     conn = socket.create_connection(("127.0.0.1", port))
-    conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    conn.sendall(data)
     return conn
 
 
@@ -133,6 +138,7 @@ async def relayed_run(
     absent: frozenset[int] = frozenset(),
     delays: Mapping[int, float] | None = None,
     stranger: int | None = None,
+    stranger_sends: bytes = HTTP_REQUEST,
     interrupt: Interrupt | None = None,
 ) -> Outcome:
     """Copy the compiled run in ``compiled`` to ``folder`` and launch it.
@@ -147,7 +153,8 @@ async def relayed_run(
         interpreters: the argv prefix per target (``alpha.launch.launcher.launch_specs``).
         absent, delays: roles never started, or started late (``alpha.launch.launcher.launch``).
         stranger: a role whose listener a stranger connects to, as soon as it announced,
-            before the real peer: it sends an HTTP request and stays connected.
+            before the real peer: it sends ``stranger_sends`` (an HTTP request, or a hello
+            ``harness.adversary.keyless_hello`` makes) and stays connected.
         interrupt: the signal the relay's ``call`` fault sends (``fault`` must be a call).
     """
     shutil.copytree(compiled, folder)
@@ -210,7 +217,7 @@ async def relayed_run(
 
         async def intrude(role: int, ports: tuple[int, ...]) -> None:
             if role == stranger and ports:
-                strangers.append(await trio.to_thread.run_sync(_http_stranger, ports[0]))
+                strangers.append(await trio.to_thread.run_sync(_stranger, ports[0], stranger_sends))
 
         if interrupt is not None and interrupt.signal == signal.SIGSTOP:
             nursery.start_soon(reap_stopped)

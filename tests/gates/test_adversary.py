@@ -4,6 +4,7 @@ honest one, and a foreign participant carries another run identity."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -22,7 +23,10 @@ from alpha.artifact import (
     verify_artifact,
 )
 from alpha.compiler.plan import parse_plan
-from alpha.errors import ArtifactInvalid
+from alpha.errors import ArtifactInvalid, Forged
+from alpha.runtime import edge_end
+from alpha.schedule import RoleDescription
+from alpha.wire import HEADER_SIZE
 from gates.catalogue import LEARN, PAIR
 from harness.adversary import (
     BEHAVIOURS,
@@ -34,8 +38,10 @@ from harness.adversary import (
     compile_with_code,
     damage_member,
     foreign_artifact,
+    keyless_hello,
     patched_package,
 )
+from tests.support import raises_exactly
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +136,44 @@ def test_foreign_participants_carry_another_run_identity(tmp_path: Path) -> None
     assert isinstance(other_rate, dict) and isinstance(other_code, dict)
     assert other_rate["identity"] != identity["identity"]
     assert other_code["identity"] != identity["identity"]
-    # Everything else of the role is the same: only the identity names another run.
+
+    # Everything else of the role is the same but its edge keys (each compile draws its own
+    # run secret): only the identity names another run.
+    def unkeyed(description: dict[str, object]) -> dict[str, object]:
+        edges = description["edges"]
+        assert isinstance(edges, list)
+        bare = [{k: v for k, v in edge.items() if k != "keys"} for edge in edges]
+        return {k: v for k, v in description.items() if k != "identity"} | {"edges": bare}
+
     for other in (other_code,):
-        assert {k: v for k, v in other.items() if k != "identity"} == {
-            k: v for k, v in identity.items() if k != "identity"
-        }
+        assert unkeyed(other) == unkeyed(identity)
+
+
+def test_another_compile_of_the_same_plan_has_its_identity_and_other_keys(
+    honest: Path, tmp_path: Path
+) -> None:
+    # admission.other-compile: the same plan compiled again is the same run identity with
+    # other edge keys, so only the MAC can refuse its frames.
+    again = foreign_artifact(PAIR.plan, 1, tmp_path / "again")
+    mine = read_artifact(honest / artifact_name(1))["description"]
+    other = read_artifact(again)["description"]
+    assert isinstance(mine, dict) and isinstance(other, dict)
+    assert other["identity"] == mine["identity"]
+    assert other["edges"][0]["keys"] != mine["edges"][0]["keys"]
+    assert other["edges"][0]["peer"] == mine["edges"][0]["peer"] == 0
+
+
+def test_a_keyless_hello_is_right_in_every_header_field_and_forged(honest: Path) -> None:
+    # admission.keyless-stranger: from the plan and the code alone, a stranger computes the
+    # hello's every header byte; only the trailer, under a key of its own, is wrong.
+    payload = read_artifact(honest / artifact_name(0))["description"]
+    description = RoleDescription.from_json(json.dumps(payload))
+    (edge,) = description.edges
+    end = edge_end(description, edge)
+    hello = keyless_hello(PAIR.plan, 1, 0, bytes(range(32)))
+    expected = end.hello_in().expected_header(0)
+    assert hello[:HEADER_SIZE] == bytes(expected)
+    raises_exactly(Forged, end.hello_in().accept, hello)
 
 
 def test_a_damaged_member_reads_cleanly_but_its_sha256_refuses_it(

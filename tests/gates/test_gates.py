@@ -35,6 +35,8 @@ def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> N
             "failure",
             "artifact",
             "checkpoint",
+            "forgery",
+            "admission",
         )
         if gate.family == "checkpoint":  # whole checkpointed runs, judged in gates/checkpoints.py
             assert gate.scenario is CHECKPOINT and gate.meaning, gate.name
@@ -161,6 +163,37 @@ def test_a_gate_whose_refusal_differs_fails_and_says_why() -> None:
     assert "failed first with Replayed; expected Corrupted at role 0" in verdict.why
 
 
+def test_the_gates_cover_what_issue_25_asks() -> None:
+    # Rewrite-and-rehash of a data frame, a choice word, an ABORT (and an ABORT into a
+    # COMMIT), a DONE and a COMMIT; a keyless stranger; another compile of the same plan; a
+    # keyed role against an unkeyed one; and layout 2's Corrupted kept on an unkeyed plan.
+    by_name = {gate.name: gate for gate in GATES}
+    asked = {
+        "forgery.rehash-data": "Forged",
+        "forgery.rehash-choice": "Forged",
+        "forgery.rehash-abort": "Forged",
+        "forgery.abort-as-commit": "CommitUnknown",
+        "forgery.rehash-done": "Forged",
+        "forgery.rehash-commit": "CommitUnknown",
+        "admission.keyless-stranger": "Forged",
+        "admission.other-compile": "Forged",
+        "admission.unkeyed-peer": "WrongFrame",
+        "frames.corrupt-payload-unkeyed": "Corrupted",
+        "frames.corrupt-trailer-unkeyed": "Corrupted",
+    }
+    assert {name: by_name[name].expected for name in asked} == asked
+    for name in asked:
+        gate = by_name[name]
+        keyed = 'integrity = "sha256"' not in gate.scenario.plan
+        assert keyed == (not name.endswith("-unkeyed")), name
+        if gate.fault is not None and gate.fault.kind == "rehash":
+            assert gate.fault.key != bytes(32) and gate.honest, name
+        if gate.expected == "CommitUnknown":  # a child that refused where its COMMIT is due
+            assert gate.through == "Forged", name
+    assert by_name["forgery.rehash-commit"].committed
+    assert not by_name["forgery.abort-as-commit"].committed
+
+
 # --- A gate for each check (issue 22) ---------------------------------------------------------
 
 
@@ -173,7 +206,7 @@ def test_the_gates_cover_the_checks_issue_22_names() -> None:
         "frames.overflow-receive-side": "VersionOverflow",
         "frames.overflow-send-side": "VersionOverflow",
         "choice.lying-forwarder": "WrongEdge",
-        "frames.corrupt-emulated": "Corrupted",
+        "frames.corrupt-emulated": "Forged",  # keyed since issue 25: damage looks forged
     }
     assert {name: by_name[name].expected for name in asked} == asked
     # One refusing role each, and never a role whose checks an adversary removed or whose

@@ -664,3 +664,90 @@ def test_peers_of_a_role_that_refused_before_any_edge_name_its_absence(tmp_path:
     roles[0] = Role(lost(0, 1), LAUNCHED + 0.6)
     verdict = judge(damaged, outcome(tmp_path / "c", roles, relay_at=None))
     failing(verdict.why, "role 0 named PeerLost")
+
+
+# --- authenticated frames (issue 25): after, through, committed -------------------------------
+
+FORGED = "Forged: role 1: frame on edge 0->1 refused: the keyed trailer does not match; "
+FORGED += "the frame was not made with this edge's key; the round must be aborted"
+UNKNOWN = "CommitUnknown: role 1 reported its completion but cannot learn whether the run "
+UNKNOWN += "committed: role 1: frame on edge 0->1, slot 0, version 0 refused: the keyed trailer "
+UNKNOWN += "does not match; the frame was not made with this edge's key; the round must be aborted"
+
+
+def abort_as_commit(**changes: Role) -> dict[int, Role]:
+    # fan: role 0 refuses role 2's second DONE (the trigger), its ABORT to role 1 is rewritten
+    # into a COMMIT (the fault, at FAULT), and role 1 cannot learn whether the run committed.
+    roles = {
+        0: Role("TrailingBytes: role 0: refused", FAULT - 0.001),
+        1: Role(UNKNOWN, FAULT + 0.001),
+        2: Role(aborted(2, 0, "TrailingBytes"), FAULT + 0.002),
+    }
+    roles.update({int(key[1:]): value for key, value in changes.items()})
+    return roles
+
+
+def test_an_abort_gate_measures_the_refusal_after_its_trigger(tmp_path: Path) -> None:
+    run = outcome(tmp_path, abort_as_commit(), staged=(1,))
+    verdict = judge(gate("forgery.abort-as-commit"), run)
+    assert verdict.passed, verdict.why
+    assert (verdict.role, verdict.observed) == (1, "CommitUnknown")
+    assert verdict.seconds == pytest.approx(0.001)
+
+
+def test_an_abort_gate_whose_first_refusal_is_not_its_trigger_fails(tmp_path: Path) -> None:
+    roles = abort_as_commit(r0=Role("WrongEdge: role 0: refused", FAULT - 0.001))
+    verdict = judge(gate("forgery.abort-as-commit"), outcome(tmp_path / "a", roles, staged=(1,)))
+    failing(verdict.why, "role 0 failed first with WrongEdge; the gate's ABORT is role 0's")
+    # An ABORT taken for what it says: role 1 aborted, not refusing the forged frame.
+    roles = abort_as_commit(r1=Role(aborted(1, 0, "TrailingBytes"), FAULT + 0.001))
+    verdict = judge(gate("forgery.abort-as-commit"), outcome(tmp_path / "b", roles))
+    assert not verdict.passed
+    failing(verdict.why, "role 1 failed first with RoundAborted; expected CommitUnknown")
+
+
+def test_a_commit_unknown_that_does_not_name_the_forgery_fails(tmp_path: Path) -> None:
+    other = UNKNOWN.replace("the frame was not made with this edge's key", "the peer went away")
+    roles = abort_as_commit(r1=Role(other, FAULT + 0.001))
+    verdict = judge(gate("forgery.abort-as-commit"), outcome(tmp_path, roles, staged=(1,)))
+    assert not verdict.passed
+    failing(verdict.why, "role 1's CommitUnknown does not name the Forged it met")
+
+
+def test_the_child_that_cannot_know_keeps_its_report_staged_never_final(tmp_path: Path) -> None:
+    verdict = judge(gate("forgery.abort-as-commit"), outcome(tmp_path / "a", abort_as_commit()))
+    failing(verdict.why, "no report was left staged by the role that cannot know")
+    run = outcome(tmp_path / "b", abort_as_commit(), final=(1,))
+    failing(judge(gate("forgery.abort-as-commit"), run).why, "final reports were published")
+    run = outcome(tmp_path / "c", abort_as_commit(), staged=(1, 2))
+    failing(judge(gate("forgery.abort-as-commit"), run).why, "staged reports were left")
+
+
+def rehashed_commit(**changes: Role) -> dict[int, Role]:
+    # pair: role 0 committed and ended 0; role 1 refused the rehashed COMMIT.
+    roles = {0: Role(None, None, code=0), 1: Role(UNKNOWN, FAULT + 0.001)}
+    roles.update({int(key[1:]): value for key, value in changes.items()})
+    return roles
+
+
+def test_a_fault_after_the_commit_point_passes_as_committed(tmp_path: Path) -> None:
+    run = outcome(tmp_path, rehashed_commit(), committed=True, final=(0,), staged=(1,))
+    verdict = judge(gate("forgery.rehash-commit"), run)
+    assert verdict.passed, verdict.why
+    assert (verdict.role, verdict.observed) == (1, "CommitUnknown")
+
+
+def test_after_the_commit_point_what_must_hold_fails_when_it_does_not(tmp_path: Path) -> None:
+    name = "forgery.rehash-commit"
+    run = outcome(tmp_path / "a", rehashed_commit(), final=(0,), staged=(1,))
+    failing(judge(gate(name), run).why, "the run did not commit before the fault")
+    run = outcome(tmp_path / "b", rehashed_commit(), committed=True, final=(0, 1))
+    failing(judge(gate(name), run).why, "the final reports are role-000000.json, role-000001.json")
+    run = outcome(tmp_path / "c", rehashed_commit(), committed=True, staged=(1,))
+    failing(judge(gate(name), run).why, "the final reports are none")
+    roles = rehashed_commit(r0=Role(None, None, code=1))
+    run = outcome(tmp_path / "d", roles, committed=True, final=(0,), staged=(1,))
+    failing(judge(gate(name), run).why, "role 0 did not end 0 after the commit point")
+    roles = rehashed_commit(r1=Role(None, None, code=0))
+    run = outcome(tmp_path / "e", roles, committed=True, final=(0, 1))
+    failing(judge(gate(name), run).why, "no role failed")
