@@ -32,7 +32,7 @@ from alpha.errors import (
     WrongEdge,
 )
 from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
-from alpha.runtime.edge import hello_spec
+from alpha.runtime.edge import edge_end
 from alpha.runtime.session import first_alpha_error, run_role
 from alpha.schedule.local import Loop, Recv, Send
 from alpha.schedule.role import RoleDescription
@@ -336,10 +336,8 @@ async def test_a_verified_contribution_with_wrong_content_fails_the_sum_check() 
     # contribution. Role 0 folds it, sends the total down as its schedule says, and its check
     # of the total refuses it. The session raises the cause itself, not the exception group
     # of the nursery it arose in.
-    plan = exchange_plan(2, 1, payload=8, budgets=BUDGETS)
     description, schedule = _role(0, 2, 1, BUDGETS, [1])
-    identity = description.identity
-    theirs = project(protocol_for(plan), 1)
+    mine, theirs = _role(1, 2, 1, BUDGETS, [0])
     (loop,) = theirs.body
     assert isinstance(loop, Loop)
     up = next(ins for ins in loop.body if isinstance(ins, Send))
@@ -362,13 +360,15 @@ async def test_a_verified_contribution_with_wrong_content_fails_the_sum_check() 
         port = int.from_bytes(await announcements.receive(), "big")
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
+            # Role 1's own end of the edge, its keys included: every frame is sealed as role
+            # 1's artifact would seal it.
+            (edge,) = mine.edges
+            end = edge_end(mine, edge)
             channel = FrameChannel(stream, role=1, peer=0, budgets=BUDGETS)
-            await channel.send(SendSlot(hello_spec(identity, 1, 0)), b"")
-            await channel.receive(ReceiveSlot(hello_spec(identity, 0, 1)))
-            data = FrameSpec(identity, FrameKind.DATA, 1, 0, up.slot, extent)
-            await channel.send(SendSlot(data), wrong)
-            back = FrameSpec(identity, FrameKind.DATA, 0, 1, down.slot, extent)
-            total = await channel.receive(ReceiveSlot(back))
+            await channel.send(end.hello_out(), b"")
+            await channel.receive(end.hello_in())
+            await channel.send(end.sending(FrameKind.DATA, up.slot, extent), wrong)
+            total = await channel.receive(end.receiving(FrameKind.DATA, down.slot, extent))
             totals.append(np.frombuffer(bytes(total), dtype=values))
             # Role 0 refuses the total and goes away; whatever happens to this end then is
             # not what the test is about.

@@ -212,7 +212,9 @@ async def test_a_fold_adds_in_the_declared_order_whatever_order_sources_arrive_i
     hashed: list[int] = []
     real = channel_module.payload_digest
     monkeypatch.setattr(
-        channel_module, "payload_digest", lambda data: hashed.append(1) or real(data)
+        channel_module,
+        "payload_digest",
+        lambda data, name="sha256": hashed.append(1) or real(data, name),
     )
     recvs = tuple(Recv(peer, f"x#{peer}", 1) for peer in (1, 2, 3))
     fold = Fold("x", ("x", "x#1", "x#2", "x#3"))
