@@ -74,6 +74,7 @@ INPUT = {
     "ProtocolRejected",
     "PlanInvalid",
     "ArtifactInvalid",
+    "ArtifactExposed",
     "TargetMismatch",
     "EmulationUnavailable",
     "CheckpointCorrupt",
