@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 import shlex
-import stat
 import socket
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
