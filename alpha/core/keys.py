@@ -1,15 +1,14 @@
 """The key schedule: one run secret per compile, one key per edge and direction.
 
-``alpha compile`` is to draw a fresh run secret from the operating system
-(:func:`draw_run_secret`, never from a seed) and derive from it, with HKDF-SHA256 (RFC 5869,
+``alpha compile`` draws a fresh run secret from the operating system
+(:func:`draw_run_secret`, never from a seed) and derives from it, with HKDF-SHA256 (RFC 5869,
 written here on :mod:`hmac` and :mod:`hashlib`), one key per edge and direction
-(:func:`edge_key`), bound to the run identity, the sender and the receiver; a role's artifact is
-to hold only the keys of its own edges (:func:`keys_for_role`). ``docs/security.md`` gives the
-layout byte for byte and what the keys protect.
+(:func:`edge_key`), bound to the run identity, the sender and the receiver; a role's artifact
+holds only the keys of its own edges (:func:`keys_for_role`), which key its frames (layout 3,
+``alpha.wire.frame.keyed_seal``). ``docs/security.md`` gives the layout byte for byte and what
+the keys protect.
 
-Nothing uses the keys yet: frames are still layout 2 (an unkeyed SHA-256 trailer); the keyed
-trailer lands with issue 25. Pure code over bytes: the secret's one source is :mod:`secrets`,
-no socket, trio or os import.
+Pure code over bytes: the secret's one source is :mod:`secrets`, no socket, trio or os import.
 """
 
 from __future__ import annotations
@@ -87,7 +86,7 @@ def draw_run_secret() -> bytes:
     """A fresh run secret of ``RUN_SECRET_SIZE`` bytes from the operating system's CSPRNG.
 
     Never from a seed: two compiles of one plan get different secrets, so a participant of one
-    is a stranger to the other. The secret is to be written to no ``run.json`` and no log.
+    is a stranger to the other. The secret is written to no ``run.json``, log or artifact.
 
     Raises:
         Nothing.

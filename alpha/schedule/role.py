@@ -32,6 +32,9 @@ FORMAT: Final = "alpha-role/1"
 
 DEFAULT_ADDRESS: Final = "127.0.0.1"
 
+# The digits a key's hex may use: lowercase only, so a key has one spelling.
+_HEX: Final = frozenset("0123456789abcdef")
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -249,7 +252,8 @@ def _edge_from(entry: Mapping[str, object]) -> Edge:
     for name in ("send", "receive"):
         text = keys[name]
         try:
-            if not isinstance(text, str) or text != text.lower():
+            # Exactly 64 lowercase hex digits: bytes.fromhex alone takes spaces and newlines.
+            if not isinstance(text, str) or len(text) != 2 * KEY_SIZE or not set(text) <= _HEX:
                 raise ValueError
             found.append(bytes.fromhex(text))
         except ValueError:

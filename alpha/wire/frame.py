@@ -5,7 +5,8 @@ Every message between participants is one frame: a fixed 132-byte header, the pa
 32-byte SHA-256 trailer over the header and the payload's digest (:func:`seal`). Layout 3
 (``KEYED_FORMAT_VERSION``, issue 25) keeps header and payload and keys the trailer: an
 HMAC-SHA256 under the edge and direction's key (:func:`keyed_seal`, :func:`check_keyed`);
-it is defined here and not yet used by runs. The layout is
+it is what keyed runs (the default) send, layout 2 what ``[contract] integrity = "sha256"``
+runs send. The layout is
 documented field by field in ``docs/frames.md``; ``FIELDS`` below is its single source in code,
 and ``KINDS`` the single table of every frame kind: which slot it travels in and how many
 payload bytes it carries. Adding a frame kind is a line in :class:`FrameKind` and a row in
@@ -95,8 +96,9 @@ sent on several edges is hashed once."""
 KEYED_FORMAT_VERSION: Final = 3
 """The keyed layout (issue 25): the header and payload of layout 2, the format byte 3, and a
 trailer that is an HMAC-SHA256 under the key of the frame's edge and direction
-(:func:`keyed_seal`) instead of a plain SHA-256. Defined, not yet used by runs: every run sends
-and accepts layout 2 (``FORMAT_VERSION``) only."""
+(:func:`keyed_seal`) instead of a plain SHA-256. What every frame of a keyed run (the default)
+is; a run with ``[contract] integrity = "sha256"`` sends and accepts layout 2
+(``FORMAT_VERSION``) only."""
 
 
 TRAILER_SIZE: Final = DIGEST_SIZE

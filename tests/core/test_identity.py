@@ -64,7 +64,7 @@ def test_constants() -> None:
     assert IDENTITY_SIZE == 96
     assert IDENTITY_PARTS == ("learner", "contract", "membership")
     assert LEARNER_DOMAIN == b"alpha/learner/v1"
-    assert CONTRACT_DOMAIN == b"alpha/contract/v2"
+    assert CONTRACT_DOMAIN == b"alpha/contract/v2"  # v2: integrity and payload digest bound
     assert CODE_DOMAIN == b"alpha/code/v1"
     assert CODE_BOUND_LEARNER_DOMAIN == b"alpha/learner+code/v1"
     assert DTYPES == ("float32", "float64")
@@ -901,6 +901,8 @@ def test_a_run_identity_binds_all_three() -> None:
 # changed: bump the domain tag's version rather than re-pin.
 KNOWN_LEARNER = "eda09baa03d05cb27971ca49b5ae52c580e83467579a9f6894be02d821dc45ed"
 KNOWN_CONTRACT = "40b45309f3a091c94fa80d87508b5324902810b6d55b1b283a6765fc5c918737"
+# the same contract with [contract] integrity = "sha256" (layout 2 frames)
+KNOWN_UNKEYED_CONTRACT = "8f2558e5435f69496717707c2d247e7f3409b97882f93b82ed9870aabbe279d9"
 
 
 def known_learner() -> bytes:
@@ -954,6 +956,7 @@ def test_known_learner_digest_reproduces_from_the_documented_layout() -> None:
 
 def test_known_contract_digest() -> None:
     assert contract_of().hex() == KNOWN_CONTRACT
+    assert contract_of(integrity="sha256").hex() == KNOWN_UNKEYED_CONTRACT
     data = (
         b"alpha/contract/v2"
         + field(b"float32")
@@ -961,7 +964,9 @@ def test_known_contract_digest() -> None:
         + u64(200_000)
         + u64(64)
         + field(b"all")
-        + field(b"hmac-sha256")  # the integrity (keyed, the default)
-        + field(b"sha256")  # the payload digest D
     )
-    assert hashlib.sha256(data).hexdigest() == KNOWN_CONTRACT
+    keyed = data + field(b"hmac-sha256") + field(b"sha256")
+    assert len(keyed) == 103
+    assert hashlib.sha256(keyed).hexdigest() == KNOWN_CONTRACT
+    unkeyed = data + field(b"sha256") + field(b"sha256")
+    assert hashlib.sha256(unkeyed).hexdigest() == KNOWN_UNKEYED_CONTRACT

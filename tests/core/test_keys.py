@@ -306,10 +306,10 @@ def test_a_tree_of_up_to_64_roles_gives_each_role_its_own_edges_and_no_shared_ke
 
 
 def test_the_schedule_stands_on_the_identity_value_not_the_digests() -> None:
-    # the frame codec will key its trailer with it: it must stay as cheap to import as the codec
+    # the frame codec keys its trailer with it: it must stay as cheap to import as the codec
     below = reachable("alpha.core.keys")
     assert below == {"alpha.core.identity", "alpha.core.membership", "alpha.checked"} | {
-        "alpha.core.sealing",
+        "alpha.core.sealing",  # KEY_SIZE: the frame key and the edge key are one size
         "alpha.errors",
         "alpha.exitcodes",
     }

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -106,6 +107,10 @@ def _compiled(tmp_path: Path, rounds: int) -> tuple[Plan, Path]:
     return plan, compiled
 
 
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
 def _left_running(remote: Path, *sshds: Sshd) -> list[int]:
     """Participants started from ``remote`` and ssh processes talking to the sshds."""
     found = running(remote)
@@ -157,6 +162,9 @@ def test_a_learner_run_through_ssh_tunnels_equals_the_replicated_learner(tmp_pat
     ]
     for name in ("role-000000.pyz", "role-000001.pyz", runtime):
         assert (remote / name).read_bytes() == (compiled / name).read_bytes()
+        # each copy keeps its file's mode: a keyed artifact is its owner's alone on the node too
+        assert _mode(remote / name) == _mode(compiled / name)
+    assert [_mode(remote / f"role-00000{role}.pyz") for role in (0, 1)] == [0o700, 0o700]
     assert not list(remote.glob("*.part"))
     _, reports = committed_reports(remote / "reports", plan.tree.children)
     digests = {report["digests"]["w"] for report in reports.values()}

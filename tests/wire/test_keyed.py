@@ -1,4 +1,4 @@
-"""The keyed trailer, frame layout 3 (issue 25; defined, not yet used by runs): an HMAC-SHA256
+"""The keyed trailer, frame layout 3 (issue 25; what keyed runs send): an HMAC-SHA256
 under the key of the frame's edge and direction over the header and the payload's digest. Every
 single-bit change of header, digest or trailer is refused as ``Forged``; a trailer made under
 one key is refused under every other; the unkeyed seal never agrees with the keyed one. A keyed
@@ -46,7 +46,8 @@ def make_spec(extent: int = 16) -> FrameSpec:
 
 
 def keyed_frame(key: bytes, spec: FrameSpec, payload: bytes, version: int = 0) -> bytes:
-    """A layout 3 frame as a keyed sender would make it (the send side is not keyed yet)."""
+    """A layout 3 frame made from the codec's parts alone (``SendSlot(spec, key=...)`` makes the
+    same bytes: tests/wire/test_keyed_kinds.py)."""
     header = spec.header(version, layout=KEYED_FORMAT_VERSION)
     return header + payload + keyed_seal(key, header, payload_digest(payload))
 
@@ -154,9 +155,11 @@ def test_a_header_has_layout_2_unless_asked_for_3() -> None:
         raises_exactly(FrameSpecInvalid, spec.header, 5, layout=layout)
 
 
-def test_the_send_side_still_makes_layout_2() -> None:
+def test_the_send_side_makes_layout_2_without_a_key_and_3_with_one() -> None:
     frame = SendSlot(make_spec(4)).prepare(b"abcd").join()
     assert frame[4] == FORMAT_VERSION
+    keyed = SendSlot(make_spec(4), key=KEY).prepare(b"abcd").join()
+    assert keyed == keyed_frame(KEY, make_spec(4), b"abcd")
 
 
 # --- the keyed receive slot -----------------------------------------------------------------
@@ -295,6 +298,6 @@ def test_a_frame_keyed_for_one_edge_is_forged_at_a_slot_keyed_for_another(
 
 def test_the_docs_name_layout_3_and_forged() -> None:
     frames = (ROOT / "docs" / "frames.md").read_text()
-    assert "## Layout 3: the keyed trailer (defined, not yet used by runs, issue 25)" in frames
+    assert "## Layout 3: the keyed trailer\n" in frames and "not yet used" not in frames
     assert "| `Forged` |" in frames
     assert "`Forged`" in (ROOT / "docs" / "exit-codes.md").read_text()
