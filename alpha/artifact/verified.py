@@ -4,6 +4,7 @@ launcher starts from (``alpha.launch.launcher.launch_specs``)."""
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ def check_private(path: Path, name: str | None = None) -> None:
     if mode & 0o077:
         raise ArtifactExposed(
             f"{label} holds its edges' keys and another user can read it (mode {mode:04o}); "
-            f"chmod go= {label}, or compile again (keyed artifacts are written 0700)"
+            f"chmod go= {shlex.quote(str(path))}, or compile again (keyed artifacts are "
+            "written 0700)"
         )
 
 

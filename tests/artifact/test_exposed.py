@@ -142,7 +142,7 @@ def test_alpha_launch_refuses_an_exposed_folder_in_one_line_and_starts_nothing(
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert exposed.name in lines[0] and "another user can read it (mode 0644)" in lines[0]
-    assert f"chmod go= {exposed.name}" in lines[0]
+    assert f"chmod go= {exposed}" in lines[0]
     assert "Traceback" not in done.stderr
     # no role started: no log, report or progress record; nothing new in the folder but the
     # lock every command takes on the folder it writes to (docs/cli.md)
