@@ -176,7 +176,9 @@ async def test_a_corrupted_last_frame_in_the_last_round_aborts_every_role(
     fault = Fault("corrupt", direction, last, offset=-1)  # type: ignore[arg-type]
     outcome = await _run(compiled, tmp_path / "run", edge, fault)
     _assert_nothing_committed(outcome)
-    _assert_everyone_names(outcome, origin, "Corrupted")
+    # The run is keyed (the default): a changed trailer is a failed MAC, Forged. Layout 2's
+    # Corrupted is proved on the unkeyed gates (frames.corrupt-*-unkeyed) and in tests/wire.
+    _assert_everyone_names(outcome, origin, "Forged")
     assert f"round {ROUNDS - 1}" in outcome.log(0)
 
 
@@ -188,7 +190,7 @@ async def test_a_corrupted_completion_frame_aborts_before_the_commit(
     fault = Fault("corrupt", direction, frame, offset=-1)  # type: ignore[arg-type]
     outcome = await _run(compiled, tmp_path / "run", (0, 1), fault)
     _assert_nothing_committed(outcome)
-    _assert_everyone_names(outcome, 0 if frame == FrameKind.DONE else 1, "Corrupted")
+    _assert_everyone_names(outcome, 0 if frame == FrameKind.DONE else 1, "Forged")  # keyed
 
 
 # --- every wait bounded, the first frame of an edge included --------------------------------
@@ -241,16 +243,18 @@ async def test_a_stranger_that_replays_a_hello_and_goes_silent_is_bounded(
     compiled: Path, tmp_path: Path
 ) -> None:
     from alpha.artifact import read_artifact
-    from alpha.runtime.edge import hello_spec
+    from alpha.runtime.edge import edge_end
     from alpha.schedule.role import RoleDescription
-    from alpha.wire.send import SendSlot
 
     folder = tmp_path / "run"
     shutil.copytree(compiled, folder)
     specs, deadline = launch_specs(folder)
-    payload = read_artifact(folder / "role-000000.pyz")
-    identity = RoleDescription.from_dict(payload["description"]).identity
-    hello = SendSlot(hello_spec(identity, 3, 0)).prepare(b"").join()
+    # Role 3's own hello, its key included: the bytes a stranger copied off the wire.
+    payload = read_artifact(folder / "role-000003.pyz")
+    description = RoleDescription.from_dict(payload["description"])
+    (to_parent,) = description.lower
+    assert to_parent.peer == 0
+    hello = edge_end(description, to_parent).hello_out().prepare(b"").join()
     strangers: list[socket.socket] = []
 
     async def stranger(role: int, ports: tuple[int, ...]) -> None:
@@ -430,7 +434,7 @@ async def test_a_corrupted_frame_anywhere_before_the_commit_aborts_both_roles(
         assert each.returncode == 1 and not each.killed, each
     assert not outcome.committed() and outcome.final_reports() == []
     receiver, sender = (1, 0) if direction == "down" else (0, 1)
-    assert outcome.cause(receiver) == "Corrupted"
+    assert outcome.cause(receiver) == "Forged"  # a keyed run: its trailer is a MAC
     assert outcome.cause(sender) == "RoundAborted"
     assert f"aborted by role {receiver}" in outcome.log(sender)
     assert not list((outcome.folder / "reports").glob("*.staged"))

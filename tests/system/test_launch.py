@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -174,8 +175,10 @@ def _stranger(port: int, data: bytes) -> socket.socket:
 
 
 def _hello_from(run: CompiledRun, identity: RunIdentity, sender: int) -> bytes:
+    """A stranger's hello to role 0 in the run's layout (keyed), under a key of its own: its
+    header fields are checked, in order, before its MAC."""
     spec = FrameSpec(identity, FrameKind.HELLO, sender, 0, HELLO_SLOT, 0)
-    return SendSlot(spec).prepare(b"").join()
+    return SendSlot(spec, key=secrets.token_bytes(32)).prepare(b"").join()
 
 
 @pytest.mark.parametrize(
@@ -184,6 +187,7 @@ def _hello_from(run: CompiledRun, identity: RunIdentity, sender: int) -> bytes:
         ("http", "WrongFrame"),
         ("other-run", "IdentityMismatch"),
         ("other-edge", "WrongEdge"),
+        ("keyless", "Forged"),  # every header field right: only the edge's key is missing
     ],
 )
 async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
@@ -199,8 +203,10 @@ async def test_a_stranger_before_the_real_peer_is_refused_and_the_run_aborts(
             learner=identity.learner, contract=identity.contract, membership=bytes(32)
         )
         data = _hello_from(run, other, 1)
-    else:
+    elif what == "other-edge":
         data = _hello_from(run, identity, 2)  # role 2's hello on role 1's listener
+    else:
+        data = _hello_from(run, identity, 1)  # role 1's hello, but not under role 1's key
 
     async def intrude(role: int, ports: tuple[int, ...]) -> None:
         if role == 0:
