@@ -163,13 +163,16 @@ class _Launched:
 
     root: float  # role 0: its last edge established to its last round done
     wall: float  # the launcher: first start to last exit
+    cpu: float  # the participants' user and system CPU, all roles together
 
 
 def _launch(compiled: _Compiled) -> _Launched:
     """Launch a compiled plan; it must commit with the expected total at every role."""
     plan = compiled.plan
     specs, deadline = launch_specs(compiled.directory)
+    before = _children_cpu()
     result = trio.run(partial(launch, specs, deadline=deadline))
+    cpu = _children_cpu() - before
     if not result.ok:
         failure = result.first_to_fail
         cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
@@ -187,7 +190,13 @@ def _launch(compiled: _Compiled) -> _Launched:
             "declared-order fold of the last round's contributions"
         )
     root = reports[0]
-    return _Launched(root["finished_s"] - root["established_s"], result.elapsed_s)
+    return _Launched(root["finished_s"] - root["established_s"], result.elapsed_s, cpu)
+
+
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +224,9 @@ class _Pair:
         short = _launch(self.short)
         long = _launch(self.long)
         return _Launched(
-            (long.root - short.root) / self.rounds, (long.wall - short.wall) / self.rounds
+            (long.root - short.root) / self.rounds,
+            (long.wall - short.wall) / self.rounds,
+            (long.cpu - short.cpu) / self.rounds,
         )
 
 

@@ -13,8 +13,10 @@ settings of the same plan:
 The variants of one size take turns within each repetition, their order rotated from one
 repetition to the next, so that a noisy neighbour slows each alike. The ratios are of the
 medians (keyed / unkeyed, blake3 / sha256), and beside them the median of the repetitions' own
-ratios (each repetition's variants measured within seconds of each other). Issue 25's targets:
-keyed at most 1.05 times unkeyed at each size; BLAKE3 at most 0.6 times SHA-256 at 64 MiB.
+ratios (each repetition's variants measured within seconds of each other), for role 0's time
+and for the participants' CPU per combine (their user and system time, by ``getrusage`` of
+this process's children, differenced like T). Issue 25's targets: keyed at most 1.05 times
+unkeyed at each size; BLAKE3 at most 0.6 times SHA-256 at 64 MiB.
 
 ``python -m bench combine-keyed [--repeat N]`` runs this alone (it does not rewrite
 docs/benchmarks.md; ``make bench`` runs it with the rest).
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alpha.wire import payload_digest
-from bench.combine import KIB, MIB, _compile_pair, _ms, _Pair, _size
+from bench.combine import KIB, MIB, _compile_pair, _Launched, _ms, _Pair, _size
 
 NAME = "combine-keyed"
 ROLES = 4
@@ -82,10 +84,14 @@ def _rotated(variants: tuple[Variant, ...], turn: int) -> list[Variant]:
     return [*variants[shift:], *variants[:shift]]
 
 
-def measure(repeat: int) -> dict[int, dict[str, list[float]]]:
+Samples = dict[int, dict[str, list[_Launched]]]
+"""By size and variant name, one sample per repetition (seconds per combine)."""
+
+
+def measure(repeat: int) -> Samples:
     """Seconds per combine, one sample per repetition, by size and variant name; the variants
     of a size take turns (order rotated each repetition), the sizes one after another."""
-    samples: dict[int, dict[str, list[float]]] = {}
+    samples: Samples = {}
     with tempfile.TemporaryDirectory(prefix="alpha-bench-combine-keyed-") as folder:
         for size in SIZES:
             pairs: dict[str, _Pair] = {
@@ -94,11 +100,14 @@ def measure(repeat: int) -> dict[int, dict[str, list[float]]]:
                 )
                 for index, variant in enumerate(VARIANTS[size])
             }
-            found: dict[str, list[float]] = {name: [] for name in pairs}
+            found: dict[str, list[_Launched]] = {name: [] for name in pairs}
             for turn in range(repeat):
                 for variant in _rotated(VARIANTS[size], turn):
-                    found[variant.name].append(pairs[variant.name].sample().root)
-                line = ", ".join(f"{name} {_ms(times[-1])}" for name, times in found.items())
+                    found[variant.name].append(pairs[variant.name].sample())
+                line = ", ".join(
+                    f"{name} {_ms(got[-1].root)} (CPU {_ms(got[-1].cpu)})"
+                    for name, got in found.items()
+                )
                 _log(f"n = {ROLES}, {_size(size)}: {line} ({turn + 1}/{repeat})")
             samples[size] = found
             for index in range(len(pairs)):  # done with this size's folders
@@ -121,32 +130,42 @@ def _digest_rates(repeat: int) -> tuple[float, float]:
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
-def table(samples: Mapping[int, Mapping[str, list[float]]]) -> list[str]:
-    """The medians, then the comparisons: ratio of medians and median of per-repetition
-    ratios, against the issue's bound."""
+def _ratios(top: list[float], bottom: list[float]) -> tuple[float, float]:
+    """The ratio of the medians, and the median of the repetitions' own ratios."""
+    of_medians = statistics.median(top) / statistics.median(bottom)
+    return of_medians, statistics.median(a / b for a, b in zip(top, bottom, strict=True))
+
+
+def table(samples: Samples) -> list[str]:
+    """The medians, then the comparisons (ratio of medians, median of per-repetition ratios),
+    of role 0's time and of the participants' CPU, against the issue's bound."""
     rows = [
-        "| size | R1 / R2 | variant | median per combine | min | max |",
-        "|---|---|---|---|---|---|",
+        "| size | R1 / R2 | variant | per combine: median (min - max) | CPU per combine: median "
+        "(min - max) |",
+        "|---|---|---|---|---|",
     ]
     for size, found in samples.items():
         low, high = ROUNDS[size]
-        for name, times in found.items():
+        for name, got in found.items():
+            root, cpu = [one.root for one in got], [one.cpu for one in got]
             rows.append(
-                f"| {_size(size)} | {low} / {high} | {name} | {_ms(statistics.median(times))} "
-                f"| {_ms(min(times))} | {_ms(max(times))} |"
+                f"| {_size(size)} | {low} / {high} | {name} | {_ms(statistics.median(root))} "
+                f"({_ms(min(root))} - {_ms(max(root))}) | {_ms(statistics.median(cpu))} "
+                f"({_ms(min(cpu))} - {_ms(max(cpu))}) |"
             )
     rows += [
         "",
-        "| size | ratio | of medians | median of per-repetition ratios | target | met |",
-        "|---|---|---|---|---|---|",
+        "| size | ratio | per combine: of medians | per-repetition ratios' median "
+        "| CPU: of medians | CPU: per-repetition ratios' median | target |",
+        "|---|---|---|---|---|---|---|",
     ]
     for size, top, bottom, bound in COMPARISONS:
         numerator, denominator = samples[size][top.name], samples[size][bottom.name]
-        of_medians = statistics.median(numerator) / statistics.median(denominator)
-        paired = statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
+        wall_ratios = _ratios([s.root for s in numerator], [s.root for s in denominator])
+        cpu_ratios = _ratios([s.cpu for s in numerator], [s.cpu for s in denominator])
+        figures = " | ".join(f"{ratio:.3f}" for ratio in (*wall_ratios, *cpu_ratios))
         rows.append(
-            f"| {_size(size)} | {top.name} / {bottom.name} | {of_medians:.3f} | {paired:.3f} "
-            f"| at most {bound:g} | {'yes' if of_medians <= bound else 'no'} |"
+            f"| {_size(size)} | {top.name} / {bottom.name} | {figures} | at most {bound:g} |"
         )
     return rows
 
@@ -167,8 +186,11 @@ def run(repeat: int) -> str:
             'unkeyed (`integrity = "sha256"`: layout 2) and, at 64 MiB, keyed with',
             '`payload_digest = "blake3"`. Within each of the',
             f"{repeat} repetitions the variants of a size take turns, their order rotated each",
-            "repetition; medians over the repetitions. 'of medians' divides the medians;",
-            "'median of per-repetition ratios' divides each repetition's samples, taken seconds",
+            "repetition; medians over the repetitions. 'CPU per combine' is the same",
+            "difference of the participants' user and system CPU (`getrusage` of this",
+            "process's children around each launch), all roles together: less moved by",
+            "neighbours than wall time on a shared machine. 'of medians' divides the medians;",
+            "'per-repetition ratios' median' divides each repetition's samples, taken seconds",
             "apart, first. Issue 25's targets: keyed at most 1.05 times unkeyed; BLAKE3 at",
             "most 0.6 times SHA-256 at 64 MiB.",
             "",
