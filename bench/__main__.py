@@ -20,13 +20,21 @@ MODULES = (
     "bench.checkpoint_runs",
     "bench.partition",
     "bench.combine",
+    "bench.combine_keyed",
 )
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all, and write)")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help="benchmarks to run, of: frames, endpoints, projection, startup, watch, checkpoint, "
+        "checkpoint-runs, partition, combine, combine-keyed (issue 25: Alpha keyed against "
+        "unkeyed at 1 KiB, 1 MiB and 64 MiB, and BLAKE3 against SHA-256 payload digests at "
+        "64 MiB, n = 4, interleaved); default: all, and docs/benchmarks.md is rewritten",
+    )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")
     args = parser.parse_args()
     modules = [importlib.import_module(name) for name in MODULES]

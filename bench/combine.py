@@ -103,11 +103,14 @@ def _declared_fold(parts: Sequence[Vector]) -> Vector:
 # --- Alpha ----------------------------------------------------------------------------------
 
 
-def _plan(n: int, size: int, rounds: int) -> Plan:
-    """The sum check on a star of ``n`` roles over float32 regions of ``size`` bytes."""
+def _plan(n: int, size: int, rounds: int, contract: Mapping[str, str] | None = None) -> Plan:
+    """The sum check on a star of ``n`` roles over float32 regions of ``size`` bytes; the
+    ``[contract]`` keys in ``contract`` (``integrity``, ``payload_digest``) are added to the
+    table, the plan's defaults holding for the others (keyed, SHA-256)."""
     limits = "\n".join(
         f"{key} = {value!r}" for key, value in BUDGETS.to_dict().items() if value is not None
     )
+    sealing = "".join(f'{key} = "{value}"\n' for key, value in (contract or {}).items())
     return parse_plan(
         f"""
 [run]
@@ -121,7 +124,7 @@ shape = "star"
 dtype = "float32"
 delivery = "all"
 operation = "sum"
-[budgets]
+{sealing}[budgets]
 {limits}
 [work]
 kind = "sum-check"
@@ -160,13 +163,16 @@ class _Launched:
 
     root: float  # role 0: its last edge established to its last round done
     wall: float  # the launcher: first start to last exit
+    cpu: float  # the participants' user and system CPU, all roles together
 
 
 def _launch(compiled: _Compiled) -> _Launched:
     """Launch a compiled plan; it must commit with the expected total at every role."""
     plan = compiled.plan
     specs, deadline = launch_specs(compiled.directory)
+    before = _children_cpu()
     result = trio.run(partial(launch, specs, deadline=deadline))
+    cpu = _children_cpu() - before
     if not result.ok:
         failure = result.first_to_fail
         cause = "unknown" if failure is None else f"role {failure.role}: {failure.cause}"
@@ -184,7 +190,13 @@ def _launch(compiled: _Compiled) -> _Launched:
             "declared-order fold of the last round's contributions"
         )
     root = reports[0]
-    return _Launched(root["finished_s"] - root["established_s"], result.elapsed_s)
+    return _Launched(root["finished_s"] - root["established_s"], result.elapsed_s, cpu)
+
+
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,23 +207,57 @@ class _AlphaFigures:
     wall: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """One plan compiled for two round counts R1 < R2: one sample of seconds per combine is
+    (T(R2) - T(R1)) / (R2 - R1), the two launched one after the other."""
+
+    short: _Compiled
+    long: _Compiled
+
+    @property
+    def rounds(self) -> int:
+        return self.long.plan.rounds - self.short.plan.rounds
+
+    def sample(self) -> _Launched:
+        """Seconds per combine from one launch of each round count, the shorter first."""
+        short = _launch(self.short)
+        long = _launch(self.long)
+        return _Launched(
+            (long.root - short.root) / self.rounds,
+            (long.wall - short.wall) / self.rounds,
+            (long.cpu - short.cpu) / self.rounds,
+        )
+
+
+def _compile_pair(
+    n: int,
+    size: int,
+    rounds: tuple[int, int],
+    folder: Path,
+    contract: Mapping[str, str] | None = None,
+) -> _Pair:
+    """Compile the sum check (``contract`` as :func:`_plan`) for R1 and R2 rounds into
+    ``folder`` (untimed)."""
+    compiled = []
+    for count in rounds:
+        plan = _plan(n, size, count, contract)
+        directory = folder / str(count)
+        compile_plan(plan, directory, range(n))
+        compiled.append(_Compiled(plan, directory, _expected_digest(plan)))
+    return _Pair(*compiled)
+
+
 def _alpha(n: int, size: int, repeat: int) -> _AlphaFigures:
     """Seconds per combine from the two round counts' launches, taking turns."""
-    low, high = ROUNDS[size]
     roots: list[float] = []
     walls: list[float] = []
     with tempfile.TemporaryDirectory(prefix="alpha-bench-combine-") as folder:
-        compiled = []
-        for rounds in (low, high):
-            plan = _plan(n, size, rounds)
-            directory = Path(folder) / str(rounds)
-            compile_plan(plan, directory, range(n))
-            compiled.append(_Compiled(plan, directory, _expected_digest(plan)))
+        pair = _compile_pair(n, size, ROUNDS[size], Path(folder))
         for index in range(repeat):
-            short = _launch(compiled[0])
-            long = _launch(compiled[1])
-            roots.append((long.root - short.root) / (high - low))
-            walls.append((long.wall - short.wall) / (high - low))
+            sample = pair.sample()
+            roots.append(sample.root)
+            walls.append(sample.wall)
             _log(f"n = {n}, {_size(size)}: {_ms(roots[-1])} per combine ({index + 1}/{repeat})")
     return _AlphaFigures(statistics.median(roots), statistics.median(walls))
 
@@ -678,8 +724,10 @@ def run(repeat: int) -> str:
             "'gloo = declared fold' says whether one all_reduce of random float32 vectors gave,",
             "bit for bit, the declared-order fold of the same vectors (with two roles every order",
             "gives the same bits: IEEE addition commutes; gloo's reduction order is its own).",
-            "Every Alpha frame's trailer is SHA-256 over its header and its payload's SHA-256",
-            "(docs/frames.md): a role hashes a region it sends once, whatever the number of",
+            "The plan is keyed, the default: every Alpha frame's trailer is HMAC-SHA256 under",
+            "its edge and direction's key over its header and its payload's SHA-256 (layout 3,",
+            "docs/frames.md; `combine-keyed` sets it against the unkeyed SHA-256 trailer and",
+            "BLAKE3 payload digests): a role hashes a region it sends once, whatever the number of",
             "edges, and each region it receives, from 1 MiB up in a worker thread while the",
             "bytes move. Per combine role 0 hashes n regions and each other role two, all on the",
             f"{os.cpu_count()} cores; gloo moves the bytes unchecked.",

@@ -9,7 +9,8 @@ timed in the same run; the goal is at least 0.9 of its rate for each side. Peak 
 The keyed trailer (layout 3, issue 25) is timed against the unkeyed one in the same run
 (:func:`keyed_table`): sealing (payload digest, then ``seal`` or ``keyed_seal``) and checking
 (a ``ReceiveSlot`` without and with a key), at 1 KiB, 1 MiB and 64 MiB. That is the trailer's
-cost alone, not a whole run's.
+cost alone, not a whole run's. The payload digest ``D`` is timed as SHA-256 against BLAKE3 in
+the same run (:func:`digest_table`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def keyed_table(repeat: int) -> list[str]:
     return [
         "### Keyed trailer (layout 3, issue 25)",
         "",
-        "The trailer's cost alone, not a whole run's (runs still use layout 2). 'seal' is one",
+        "The trailer's cost alone, not a whole run's (`combine-keyed` times runs). 'seal' is one",
         "payload digest (`payload_digest`) and the trailer over header and digest: `seal`",
         "(SHA-256) or `keyed_seal` (HMAC-SHA256 under a 32-byte edge key). 'check' is",
         "`ReceiveSlot.accept` of one whole frame (copy into the slot's buffer, header compare,",
@@ -121,6 +122,39 @@ def keyed_table(repeat: int) -> list[str]:
         "",
         "| payload | seal | keyed seal | ratio | check | keyed check | ratio |",
         "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def digest_table(repeat: int) -> list[str]:
+    """The payload digest ``D`` a trailer binds: SHA-256 against BLAKE3, per payload."""
+    rows = []
+    for size in KEYED_SIZES:
+        payload = os.urandom(size)
+        count = max(1, BATCH_BYTES // size)
+
+        def sha256(payload: bytes = payload) -> bytes:
+            return payload_digest(payload, "sha256")
+
+        def blake3(payload: bytes = payload) -> bytes:
+            return payload_digest(payload, "blake3")
+
+        t_sha, t_b3 = _paired(sha256, blake3, count, repeat)
+        rows.append(
+            f"| {_size(size)} | {t_sha * 1e6:,.1f} µs ({rate(size, t_sha)}) "
+            f"| {t_b3 * 1e6:,.1f} µs ({rate(size, t_b3)}) | {t_b3 / t_sha:.3f} |"
+        )
+    return [
+        "### Payload digest: SHA-256 and BLAKE3 (issue 25)",
+        "",
+        "`payload_digest(payload, name)`, the digest `D` a trailer binds (`[contract]",
+        'payload_digest = "sha256"`, hashlib, or `"blake3"`, the blake3 package, one thread),',
+        f"per payload; medians of {repeat} samples, SHA-256 and BLAKE3 samples interleaved, a",
+        f"sample repeating a 1 KiB payload {BATCH_BYTES // KIB} times. Ratio: BLAKE3 over",
+        "SHA-256 in the same run.",
+        "",
+        "| payload | SHA-256 | BLAKE3 | ratio |",
+        "|---|---|---|---|",
         *rows,
     ]
 
@@ -195,5 +229,7 @@ def run(repeat: int) -> str:
             *rows,
             "",
             *keyed_table(repeat),
+            "",
+            *digest_table(repeat),
         ]
     )
