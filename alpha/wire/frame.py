@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, Protocol, final
@@ -438,7 +438,12 @@ def _pads(key: bytes) -> tuple[_Hash, _Hash]:
 def _mac(key: bytes, header: Buffer, digest: bytes) -> bytes:
     """HMAC-SHA256(key, header || digest) from the key's cached pads; equal to
     ``hmac.new(key, header + digest, "sha256").digest()`` (the tests hold it to that)."""
-    inner, outer = _pads(key)
+    return _padded_mac(_pads(key), header, digest)
+
+
+def _padded_mac(pads: tuple[_Hash, _Hash], header: Buffer, digest: bytes) -> bytes:
+    """HMAC-SHA256 over ``header || digest`` from a key's pads (:func:`_pads`)."""
+    inner, outer = pads
     state = inner.copy()
     state.update(header)
     state.update(digest)
@@ -494,10 +499,16 @@ class Sealing:
 
     key: bytes | None = None
     digest: str = "sha256"
+    # HMAC's inner and outer SHA-256 states after the key's blocks (:func:`_pads`), made once
+    # here: a frame's MAC then starts from copies of them. Not compared, shown or hashed.
+    _pads: tuple[_Hash, _Hash] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if self.key is not None:
             _check_key(self.key)
+            object.__setattr__(self, "_pads", _pads(self.key))
         if self.digest not in PAYLOAD_DIGESTS:
             raise FrameSpecInvalid(
                 f"a payload digest is one of {', '.join(PAYLOAD_DIGESTS)}, not {self.digest!r}"
@@ -522,9 +533,14 @@ class Sealing:
 
     def trailer(self, header: Buffer, digest: bytes) -> bytes:
         """The trailer of a frame with ``header`` whose payload's ``D`` is ``digest``."""
-        if self.key is None:
+        pads = self._pads
+        if pads is None:
             return seal(header, digest)
-        return keyed_seal(self.key, header, digest)
+        # The key was checked when this sealing was made, and a slot's header is its spec's
+        # (132 bytes): only the digest, which a caller may hand in, is checked per frame.
+        if len(digest) != DIGEST_SIZE:
+            raise FrameSpecInvalid(f"a payload digest has {DIGEST_SIZE} bytes, not {len(digest)}")
+        return _padded_mac(pads, header, digest)
 
 
 UNKEYED: Final = Sealing()

@@ -51,7 +51,6 @@ from alpha.wire.frame import (
     Sealing,
     _byte_view,
     _check_width,
-    _mac,
     abort_spec,
     field_at,
     seal,
@@ -493,10 +492,10 @@ class Reception:
         slot = self._slot
         digest = self._hash.digest()
         received = bytes(slot._trailer)
-        key = slot.sealing.key
-        if key is not None:
+        sealing = slot.sealing
+        if sealing.key is not None:
             # Keyed (layout 3): constant-time comparison; the expected MAC is never reported.
-            if not hmac.compare_digest(_mac(key, slot._header, digest), received):
+            if not hmac.compare_digest(sealing.trailer(slot._header, digest), received):
                 slot._refuse(
                     Forged,
                     "the keyed trailer does not match the header and payload under this edge's key",
