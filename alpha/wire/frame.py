@@ -493,8 +493,9 @@ class Sealing:
     direction (layout 3, :func:`keyed_seal`); without a key, layout 2 (:func:`seal`).
 
     Raises:
-        FrameSpecInvalid: ``key`` is not None or ``KEY_SIZE`` bytes, or ``digest`` is not one
-            of ``PAYLOAD_DIGESTS``.
+        FrameSpecInvalid: ``key`` is not None or ``KEY_SIZE`` bytes, ``digest`` is not one of
+            ``PAYLOAD_DIGESTS``, or it is ``"blake3"`` and the ``blake3`` package is not
+            installed.
     """
 
     key: bytes | None = None
@@ -513,6 +514,8 @@ class Sealing:
             raise FrameSpecInvalid(
                 f"a payload digest is one of {', '.join(PAYLOAD_DIGESTS)}, not {self.digest!r}"
             )
+        if self.digest == "blake3":
+            _blake3()  # a role without the package stops here, before any edge is up
 
     def __repr__(self) -> str:
         # Never the key's bytes: a sealing may end up in a log or a traceback.
