@@ -46,7 +46,7 @@ from alpha.wire.frame import (
     abort_spec,
     payload_digest,
 )
-from alpha.wire.receive import ReceiveSlot
+from alpha.wire.receive import ReceiveSlot, Reception
 from alpha.wire.send import SendSlot
 from tests.support import IDENTITY, SECRET, raises_exactly
 
@@ -78,13 +78,18 @@ def receive(slot: ReceiveSlot, frame: bytes, *, deferred: bool) -> memoryview:
     """Drive one reception of ``frame`` as the runtime does (the payload hashed in line, or
     deferred: hashed after it is in, as the worker thread does) and finish it."""
     reception = slot.arm(deferred=deferred)
+    _drive(reception, frame, deferred=deferred)
+    return reception.finish()
+
+
+def _drive(reception: Reception, frame: bytes, *, deferred: bool) -> None:
+    """Feed ``frame`` whole, hash a deferred reception's payload, and end the stream."""
     reception.feed(frame)
     if deferred and not reception.verified:
         piece = reception.unhashed(len(frame))
         reception.hash(piece)
         reception.hashed(len(piece))
     reception.eof()
-    return reception.finish()
 
 
 def refused(slot: ReceiveSlot, frame: bytes, *, deferred: bool) -> SlotFault:
@@ -93,12 +98,7 @@ def refused(slot: ReceiveSlot, frame: bytes, *, deferred: bool) -> SlotFault:
     before = slot.next_version
     reception = slot.arm(deferred=deferred)
     with pytest.raises(SlotFault) as info:
-        reception.feed(frame)
-        if deferred and not reception.verified:
-            piece = reception.unhashed(len(frame))
-            reception.hash(piece)
-            reception.hashed(len(piece))
-        reception.eof()
+        _drive(reception, frame, deferred=deferred)
     raises_exactly(FrameIncomplete, reception.finish)  # no payload is exposed
     assert not reception.verified
     assert slot.next_version == before
