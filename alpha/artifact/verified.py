@@ -9,13 +9,16 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import final
+from typing import TYPE_CHECKING, final
 
-from alpha.artifact.description import description_view, payload_description
+from alpha.artifact.description import payload_description
 from alpha.artifact.payload import PAYLOAD_NAME, read_artifact
 from alpha.artifact.run_json import RUN_JSON, read_run_json
 from alpha.artifact.verify import artifact_runtime, file_sha256, verify_archive
 from alpha.errors import ArtifactExposed, ArtifactInvalid
+
+if TYPE_CHECKING:
+    from alpha.schedule.role import RoleDescription
 
 __all__ = ["VerifiedRole", "check_private", "verified_roles"]
 
@@ -48,14 +51,19 @@ def check_private(path: Path, name: str | None = None) -> None:
         )
 
 
-def _agree_on_the_run(run: Mapping[str, object], payload: Mapping[str, object], name: str) -> None:
-    """Refuse a ``run.json`` that says of the run what the artifact ``name`` does not: the
-    number of participants, the run identity, or the plan's name (when the payload has one).
+def _agree_on_the_run(
+    run: Mapping[str, object],
+    payload: Mapping[str, object],
+    description: RoleDescription,
+    name: str,
+) -> None:
+    """Refuse a ``run.json`` that says of the run what the artifact ``name`` (its payload and
+    the description read from it) does not: the number of participants, the run identity, or
+    the plan's name (when the payload has one).
 
     Raises:
         ArtifactInvalid: the first field that differs, with both values.
     """
-    description = payload_description(payload, f"{name}: {PAYLOAD_NAME}")
     if description.participants != run["participants"]:
         raise ArtifactInvalid(
             f"{name} is a role of a run of {description.participants} participants, but "
@@ -161,20 +169,23 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
                 "compile again"
             )
         payload = read_artifact(path)
-        if payload_description(payload, f"{name}: {PAYLOAD_NAME}").keyed:
+        description = payload_description(payload, f"{name}: {PAYLOAD_NAME}")
+        if description.keyed:
             check_private(path, name)
         if payload["role"] != role or payload["target"] != entry["target"]:
             raise ArtifactInvalid(
                 f"{name} holds role {payload['role']} for {payload['target']}, but {RUN_JSON} "
                 f"lists role {role} for {entry['target']}"
             )
-        seconds, lower, higher = description_view(payload, f"{name}: {PAYLOAD_NAME}")
+        seconds = description.budgets.deadline
+        lower = tuple(edge.peer for edge in description.lower)
+        higher = tuple(edge.peer for edge in description.higher)
         if list(lower) != entry["lower"] or list(higher) != entry["higher"]:
             raise ArtifactInvalid(
                 f"{name} has lower peers {list(lower)} and higher {list(higher)}, but "
                 f"{RUN_JSON} lists {entry['lower']} and {entry['higher']}"
             )
-        _agree_on_the_run(run, payload, name)
+        _agree_on_the_run(run, payload, description, name)
         deadlines.append(seconds)
         target = payload["target"]
         assert isinstance(target, str)  # one of TARGETS: checked by read_artifact

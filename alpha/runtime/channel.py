@@ -69,7 +69,7 @@ __all__ = [
 _END_PROBE: Final = 64
 
 # How many first bytes of a frame say it is an ABORT: magic, format and kind. The abort watch
-# peeks at this many (:meth:`FrameChannel._abort_head` gives them for the edge's layout).
+# peeks at this many (``FrameChannel._abort_head`` holds them for the edge's layout).
 _ABORT_HEAD_SIZE: Final = len(MAGIC) + 2
 
 # How long an edge must be idle before the watch looks at it. Re-arming the watch after every
@@ -220,6 +220,9 @@ class FrameChannel:
         self.budgets = budgets
         self.identity = identity
         self.edge = edge
+        # The first bytes of an ABORT frame on this edge: magic, the edge's layout, the kind.
+        layout = FORMAT_VERSION if edge is None else edge.layout
+        self._abort_head = MAGIC + bytes([layout, FrameKind.ABORT])
         self.where = where or Whereabouts(role)
         self.sent_bytes = 0
         self.received_bytes = 0
@@ -256,11 +259,6 @@ class FrameChannel:
         """Bytes the watch read past (frames the schedule has not read yet) that no receive
         has taken yet."""
         return len(self._ahead) - self._ahead_at
-
-    def _abort_head(self) -> bytes:
-        """The first bytes of an ABORT frame on this edge: magic, the edge's layout, the kind."""
-        layout = FORMAT_VERSION if self.edge is None else self.edge.layout
-        return MAGIC + bytes([layout, FrameKind.ABORT])
 
     @property
     def can_abort(self) -> bool:
@@ -386,7 +384,7 @@ class FrameChannel:
                 return
             finally:
                 self._release()
-            if head != self._abort_head():
+            if head != self._abort_head:
                 return
             try:
                 payload = await self.receive(self.edge.abort_in(), step="receiving an abort")
@@ -645,7 +643,7 @@ class FrameChannel:
                 raise self._lost(
                     where, "the peer closed its connection while frames were still due"
                 )
-            if head[:_ABORT_HEAD_SIZE] == self._abort_head():
+            if head[:_ABORT_HEAD_SIZE] == self._abort_head:
                 await self._take_abort()
             found = self._expecting(head)
             if found is None:

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         payload_digest,
         payload_hash,
         seal,
+        sealing_of,
     )
     from alpha.wire.receive import (
         ReceiveSlot,
@@ -131,6 +132,7 @@ __all__ = [
     "payload_hash",
     "role_line",
     "seal",
+    "sealing_of",
 ]
 
 __getattr__, __dir__ = lazy(
@@ -189,6 +191,7 @@ __getattr__, __dir__ = lazy(
             "payload_digest",
             "payload_hash",
             "seal",
+            "sealing_of",
         ),
         "alpha.wire.receive": (
             "ReceiveSlot",

@@ -83,6 +83,7 @@ __all__ = [
     "payload_digest",
     "payload_hash",
     "seal",
+    "sealing_of",
 ]
 
 MAGIC: Final = b"ALPF"
@@ -548,6 +549,16 @@ class Sealing:
 
 UNKEYED: Final = Sealing()
 """Layout 2 with SHA-256: what a slot made without a key or digest seals and checks."""
+
+
+def sealing_of(key: bytes | None, digest: str) -> Sealing:
+    """The sealing of ``key`` (None: unkeyed) and ``digest``: :data:`UNKEYED` for the default,
+    a new :class:`Sealing` else (what a send or receive slot's ``key`` and ``digest`` make).
+
+    Raises:
+        FrameSpecInvalid: as :class:`Sealing`.
+    """
+    return UNKEYED if key is None and digest == "sha256" else Sealing(key, digest)
 
 
 def _byte_view(data: Buffer) -> memoryview:

@@ -44,16 +44,15 @@ from alpha.wire.frame import (
     HEADER_SIZE,
     MAX_VERSION,
     TRAILER_SIZE,
-    UNKEYED,
     Field,
     FrameKind,
     FrameSpec,
-    Sealing,
     _byte_view,
     _check_width,
     abort_spec,
     field_at,
     seal,
+    sealing_of,
 )
 
 if TYPE_CHECKING:
@@ -121,7 +120,7 @@ class ReceiveSlot:
                 not contiguous, or not exactly ``spec.extent`` bytes, ``key`` is not
                 ``KEY_SIZE`` bytes, or ``digest`` is not a payload digest.
         """
-        self.sealing = UNKEYED if key is None and digest == "sha256" else Sealing(key, digest)
+        self.sealing = sealing_of(key, digest)
         _check_width("next_version", next_version, MAX_VERSION)
         if buffer is None:
             payload = memoryview(bytearray(spec.extent))

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from alpha.errors import FrameSpecInvalid, VersionOverflow
-from alpha.wire.frame import MAX_VERSION, UNKEYED, FrameSpec, Sealing, _byte_view, _check_width
+from alpha.wire.frame import (
+    MAX_VERSION,
+    UNKEYED,
+    FrameSpec,
+    Sealing,
+    _byte_view,
+    _check_width,
+    sealing_of,
+)
 
 if TYPE_CHECKING:
     # collections.abc.Buffer arrives in Python 3.12; the annotation is only for the checker.
@@ -87,7 +95,7 @@ class SendSlot:
                 ``KEY_SIZE`` bytes, or ``digest`` is not a payload digest.
         """
         _check_width("next_version", next_version, MAX_VERSION)
-        self.sealing = UNKEYED if key is None and digest == "sha256" else Sealing(key, digest)
+        self.sealing = sealing_of(key, digest)
         self.spec = spec
         self._next_version = next_version
 
