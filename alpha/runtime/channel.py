@@ -59,8 +59,10 @@ __all__ = [
     "ABORT_SEND_WAIT",
     "HASH_PIECE",
     "HASH_PIECE_MAX",
+    "LEAN_RUN",
     "OVERLAP_MIN",
     "READ_AHEAD_MAX",
+    "SMALL_FRAME",
     "FrameChannel",
     "SharedDigest",
 ]
@@ -98,6 +100,17 @@ _FLUSH_POLL: Final = 0.005
 # After a send found the connection broken, the peer's ABORT (sent before it closed) is already
 # in this side's buffer or nowhere: a short look is enough.
 _SALVAGE_WAIT: Final = 0.2
+
+LEAN_RUN: Final = 16
+"""The most socket calls a channel makes without a trio checkpoint when the kernel has the
+bytes (or the room) at once: every call that waits yields anyway, and one checkpoint per this
+many keeps a busy channel cancellable and its role's other tasks running."""
+
+SMALL_FRAME: Final = 16 << 10
+"""Frames of at most this many bytes are read whole, in one call, into a channel's scratch and
+fed to their reception (the lean path): one system call and one checkpoint at most per frame
+instead of one for the header and one for the rest. Larger frames are read straight into
+their slot's buffer."""
 
 OVERLAP_MIN: Final = 1 << 20
 """Payloads of at least this many bytes are hashed in a worker thread while they move: a
@@ -215,6 +228,12 @@ class FrameChannel:
         if hasattr(socket, "TCP_NOTSENT_LOWAT"):
             stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, 0)
         self.stream = stream
+        # The standard socket under trio's (the same descriptor, closed with it), for the lean
+        # path's calls that need no checkpoint; None where trio's socket hides it.
+        plain = getattr(stream.socket, "_sock", None)
+        self._plain: socket.socket | None = plain if isinstance(plain, socket.socket) else None
+        self._unyielded = 0  # socket calls since this channel's last checkpoint
+        self._scratch = memoryview(bytearray(SMALL_FRAME))  # the lean path's whole small frames
         self.role = role
         self.peer = peer
         self.budgets = budgets
@@ -340,18 +359,38 @@ class FrameChannel:
 
     async def _write(self, frame: tuple[Buffer, ...], *, ends_frame: bool) -> None:
         sock = self.stream.socket
+        plain = self._plain
         # One sendmsg per frame where it fits: header, payload and trailer leave together
-        # instead of as three writes, the small ones as segments of their own.
+        # instead of as three writes, the small ones as segments of their own. The kernel is
+        # asked first, without a checkpoint; the task waits only when it says the buffer is
+        # full (the lean path: docs/frames.md).
         pieces = [memoryview(piece) for piece in frame if len(memoryview(piece))]
         self._send_whole = False
+        await self._pace()
         while pieces:
-            sent = await sock.sendmsg(pieces)
+            if plain is None:
+                sent = await sock.sendmsg(pieces)
+            else:
+                try:
+                    sent = plain.sendmsg(pieces, (), socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(sock)
+                    continue
             while sent and sent >= len(pieces[0]):
                 sent -= len(pieces[0])
                 pieces.pop(0)
             if sent:
                 pieces[0] = pieces[0][sent:]
         self._send_whole = ends_frame
+
+    async def _pace(self) -> None:
+        """A checkpoint every :data:`LEAN_RUN` socket calls that did not wait: the lean path
+        asks the kernel without yielding, and this keeps a role whose bytes are always there
+        cancellable and fair to its other tasks (the abort watch, the launcher watch)."""
+        self._unyielded += 1
+        if self._unyielded >= LEAN_RUN:
+            self._unyielded = 0
+            await trio.lowlevel.checkpoint()
 
     async def send_eof(self, *, step: str = "ending the edge") -> None:
         """Tell the peer that nothing more comes from this side.
@@ -460,6 +499,8 @@ class FrameChannel:
                 if deferred:
                     await self._read_hashing(reception, step)
                 else:
+                    if slot.spec.frame_size <= SMALL_FRAME and self._plain is not None:
+                        await self._read_small(reception, step)
                     while reception.remaining:
                         await self._read(reception, step)
             payload = reception.finish()
@@ -484,16 +525,60 @@ class FrameChannel:
             reception.advance(self._take_ahead(views))
             return
         sock = self.stream.socket
-        if len(views) == 1:
-            count = await sock.recv_into(views[0])
+        plain = self._plain
+        if plain is None:
+            if len(views) == 1:
+                count = await sock.recv_into(views[0])
+            else:
+                count = (await sock.recvmsg_into(views))[0]
         else:
-            count = (await sock.recvmsg_into(views))[0]
+            # The lean path: the kernel is asked first, without a checkpoint; the task waits
+            # (and lets others run) only when nothing is in yet.
+            while True:
+                try:
+                    if len(views) == 1:
+                        count = plain.recv_into(views[0], 0, socket.MSG_DONTWAIT)
+                    else:
+                        count = plain.recvmsg_into(views, 0, socket.MSG_DONTWAIT)[0]
+                    break
+                except BlockingIOError:
+                    await trio.lowlevel.wait_readable(sock)
+            await self._pace()
         if count == 0:
             if reception.received == 0:
                 # Not a damaged frame: the peer went away where one was due.
                 raise self._lost(step, "it ended the connection where a frame was due")
             reception.eof()
         reception.advance(count)
+
+    async def _read_small(self, reception: Reception, step: str) -> None:
+        """The lean path for a small frame: one read of the whole frame into this channel's
+        scratch, then fed to the reception, which checks the header field by field before it
+        takes any payload byte, as a read straight into the slot would. Bytes the frame did
+        not use (it turned out to be an ABORT, which is shorter and the peer's last frame)
+        are kept in the read-past buffer, never dropped."""
+        if self._ahead:
+            return  # bytes read past come first: the general path takes them
+        plain = self._plain
+        assert plain is not None
+        scratch = self._scratch
+        want = reception.remaining
+        while True:
+            try:
+                count = plain.recv_into(scratch, want, socket.MSG_DONTWAIT)
+                break
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.stream.socket)
+            except OSError as error:
+                raise self._lost(step, str(error)) from None
+        await self._pace()
+        if count == 0:
+            if reception.received == 0:
+                raise self._lost(step, "it ended the connection where a frame was due")
+            reception.eof()
+        used = reception.feed(scratch[:count])
+        if used < count:
+            self._ahead += scratch[used:count]
 
     async def _read_hashing(self, reception: Reception, step: str) -> None:
         """Read a deferred reception while a worker thread hashes what has arrived, a piece at

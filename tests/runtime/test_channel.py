@@ -31,12 +31,12 @@ from alpha.errors import (
     Truncated,
     WrongEdge,
 )
-from alpha.runtime.channel import OVERLAP_MIN, FrameChannel
+from alpha.runtime.channel import LEAN_RUN, OVERLAP_MIN, FrameChannel
 from alpha.runtime.edge import edge_end
 from alpha.runtime.session import first_alpha_error, run_role
 from alpha.schedule.local import Loop, Recv, Send
 from alpha.schedule.role import RoleDescription
-from alpha.wire.abort import AbortCause
+from alpha.wire.abort import AbortCause, encode_cause
 from alpha.wire.frame import FrameKind, FrameSpec, payload_digest
 from alpha.wire.receive import ReceiveSlot
 from alpha.wire.send import SendSlot
@@ -678,3 +678,57 @@ async def test_a_frame_partly_read_past_is_completed_by_its_receive() -> None:
         assert b.ahead == len(frame)
         assert bytes(await b.receive(slot, first=True)) == payload
         nursery.cancel_scope.cancel()
+
+
+# --- the lean path: the kernel asked first, a checkpoint every LEAN_RUN calls -----------------
+
+
+async def test_a_real_socket_takes_the_lean_path() -> None:
+    async with connected() as (low, high):
+        assert low._plain is not None and high._plain is not None
+        assert low._plain.fileno() == low.stream.socket.fileno()
+
+
+async def test_frames_whose_bytes_are_all_in_still_let_other_tasks_run() -> None:
+    """Every byte of 64 small frames is in the socket before the receives: none of them has to
+    wait, and yet the role's other tasks run between them, once per LEAN_RUN calls at least."""
+    frames = 64
+    turns = 0
+
+    async def count_turns(done: trio.Event) -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await trio.lowlevel.checkpoint()
+
+    async with connected() as (low, high):
+        sending = SendSlot(spec(0, 1, 64))
+        for version in range(frames):
+            await low.send(sending, bytes([version]) * 64)
+        await trio.sleep(0.05)  # every frame in the receiving kernel's buffer
+        receiving = ReceiveSlot(spec(0, 1, 64))
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(count_turns, done)
+            await trio.lowlevel.checkpoint()  # the counter starts
+            turns = 0
+            for version in range(frames):
+                payload = await high.receive(receiving)
+                assert bytes(payload) == bytes([version]) * 64
+            done.set()
+    assert turns >= frames // LEAN_RUN
+
+
+async def test_an_abort_read_whole_in_place_of_a_small_frame_keeps_what_followed_it() -> None:
+    """A small frame is read whole: when an ABORT, shorter, came in its place, the bytes read
+    after it are kept in the read-past buffer (here: stray bytes a dishonest peer sent after
+    its ABORT), not dropped, and the ABORT's cause is raised."""
+    async with connected() as (low, high):
+        frame = low.edge.abort_out().prepare(encode_cause(CAUSE)).join()  # type: ignore[union-attr]
+        extra = b"after the abort"
+        await low.stream.send_all(frame + extra)
+        await trio.sleep(0.05)
+        slot = ReceiveSlot(spec(0, 1, 4096))  # a whole frame longer than the ABORT and extra
+        with pytest.raises(RoundAborted):
+            await high.receive(slot)
+        assert bytes(high._ahead[high._ahead_at :]) == extra
