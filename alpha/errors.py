@@ -46,6 +46,7 @@ __all__ = [
     "Corrupted",
     "CoverageBroken",
     "DeployInvalid",
+    "DescriptorLimitTooLow",
     "DisseminationInvalid",
     "DoubleRearm",
     "EmptySelection",
@@ -726,6 +727,22 @@ class FolderInUse(InputInvalid):
         self.holder = holder
         super().__init__(
             f"{folder} is in use by {holder}: wait for it to end, or pass another folder with -o"
+        )
+
+
+class DescriptorLimitTooLow(InputInvalid):
+    """The hard limit on this process's open files is below what starting the launch's roles
+    at once needs: it would run out of descriptors halfway, so nothing is started."""
+
+    def __init__(self, roles: int, needed: int, hard: int) -> None:
+        self.roles = roles
+        self.needed = needed
+        self.hard = hard
+        super().__init__(
+            f"starting {roles} roles at once needs at least {needed} open files in the launcher, "
+            f"and its hard limit (RLIMIT_NOFILE) is {hard}: raise it (`ulimit -Hn {needed}` as "
+            "root, `LimitNOFILE=` for a service, or /etc/security/limits.conf), or launch fewer "
+            "roles"
         )
 
 

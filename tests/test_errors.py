@@ -81,6 +81,7 @@ INPUT = {
     "LearnerStateInvalid",
     "DeployInvalid",
     "FolderInUse",
+    "DescriptorLimitTooLow",
     "CheckpointFolderHeld",
     "GenerationForeign",
     "GenerationNotFound",

@@ -186,10 +186,12 @@ def launch_folder(
     import trio
 
     from alpha.app.display import PhaseStatus, RoundProgress, follow
-    from alpha.launch.launcher import launch
+    from alpha.launch.launcher import enough_descriptors, launch
     from alpha.records.progress import progress_path
 
     out = sys.stderr if out is None else out
+    # Before anything is cleared or started: a launch the descriptors cannot carry is refused.
+    enough_descriptors(len(specs), warm)
     clear_attempt(directory)
     total = len(specs)
     work = folder_work(directory, total) if local and total else None

@@ -43,6 +43,7 @@ from alpha.artifact.verified import verified_roles
 from alpha.core.targets import TARGETS
 from alpha.errors import (
     AlphaError,
+    DescriptorLimitTooLow,
     UsageError,
     WarmStarterLost,
     WarmStarterStalled,
@@ -73,6 +74,7 @@ __all__ = [
     "LaunchSpec",
     "RoleOutcome",
     "announce_bound",
+    "enough_descriptors",
     "first_to_fail",
     "launch",
     "launch_specs",
@@ -101,6 +103,11 @@ FDS_PER_ROLE: Final = 4
 """File descriptors the launcher holds per role at most while it starts them all: the write
 end of its stdin until every port is written, the read end of its stdout until it announced,
 the handle it waits on for the exit, and its log while it is being created."""
+
+# Descriptors the launcher asks for beyond its roles' (the interpreter's, trio's, a few per
+# hook: relays, forwards), and the least of them it can start with.
+_OWN_FDS: Final = 256
+_OWN_FDS_LEAST: Final = 64
 
 CAUSE_TAIL_BYTES: Final = 64 * 1024
 """How much of the end of a failed role's log the launcher reads for its cause: the last two
@@ -177,14 +184,24 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _enough_descriptors(roles: int, warm: bool = False) -> None:
+def enough_descriptors(roles: int, warm: bool = False) -> None:
     """Raise this process's soft limit on open files, up to its hard limit, so that starting
     ``roles`` roles at once does not run out of descriptors (:data:`FDS_PER_ROLE` each, and
     a pidfd more for a warm start, which the warm starter, started after, also holds); a
-    common default soft limit is 1024. The hard limit is never raised."""
+    common default soft limit is 1024. The hard limit is never raised.
+
+    Raises:
+        DescriptorLimitTooLow: the hard limit is below even the least the launch needs (its
+            roles' descriptors and :data:`_OWN_FDS_LEAST` of its own); nothing is started.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # The launcher's own: the interpreter's, trio's, a few per hook (relays, forwards).
-    wanted = (FDS_PER_ROLE + warm) * roles + 256
+    per_roles = (FDS_PER_ROLE + warm) * roles
+    # The launcher's own: the interpreter's, trio's, a few per hook (relays, forwards); the
+    # least it can do with, and what it asks for when the hard limit allows.
+    needed = per_roles + _OWN_FDS_LEAST
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise DescriptorLimitTooLow(roles, needed, hard)
+    wanted = per_roles + _OWN_FDS
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return
     raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
@@ -565,7 +582,7 @@ async def launch(
     state.route = route
     starting = [spec for spec in state.specs if spec.role not in absent]
     warm = warm and any(_warmable(spec) for spec in starting)
-    _enough_descriptors(len(starting), warm)
+    enough_descriptors(len(starting), warm)
     if not warm:
         return await _launch(state, starting, deadline, absent, delays, on_announce, announce_wait)
     async with trio.open_nursery() as nursery:

@@ -465,8 +465,11 @@ class Reception:
         after = before + count
         self._position = after
         if self._phase == _HEADER_PHASE:
-            for entry in _fields_completed(before, after):
-                self._check_field(entry)
+            # A whole header equal to the expected one, byte for byte, has no field to refuse:
+            # the field-by-field checks (which name the first field that differs) are skipped.
+            if after != HEADER_SIZE or self._slot._header != self._expected:
+                for entry in _fields_completed(before, after):
+                    self._check_field(entry)
             # Read after the checks: an ABORT in place of the frame changes the slot.
             slot = self._slot
             spec = slot.spec

@@ -513,3 +513,37 @@ def test_the_cause_is_read_from_the_end_of_a_long_log(tmp_path: Path) -> None:
 
 
 # --- reading role descriptions a user named -------------------------------------------------
+
+
+def test_a_hard_limit_on_open_files_below_the_launch_is_refused_before_any_role_starts(
+    tmp_path: Path,
+) -> None:
+    """16 roles started at once need (4 + 1) * 16 + 64 = 144 descriptors in the launcher at
+    least; under a hard limit of 100 it refuses in one line, exit 2, and starts nothing."""
+    from alpha.exitcodes import EXIT_USAGE
+    from tests.support import plan_text
+
+    plan = tmp_path / "sixteen.toml"
+    plan.write_text(plan_text("sixteen", roles=16, rounds=1, topology={"fanout": 4}))
+    folder = tmp_path / "run"
+    compiled = run_alpha("compile", str(plan), "-o", str(folder))
+    assert compiled.returncode == 0, compiled.stderr
+    before = sorted(path.name for path in folder.rglob("*"))
+
+    def low_limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))
+
+    refused = subprocess.run(
+        [*ALPHA, "launch", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=low_limit,
+    )
+    assert refused.returncode == EXIT_USAGE, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]  # after the artifacts' check, one line
+    assert last.startswith("alpha: error: starting 16 roles at once needs at least 144 open")
+    assert "hard limit (RLIMIT_NOFILE) is 100" in last and "Traceback" not in refused.stderr
+    assert sorted(path.name for path in folder.rglob("*")) == before  # no log, no report
