@@ -321,8 +321,14 @@ class FrameChannel:
                 found = await self._send_hashing(slot, payload, step, shared)
             else:
                 frame = slot.prepare(payload, digest=await shared.get())
-                with self._bounded(step):
-                    await self._write(frame.pieces(), ends_frame=True)
+                # What the kernel takes at once needs no budget: a scope only for the rest.
+                rest = self._write_now(frame.pieces(), step)
+                if rest:
+                    with self._bounded(step):
+                        await self._write(rest, ends_frame=True)
+                else:
+                    self._send_whole = True
+                    await self._pace()
                 found = frame.digest
         except PeerLost:
             await self._raise_pending_abort()
@@ -382,6 +388,32 @@ class FrameChannel:
             if sent:
                 pieces[0] = pieces[0][sent:]
         self._send_whole = ends_frame
+
+    def _write_now(self, frame: tuple[Buffer, ...], step: str) -> tuple[Buffer, ...]:
+        """Hand the kernel as much of ``frame`` as it takes without waiting (the lean path);
+        return what is left, the whole frame without a standard socket.
+
+        Raises:
+            PeerLost: the connection broke.
+        """
+        plain = self._plain
+        if plain is None:
+            return frame
+        pieces = [memoryview(piece) for piece in frame if len(memoryview(piece))]
+        self._send_whole = False
+        while pieces:
+            try:
+                sent = plain.sendmsg(pieces, (), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                raise self._lost(step, str(error)) from None
+            while sent and sent >= len(pieces[0]):
+                sent -= len(pieces[0])
+                pieces.pop(0)
+            if sent:
+                pieces[0] = pieces[0][sent:]
+        return tuple(pieces)
 
     async def _pace(self) -> None:
         """A checkpoint every :data:`LEAN_RUN` socket calls that did not wait: the lean path
@@ -495,14 +527,18 @@ class FrameChannel:
                 with self._bounded(step, budget="start", seconds=self.budgets.start):
                     if not self._ahead:  # else its first bytes are here already
                         await trio.lowlevel.wait_readable(sock)
-            with self._bounded(step):
-                if deferred:
-                    await self._read_hashing(reception, step)
-                else:
-                    if slot.spec.frame_size <= SMALL_FRAME and self._plain is not None:
-                        await self._read_small(reception, step)
-                    while reception.remaining:
-                        await self._read(reception, step)
+            small = not deferred and slot.spec.frame_size <= SMALL_FRAME and self._plain is not None
+            if small and not self._read_now(reception, step):
+                await self._pace()  # the whole frame was in: no budget to bound
+            else:
+                with self._bounded(step):
+                    if deferred:
+                        await self._read_hashing(reception, step)
+                    else:
+                        if small:
+                            await self._read_small(reception, step)
+                        while reception.remaining:
+                            await self._read(reception, step)
             payload = reception.finish()
             self._read_whole = True
             if self._ahead_frames:
@@ -551,6 +587,39 @@ class FrameChannel:
             reception.eof()
         reception.advance(count)
 
+    def _read_now(self, reception: Reception, step: str) -> int:
+        """Take a small frame's bytes the kernel has already, without waiting, as
+        :meth:`_read_small` takes them; return how many of the frame's bytes are still to
+        come (all of them when nothing was in, or bytes read past come first).
+
+        Raises:
+            FrameRefused: as :meth:`Reception.feed`.
+            PeerLost: the connection broke, or the peer ended it where a frame was due.
+        """
+        plain = self._plain
+        if self._ahead or plain is None:
+            return reception.remaining
+        scratch = self._scratch
+        try:
+            count = plain.recv_into(scratch, reception.remaining, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return reception.remaining
+        except OSError as error:
+            raise self._lost(step, str(error)) from None
+        self._take_small(reception, count, step)
+        return reception.remaining
+
+    def _take_small(self, reception: Reception, count: int, step: str) -> None:
+        """Feed ``count`` bytes of the scratch to ``reception``; keep what it did not use."""
+        if count == 0:
+            if reception.received == 0:
+                raise self._lost(step, "it ended the connection where a frame was due")
+            reception.eof()
+        scratch = self._scratch
+        used = reception.feed(scratch[:count])
+        if used < count:
+            self._ahead += scratch[used:count]
+
     async def _read_small(self, reception: Reception, step: str) -> None:
         """The lean path for a small frame: one read of the whole frame into this channel's
         scratch, then fed to the reception, which checks the header field by field before it
@@ -572,13 +641,7 @@ class FrameChannel:
             except OSError as error:
                 raise self._lost(step, str(error)) from None
         await self._pace()
-        if count == 0:
-            if reception.received == 0:
-                raise self._lost(step, "it ended the connection where a frame was due")
-            reception.eof()
-        used = reception.feed(scratch[:count])
-        if used < count:
-            self._ahead += scratch[used:count]
+        self._take_small(reception, count, step)
 
     async def _read_hashing(self, reception: Reception, step: str) -> None:
         """Read a deferred reception while a worker thread hashes what has arrived, a piece at

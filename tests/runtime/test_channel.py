@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
+import termios
 from collections.abc import Awaitable, Callable
 
 import numpy as np
@@ -683,6 +685,15 @@ async def test_a_frame_partly_read_past_is_completed_by_its_receive() -> None:
 # --- the lean path: the kernel asked first, a checkpoint every LEAN_RUN calls -----------------
 
 
+async def _all_in(channel: FrameChannel, count: int) -> None:
+    """Wait until ``count`` bytes wait in ``channel``'s receiving kernel buffer (FIONREAD)."""
+    while True:
+        data = fcntl.ioctl(channel.stream.socket.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        if struct.unpack("i", data)[0] >= count:
+            return
+        await trio.sleep(0.001)
+
+
 async def test_a_real_socket_takes_the_lean_path() -> None:
     async with connected() as (low, high):
         assert low._plain is not None and high._plain is not None
@@ -705,7 +716,7 @@ async def test_frames_whose_bytes_are_all_in_still_let_other_tasks_run() -> None
         sending = SendSlot(spec(0, 1, 64))
         for version in range(frames):
             await low.send(sending, bytes([version]) * 64)
-        await trio.sleep(0.05)  # every frame in the receiving kernel's buffer
+        await _all_in(high, frames * sending.spec.frame_size)
         receiving = ReceiveSlot(spec(0, 1, 64))
         done = trio.Event()
         async with trio.open_nursery() as nursery:
@@ -727,7 +738,7 @@ async def test_an_abort_read_whole_in_place_of_a_small_frame_keeps_what_followed
         frame = low.edge.abort_out().prepare(encode_cause(CAUSE)).join()  # type: ignore[union-attr]
         extra = b"after the abort"
         await low.stream.send_all(frame + extra)
-        await trio.sleep(0.05)
+        await _all_in(high, len(frame + extra))
         slot = ReceiveSlot(spec(0, 1, 4096))  # a whole frame longer than the ABORT and extra
         with pytest.raises(RoundAborted):
             await high.receive(slot)
