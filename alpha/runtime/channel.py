@@ -147,6 +147,15 @@ def _unacknowledged(sock: trio.socket.SocketType) -> int:
     return int(struct.unpack("i", data)[0])
 
 
+def _drop_sent(pieces: list[memoryview], sent: int) -> None:
+    """Take the first ``sent`` bytes off ``pieces``, the views a ``sendmsg`` was given."""
+    while sent and sent >= len(pieces[0]):
+        sent -= len(pieces[0])
+        pieces.pop(0)
+    if sent:
+        pieces[0] = pieces[0][sent:]
+
+
 @final
 class SharedDigest:
     """One payload's digest ``D`` (``name``: ``"sha256"`` or ``"blake3"``) for every frame that
@@ -382,11 +391,7 @@ class FrameChannel:
                 except BlockingIOError:
                     await trio.lowlevel.wait_writable(sock)
                     continue
-            while sent and sent >= len(pieces[0]):
-                sent -= len(pieces[0])
-                pieces.pop(0)
-            if sent:
-                pieces[0] = pieces[0][sent:]
+            _drop_sent(pieces, sent)
         self._send_whole = ends_frame
 
     def _write_now(self, frame: tuple[Buffer, ...], step: str) -> tuple[Buffer, ...]:
@@ -408,11 +413,7 @@ class FrameChannel:
                 break
             except OSError as error:
                 raise self._lost(step, str(error)) from None
-            while sent and sent >= len(pieces[0]):
-                sent -= len(pieces[0])
-                pieces.pop(0)
-            if sent:
-                pieces[0] = pieces[0][sent:]
+            _drop_sent(pieces, sent)
         return tuple(pieces)
 
     async def _pace(self) -> None:
@@ -528,7 +529,7 @@ class FrameChannel:
                     if not self._ahead:  # else its first bytes are here already
                         await trio.lowlevel.wait_readable(sock)
             small = not deferred and slot.spec.frame_size <= SMALL_FRAME and self._plain is not None
-            if small and not self._read_now(reception, step):
+            if small and self._read_now(reception, step) and not reception.remaining:
                 await self._pace()  # the whole frame was in: no budget to bound
             else:
                 with self._bounded(step):
@@ -587,10 +588,10 @@ class FrameChannel:
             reception.eof()
         reception.advance(count)
 
-    def _read_now(self, reception: Reception, step: str) -> int:
-        """Take a small frame's bytes the kernel has already, without waiting, as
-        :meth:`_read_small` takes them; return how many of the frame's bytes are still to
-        come (all of them when nothing was in, or bytes read past come first).
+    def _read_now(self, reception: Reception, step: str) -> bool:
+        """Take a small frame's bytes the kernel has already, in one read capped at the
+        frame's end, without waiting; return whether any were in (False too when bytes read
+        past come first: the general path takes them).
 
         Raises:
             FrameRefused: as :meth:`Reception.feed`.
@@ -598,27 +599,22 @@ class FrameChannel:
         """
         plain = self._plain
         if self._ahead or plain is None:
-            return reception.remaining
+            return False
         scratch = self._scratch
         try:
             count = plain.recv_into(scratch, reception.remaining, socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return reception.remaining
+            return False
         except OSError as error:
             raise self._lost(step, str(error)) from None
-        self._take_small(reception, count, step)
-        return reception.remaining
-
-    def _take_small(self, reception: Reception, count: int, step: str) -> None:
-        """Feed ``count`` bytes of the scratch to ``reception``; keep what it did not use."""
         if count == 0:
             if reception.received == 0:
                 raise self._lost(step, "it ended the connection where a frame was due")
             reception.eof()
-        scratch = self._scratch
         used = reception.feed(scratch[:count])
         if used < count:
             self._ahead += scratch[used:count]
+        return True
 
     async def _read_small(self, reception: Reception, step: str) -> None:
         """The lean path for a small frame: one read of the whole frame into this channel's
@@ -626,22 +622,11 @@ class FrameChannel:
         takes any payload byte, as a read straight into the slot would. Bytes the frame did
         not use (it turned out to be an ABORT, which is shorter and the peer's last frame)
         are kept in the read-past buffer, never dropped."""
-        if self._ahead:
-            return  # bytes read past come first: the general path takes them
-        plain = self._plain
-        assert plain is not None
-        scratch = self._scratch
-        want = reception.remaining
-        while True:
-            try:
-                count = plain.recv_into(scratch, want, socket.MSG_DONTWAIT)
-                break
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.stream.socket)
-            except OSError as error:
-                raise self._lost(step, str(error)) from None
-        await self._pace()
-        self._take_small(reception, count, step)
+        while not self._ahead:  # bytes read past come first: the general path takes them
+            if self._read_now(reception, step):
+                await self._pace()
+                return
+            await trio.lowlevel.wait_readable(self.stream.socket)
 
     async def _read_hashing(self, reception: Reception, step: str) -> None:
         """Read a deferred reception while a worker thread hashes what has arrived, a piece at
