@@ -89,6 +89,7 @@ __all__ = [
     "ProtocolFailure",
     "ProtocolRejected",
     "RegionInvalid",
+    "RegionRefused",
     "RepeatBoundExceeded",
     "Replayed",
     "RoleDescriptionInvalid",
@@ -514,6 +515,28 @@ class PeerLost(RunFailed):
         super().__init__(
             f"role {role} lost its connection to role {peer} while it was {step}{at}: "
             f"{cause}; see role {peer}'s log for why it stopped"
+        )
+
+
+class RegionRefused(RunFailed):
+    """A shared-memory region of an edge direction (``docs/frames.md``) cannot be made or
+    opened, or is not the one the schedule makes: missing, another user's or open to others,
+    of another size or marker, or out of room; the run aborts. Carries ``role``, ``peer``, the
+    direction (``sender``, ``receiver``), the file (``path``) and ``why``."""
+
+    def __init__(
+        self, *, role: int, peer: int, sender: int, receiver: int, path: str, why: str
+    ) -> None:
+        self.role = role
+        self.peer = peer
+        self.sender = sender
+        self.receiver = receiver
+        self.path = path
+        self.why = why
+        super().__init__(
+            f"role {role} cannot use the shared-memory region of edge {sender}->{receiver} "
+            f"({path}): {why}; to run this plan over TCP alone, set "
+            '[addresses] transport = "tcp"'
         )
 
 

@@ -24,6 +24,7 @@ from alpha.errors import (
     LossNotFinite,
     PeerLost,
     PlanInvalid,
+    RegionRefused,
     RoleDescriptionInvalid,
     RoleOutOfRange,
     RoundAborted,
@@ -109,6 +110,7 @@ RUN = {
     "TrailingBytes",
     "BudgetExhausted",
     "PeerLost",
+    "RegionRefused",
     "CommitInvalid",
     "CommitUnknown",
     "ProgressRecordInvalid",
@@ -300,6 +302,7 @@ RUN_ERRORS = [
     Corrupted("the trailer differs", role=1, peer=0, slot=4, version=7, field="trailer"),
     BudgetExhausted(role=1, peer=0, step="receiving a frame", budget="receive", seconds=2.0),
     PeerLost(role=1, peer=0, step="sending its frame", cause="connection reset"),
+    RegionRefused(role=1, peer=0, sender=1, receiver=0, path="/dev/shm/alpha-x", why="it is gone"),
     RoundAborted(
         role=1, peer=0, origin=2, cause="Corrupted", edge=(2, 0), round=3, detail="bad trailer"
     ),

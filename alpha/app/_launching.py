@@ -220,7 +220,12 @@ def launch_folder(
                 nursery.start_soon(status.ticking)
                 status.starting(0, total)
                 result = await launch(
-                    specs, deadline=deadline, on_announce=status.announced, route=route, warm=warm
+                    specs,
+                    deadline=deadline,
+                    on_announce=status.announced,
+                    route=route,
+                    warm=warm,
+                    shared=local,
                 )
                 nursery.cancel_scope.cancel()
             return result

@@ -194,6 +194,7 @@ def describe_role(
         budgets=plan.budgets,
         integrity=plan.integrity,
         payload_digest=plan.payload_digest,
+        transport=plan.transport,
     )
 
 

@@ -110,6 +110,7 @@ if TYPE_CHECKING:
         read_addresses,
         read_gpu,
         read_targets,
+        read_transport,
     )
     from alpha.compiler.plan_run import (
         MAX_NAME_CHARS,
@@ -274,6 +275,7 @@ __all__ = [
     "read_run",
     "read_targets",
     "read_topology",
+    "read_transport",
     "read_work",
     "require_learner",
     "require_valid",
@@ -389,6 +391,7 @@ __getattr__, __dir__ = lazy(
             "read_addresses",
             "read_gpu",
             "read_targets",
+            "read_transport",
         ),
         "alpha.compiler.plan_run": (
             "MAX_NAME_CHARS",

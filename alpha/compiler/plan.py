@@ -76,6 +76,7 @@ from alpha.compiler.plan_placement import (
     read_addresses,
     read_gpu,
     read_targets,
+    read_transport,
 )
 from alpha.compiler.plan_run import MAX_NAME_CHARS, MAX_ROUNDS, RUN_KEYS, read_run
 from alpha.compiler.plan_work import CHOICES, MAX_WORK_SIZE, WORK_KEYS, WORK_KINDS, read_work
@@ -207,6 +208,8 @@ class Plan:
         budgets: every wait's bound.
         default_address: the IPv4 address of every edge not listed in ``edge_addresses``.
         edge_addresses: ``((low, high), address)`` per listed edge, ascending by edge.
+        transport: ``"auto"`` (shared memory for edges the launcher runs on one host) or
+            ``"tcp"`` (``[addresses] transport``).
         default_target: the target of every role not listed in ``target_roles``.
         target_roles: ``(target, roles)`` per listed target, in TARGETS order, roles ascending.
         work_kind: ``"sum-check"`` or ``"learn"``.
@@ -256,6 +259,7 @@ class Plan:
     overrides: tuple[Override, ...] = ()
     integrity: str = KEYED_INTEGRITY
     payload_digest: str = "sha256"
+    transport: str = "auto"
     # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
     _address_of: Mapping[tuple[int, int], str] = field(
         init=False, repr=False, compare=False, hash=False
@@ -374,6 +378,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     dtype, delivery, operation, integrity, payload_digest = read_contract(root)
     budgets = read_budgets(root)
     default_address, edge_addresses = read_addresses(root, tree)
+    transport = read_transport(root)
     default_target, target_roles = read_targets(root, n)
     work_kind, work_size, choice = read_work(root)
     learner = read_learner(root, work_kind, dtype)
@@ -396,6 +401,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
         budgets=budgets,
         default_address=default_address,
         edge_addresses=edge_addresses,
+        transport=transport,
         default_target=default_target,
         target_roles=target_roles,
         work_kind=work_kind,

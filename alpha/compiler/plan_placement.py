@@ -14,7 +14,7 @@ from alpha.compiler._fields import Table, ipv4, one_of, refuse_unknown, shown, t
 from alpha.core.targets import TARGETS  # the machine targets; the first is the default
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
-from alpha.schedule.role import DEFAULT_ADDRESS
+from alpha.schedule.role import DEFAULT_ADDRESS, TRANSPORTS
 
 __all__ = [
     "ADDRESSES_KEYS",
@@ -26,6 +26,7 @@ __all__ = [
     "read_addresses",
     "read_gpu",
     "read_targets",
+    "read_transport",
 ]
 
 #: A GPU UUID as nvidia-smi prints it is 40 characters (``GPU-`` and 36 of hex and dashes); 64
@@ -41,7 +42,7 @@ _ROLE_KEY: Final = re.compile(_ROLE_TEXT)
 _EDGE_KEY: Final = re.compile(f"({_ROLE_TEXT})-({_ROLE_TEXT})")
 
 # The keys the table knows, in documentation order; messages list them in this order.
-ADDRESSES_KEYS: Final = ("default", "edges")
+ADDRESSES_KEYS: Final = ("default", "transport", "edges")
 TARGETS_KEYS: Final = ("default", *TARGETS)
 
 GPU_KEYS: Final = ("roles",)
@@ -77,6 +78,17 @@ def read_addresses(root: Table, tree: ParticipantTree) -> tuple[str, tuple[EdgeA
             )
         listed.append(((low, high), ipv4(value, dotted)))
     return default, tuple(sorted(listed))
+
+
+def read_transport(root: Table) -> str:
+    """``addresses.transport``: ``"auto"`` (an edge whose two roles the launcher runs on this
+    host moves its large payloads through shared memory) or ``"tcp"`` (every frame over TCP).
+
+    Raises:
+        PlanInvalid: another value.
+    """
+    table = table_at(root, "addresses") or {}
+    return one_of(table, "addresses.transport", TRANSPORTS, default="auto")
 
 
 def read_targets(root: Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:

@@ -62,6 +62,7 @@ from alpha.launch.proc import PF_EXITING, STOPPED_HOW, process_state, read_stat
 from alpha.launch.warm import StarterUnfit, WarmProcess, WarmStarter
 from alpha.records.folder import LOGS_DIR
 from alpha.runtime.parent import LAUNCHER_PID_ENV
+from alpha.runtime.shared import SHARED_ENV, launch_token, region_folder, sweep_regions
 from alpha.wire.console import PORT_BYTES, cause_of, decode_ports, encode_port
 
 __all__ = [
@@ -540,6 +541,7 @@ async def launch(
     route: RouteHook | None = None,
     warm: bool = True,
     committed: Callable[[], bool] | None = None,
+    shared: bool = True,
 ) -> LaunchResult:
     """Start every role of ``specs`` at once, relay announced ports, wait for every role.
 
@@ -573,6 +575,11 @@ async def launch(
         committed: says whether the run has passed its commit point (role 0's commit record
             exists, in a reports folder cleared before the launch); a failure after it stops
             no other role, even with ``fail_fast``: each is publishing its final report.
+        shared: every role runs on this host: each is given this launch's token
+            (``ALPHA_SHARED_MEMORY``), so edges may move payloads through shared-memory
+            regions (``docs/frames.md``); once every role has ended, any region file of the
+            token still in the folder (a role killed before its peer took the name) is
+            removed. False (roles on other hosts): every frame over TCP.
 
     Returns:
         Every role's outcome and the role that failed first (see
@@ -580,6 +587,30 @@ async def launch(
     """
     state = _Launch(specs, fail_fast, committed)
     state.route = route
+    token = launch_token() if shared else None
+    if token is None:
+        state.environment.pop(SHARED_ENV, None)  # never one inherited from another launch
+    else:
+        state.environment[SHARED_ENV] = token
+    try:
+        return await _launch_all(
+            state, specs, deadline, absent, delays, on_announce, announce_wait, warm
+        )
+    finally:
+        if token is not None:
+            sweep_regions(token, region_folder(state.environment))
+
+
+async def _launch_all(
+    state: _Launch,
+    specs: Sequence[LaunchSpec],
+    deadline: float | None,
+    absent: frozenset[int],
+    delays: Mapping[int, float] | None,
+    on_announce: AnnounceHook | None,
+    announce_wait: float,
+    warm: bool,
+) -> LaunchResult:
     starting = [spec for spec in state.specs if spec.role not in absent]
     warm = warm and any(_warmable(spec) for spec in starting)
     enough_descriptors(len(starting), warm)

@@ -39,6 +39,7 @@ from alpha.core.identity import RunIdentity
 from alpha.errors import BudgetExhausted, FrameRefused, FrameSpecInvalid, PeerLost, RoundAborted
 from alpha.runtime.cause import as_one_error
 from alpha.runtime.edge import EdgeEnd
+from alpha.runtime.shared import Area, Region
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.wire.abort import AbortCause, decode_cause, encode_cause
 from alpha.wire.frame import (
@@ -63,6 +64,7 @@ __all__ = [
     "OVERLAP_MIN",
     "READ_AHEAD_MAX",
     "SMALL_FRAME",
+    "TAKEN_POLL_MAX",
     "FrameChannel",
     "SharedDigest",
 ]
@@ -124,6 +126,21 @@ to :data:`HASH_PIECE_MAX`), so that a thread hand-off (tens of microseconds) is 
 the hash (about a millisecond)."""
 
 HASH_PIECE_MAX: Final = 8 << 20
+
+# Bytes a receiver copies out of a shared region in one hand-off to its worker thread, which
+# hashes the piece copied before (still in cache) and copies the next: a hand-off costs tens of
+# microseconds, a piece about a millisecond.
+_COPY_PIECE: Final = 4 << 20
+
+# How long a sender first waits before it looks again whether the receiver took a slot's
+# previous payload out of the region; each look doubles it, up to TAKEN_POLL_MAX.
+_TAKEN_POLL_MIN: Final = 50e-6
+
+TAKEN_POLL_MAX: Final = 0.005
+"""The longest pause between two looks of a sender at a slot's taken counter. An honest
+receiver took the previous payload a round ago, so a sender almost never waits; one that does
+(the receiver is a frame behind) starts its frame within this of the copy, and the receive
+budget bounds the whole wait."""
 
 READ_AHEAD_MAX: Final = 256 << 20
 """The most bytes of frames the watch holds read past on one edge, not yet taken by their
@@ -254,6 +271,7 @@ class FrameChannel:
         self.where = where or Whereabouts(role)
         self.sent_bytes = 0
         self.received_bytes = 0
+        self.shared_bytes = 0  # payload bytes that moved through a region, either way
         self._send_whole = True  # the sending side is at a frame boundary
         self._write_closed = False
         self._read_whole = True  # the receiving side is at a frame boundary
@@ -273,6 +291,10 @@ class FrameChannel:
         self._ahead_frames: deque[tuple[ReceiveSlot, bool]] = deque()
         self._ahead_left = 0
         self._read_ahead = read_ahead
+        # Shared-memory regions (docs/frames.md): the one this role made for the peer's
+        # payloads, and the one the peer made for this role's.
+        self.incoming: Region | None = None
+        self.outgoing: Region | None = None
 
     @property
     def local_port(self) -> int:
@@ -325,8 +347,12 @@ class FrameChannel:
             raise FrameSpecInvalid(
                 f"a payload digest of {shared.name} cannot seal a frame whose digest is {name}"
             )
+        area = self._area(self.outgoing, slot.spec.kind, slot.spec.slot)
         try:
-            if shared.known is None and slot.spec.extent >= OVERLAP_MIN:
+            if area is not None:
+                found = await self._send_shared(slot, payload, step, shared, area)
+                self.shared_bytes += area.extent
+            elif shared.known is None and slot.spec.extent >= OVERLAP_MIN:
                 found = await self._send_hashing(slot, payload, step, shared)
             else:
                 frame = slot.prepare(payload, digest=await shared.get())
@@ -367,6 +393,65 @@ class FrameChannel:
             frame = unsealed.seal(found[0])
             await self._write((frame.trailer,), ends_frame=True)
         return frame.digest
+
+    async def _send_shared(
+        self, slot: SendSlot, payload: Buffer, step: str, shared: SharedDigest, area: Area
+    ) -> bytes:
+        """Send a payload through the edge's region: once the receiver took the slot's previous
+        payload out, write this one into the slot's area (in a worker thread for a large one,
+        while its digest is computed), then send header and trailer over TCP, the doorbell;
+        the receive budget bounds the whole frame."""
+        region = self.outgoing
+        assert region is not None
+        unsealed = slot.begin(payload)  # checks the payload against the spec first
+        version = slot.next_version - 1
+        found: list[bytes] = []
+
+        async def digest_behind() -> None:
+            found.append(await shared.get())
+
+        with self._bounded(step):
+            await self._wait_taken(region, area, version)
+            if area.extent >= OVERLAP_MIN:
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(digest_behind)
+                        await trio.to_thread.run_sync(region.write, area, unsealed.payload)
+                except BaseExceptionGroup as group:
+                    raise as_one_error(group) from None
+            else:
+                region.write(area, unsealed.payload)
+                await digest_behind()
+            frame = unsealed.seal(found[0])
+            rest = self._write_now((frame.header, frame.trailer), step)
+            if rest:
+                await self._write(rest, ends_frame=True)
+            else:
+                self._send_whole = True
+        return frame.digest
+
+    async def _wait_taken(self, region: Region, area: Area, version: int) -> None:
+        """Wait until the receiver took ``version`` frames of ``area``'s slot out of the
+        region: this one's payload may then take the place of the last."""
+        pause = _TAKEN_POLL_MIN
+        while region.taken(area) < version:
+            await trio.sleep(pause)
+            pause = min(2 * pause, TAKEN_POLL_MAX)
+
+    @staticmethod
+    def _area(region: Region | None, kind: FrameKind, slot: int) -> Area | None:
+        """The area of a DATA slot in ``region``; None for a frame that travels whole on TCP."""
+        if region is None or kind != FrameKind.DATA:
+            return None
+        return region.layout.area(slot)
+
+    def wire_size(self, slot: ReceiveSlot) -> int:
+        """Bytes of ``slot``'s frames that come over TCP: the whole frame, or header and
+        trailer when its payload comes through the region."""
+        spec = slot.spec
+        if self._area(self.incoming, spec.kind, spec.slot) is None:
+            return spec.frame_size
+        return spec.frame_size - spec.extent
 
     async def _send_pieces(self, frame: tuple[Buffer, ...], step: str, budget: float) -> None:
         with self._bounded(step, seconds=budget):
@@ -528,8 +613,14 @@ class FrameChannel:
                 with self._bounded(step, budget="start", seconds=self.budgets.start):
                     if not self._ahead:  # else its first bytes are here already
                         await trio.lowlevel.wait_readable(sock)
+            area = self._area(self.incoming, slot.spec.kind, slot.spec.slot)
             small = not deferred and slot.spec.frame_size <= SMALL_FRAME and self._plain is not None
-            if small and self._read_now(reception, step) and not reception.remaining:
+            if area is not None:
+                with self._bounded(step):
+                    await self._read_shared(reception, area, slot.next_version, step)
+                if not reception.aborted:
+                    self.shared_bytes += area.extent
+            elif small and self._read_now(reception, step) and not reception.remaining:
                 await self._pace()  # the whole frame was in: no budget to bound
             else:
                 with self._bounded(step):
@@ -587,6 +678,60 @@ class FrameChannel:
                 raise self._lost(step, "it ended the connection where a frame was due")
             reception.eof()
         reception.advance(count)
+
+    async def _read_shared(self, reception: Reception, area: Area, version: int, step: str) -> None:
+        """A frame whose payload comes through the region: the header over TCP, checked field
+        by field; the payload copied out of the region into the slot's buffer (hashed as it
+        comes, the large ones in a worker thread) and the slot's taken counter moved; then the
+        trailer over TCP. An ABORT in the frame's place comes whole over TCP. A region cut
+        short reads short: the frame is refused as ``Truncated``."""
+        while reception.received < HEADER_SIZE:
+            await self._read(reception, step)
+        region = self.incoming
+        assert region is not None
+        if not reception.aborted:
+            if reception.remaining > 0 and area.extent >= OVERLAP_MIN:
+                await self._copy_hashing(reception, region, area)
+            else:
+                while reception.received < HEADER_SIZE + area.extent:
+                    view = reception.into()
+                    at = area.offset + reception.received - HEADER_SIZE
+                    count = region.read_into(view, at)
+                    if count == 0:
+                        reception.eof()
+                    reception.advance(count)
+            region.take(area, version + 1)
+        while reception.remaining:
+            await self._read(reception, step)
+
+    @staticmethod
+    async def _copy_hashing(reception: Reception, region: Region, area: Area) -> None:
+        """Copy a large payload out of the region a piece at a time in a worker thread, which
+        hashes each piece on the next hand-off, while it is still in cache."""
+        pending: memoryview | None = None
+        while True:
+            done = reception.received - HEADER_SIZE
+            view = reception.into()[:_COPY_PIECE] if done < area.extent else None
+
+            def work(
+                piece: memoryview | None = pending,
+                into: memoryview | None = view,
+                at: int = area.offset + done,
+            ) -> int:
+                if piece is not None:
+                    reception.hash(piece)
+                return 0 if into is None else region.read_into(into, at)
+
+            count = await trio.to_thread.run_sync(work)
+            if pending is not None:
+                reception.hashed(len(pending))
+                pending = None
+            if view is None:
+                return
+            if count == 0:
+                reception.eof()
+            reception.advance(count)
+            pending = reception.unhashed(_COPY_PIECE)
 
     def _read_now(self, reception: Reception, step: str) -> bool:
         """Take a small frame's bytes the kernel has already, in one read capped at the
@@ -676,6 +821,9 @@ class FrameChannel:
         self._eof_expected = True
 
     async def aclose(self) -> None:
+        for region in (self.incoming, self.outgoing):
+            if region is not None:
+                region.close()
         await self.stream.aclose()
 
     # --- the abort watch --------------------------------------------------------------------
@@ -786,7 +934,7 @@ class FrameChannel:
                 if self._moved(seen):
                     return _AGAIN
                 continue
-            size = found[0].spec.frame_size
+            size = self.wire_size(found[0])
             if len(self._ahead) - self._ahead_at + size > self._read_ahead:
                 return _PARK
             self._ahead_frames.append(found)

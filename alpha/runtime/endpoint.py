@@ -32,6 +32,7 @@ from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.edge import edge_end
 from alpha.runtime.parent import launcher_pid
+from alpha.runtime.shared import Region, Sharing
 from alpha.runtime.whereabouts import Whereabouts
 from alpha.schedule.role import Edge, RoleDescription
 from alpha.wire.console import PORT_BYTES, decode_ports, encode_ports  # the announced ports
@@ -60,10 +61,22 @@ class Establishment:
     ``where`` always says what the role is doing, so a deadline that strikes names it; the
     channels made here share it. ``edges`` holds the role's end of each of its edges, one
     per peer, which every connection on that edge carries.
+
+    ``sharing`` holds, per peer, the layouts of the edge's two shared-memory regions (the one
+    this role makes for the peer's payloads, the one it opens for its own:
+    :class:`alpha.runtime.shared.Sharing`); a peer not in it (every peer, without it) moves
+    every frame over TCP. A role makes its incoming region before it sends its hello and opens its
+    outgoing one after the peer's hello, so each end finds the other's region made.
     """
 
-    def __init__(self, description: RoleDescription) -> None:
+    def __init__(
+        self,
+        description: RoleDescription,
+        *,
+        sharing: Sharing | None = None,
+    ) -> None:
         self.description = description
+        self.sharing = sharing
         self.listeners: dict[int, trio.socket.SocketType] = {}
         self.channels: dict[int, FrameChannel] = {}
         self.where = Whereabouts(description.role)
@@ -99,6 +112,36 @@ class Establishment:
             where=self.where if where is None else where,
             edge=self.edges[peer],
         )
+
+    def share_incoming(self, channel: FrameChannel) -> None:
+        """Make the region of the peer's payloads on ``channel``'s edge, if it has one (before
+        this role's hello).
+
+        Raises:
+            RegionRefused: the region cannot be made.
+        """
+        sharing = self.sharing
+        if sharing is None or channel.incoming is not None:
+            return
+        layout = sharing.layouts.get(channel.peer, (None, None))[0]
+        if layout is not None:
+            name = sharing.path(self.description.identity, channel.peer, self.role)
+            channel.incoming = Region.make(sharing.folder, name, layout, role=self.role)
+
+    def share_outgoing(self, channel: FrameChannel) -> None:
+        """Open the region the peer made for this role's payloads, if the edge has one (after
+        the peer's hello).
+
+        Raises:
+            RegionRefused: there is none, or it is not the one the schedule makes.
+        """
+        sharing = self.sharing
+        if sharing is None or channel.outgoing is not None:
+            return
+        layout = sharing.layouts.get(channel.peer, (None, None))[1]
+        if layout is not None:
+            name = sharing.path(self.description.identity, self.role, channel.peer)
+            channel.outgoing = Region.open(sharing.folder, name, layout, role=self.role)
 
     @property
     def role(self) -> int:
@@ -157,8 +200,10 @@ class Establishment:
         channel = self.channels[edge.peer] = self.channel(stream, edge.peer)
         end = self.edges[edge.peer]
         self.step = f"greeting role {edge.peer}"
+        self.share_incoming(channel)
         await channel.send(end.hello_out(), b"", step=self.step)
         await channel.receive(end.hello_in(), step=self.step)
+        self.share_outgoing(channel)
         self.waiting_for = None
         return channel
 
@@ -181,6 +226,7 @@ class Establishment:
         end = self.edges[edge.peer]
         self.step = f"checking the hello of role {edge.peer}"
         await channel.receive(end.hello_in(), step=self.step)
+        self._share_both(channel)
         await channel.send(end.hello_out(), b"", step=self.step)
         listener.close()
         del self.listeners[edge.peer]
@@ -207,6 +253,7 @@ class Establishment:
                 try:
                     step = f"greeting role {peer} to tell it why this role failed"
                     await channel.receive(end.hello_in(), step=step)
+                    self._share_both(channel)
                     await channel.send(end.hello_out(), b"", step=step)
                 except (AlphaError, OSError, trio.BrokenResourceError):
                     await channel.aclose()
@@ -223,6 +270,12 @@ class Establishment:
                 for peer, listener in self.listeners.items():
                     nursery.start_soon(one, peer, listener)
         return greeted
+
+    def _share_both(self, channel: FrameChannel) -> None:
+        """The listening end, after the peer's hello: its incoming region (before its own
+        hello), and the peer's, made before the peer's hello."""
+        self.share_incoming(channel)
+        self.share_outgoing(channel)
 
     def close(self) -> None:
         for sock in self.listeners.values():

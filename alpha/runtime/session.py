@@ -33,6 +33,7 @@ from alpha.runtime.completion import ReportFiles, complete, expect_completion
 from alpha.runtime.endpoint import Establishment, establish
 from alpha.runtime.interpreter import Interpreter
 from alpha.runtime.parent import watch_for_launcher_loss
+from alpha.runtime.shared import Sharing
 from alpha.runtime.whereabouts import COMPLETING, RUNNING, Whereabouts
 from alpha.schedule.learner_regions import PARAMETERS
 from alpha.schedule.local import LocalSchedule
@@ -61,6 +62,7 @@ class EdgeReport:
     local_port: int
     remote_port: int
     sent_bytes: int = 0
+    shared_bytes: int = 0
     received_bytes: int = 0
 
 
@@ -163,7 +165,7 @@ async def run_role(
     """
     started = time.monotonic()
     report = RoleReport(role=description.role, pid=os.getpid())
-    state = Establishment(description)
+    state = Establishment(description, sharing=Sharing.of(description, schedule, os.environ))
     where = state.where
     budgets = description.budgets
     reports = ReportFiles(description.report or report_path, description.role)
@@ -285,6 +287,7 @@ async def _session(
         for edge in edges:
             channel = channels[edge.peer]
             edge.sent_bytes, edge.received_bytes = channel.sent_bytes, channel.received_bytes
+            edge.shared_bytes = channel.shared_bytes
         report.finished_s = time.monotonic() - started
         where.phase = COMPLETING
         if saver is not None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     )
     from alpha.schedule.role import (
         FORMAT,
+        TRANSPORTS,
         Edge,
         RoleDescription,
     )
@@ -64,6 +65,7 @@ __all__ = [
     "SELECTORS",
     "STORE",
     "SUM_CHECK_OPS",
+    "TRANSPORTS",
     "Choose",
     "Context",
     "Edge",
@@ -122,6 +124,7 @@ __getattr__, __dir__ = lazy(
         ),
         "alpha.schedule.role": (
             "FORMAT",
+            "TRANSPORTS",
             "Edge",
             "RoleDescription",
         ),

@@ -23,6 +23,7 @@ from alpha.errors import RoleDescriptionInvalid
 
 __all__ = [
     "FORMAT",
+    "TRANSPORTS",
     "Edge",
     "RoleDescription",
 ]
@@ -31,6 +32,10 @@ FORMAT: Final = "alpha-role/1"
 """The ``format`` field of every role description this module reads and writes."""
 
 DEFAULT_ADDRESS: Final = "127.0.0.1"
+
+TRANSPORTS: Final = ("auto", "tcp")
+"""How a role's edges move payloads: ``auto``, through a shared-memory region where the launcher
+runs both ends on this host (``alpha.runtime.shared``), else TCP; ``tcp``, always TCP."""
 
 # The digits a key's hex may use: lowercase only, so a key has one spelling.
 _HEX: Final = frozenset("0123456789abcdef")
@@ -98,8 +103,13 @@ class RoleDescription:
     report: str | None = None
     integrity: str = "sha256"
     payload_digest: str = "sha256"
+    transport: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise RoleDescriptionInvalid(
+                f"transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}"
+            )
         if self.integrity not in INTEGRITIES:
             raise RoleDescriptionInvalid(
                 f"integrity must be one of {', '.join(INTEGRITIES)}, got {self.integrity!r}"
@@ -167,6 +177,7 @@ class RoleDescription:
             },
             "integrity": self.integrity,
             "payload_digest": self.payload_digest,
+            "transport": self.transport,
             "edges": [_edge_dict(e) for e in self.edges],
             "budgets": self.budgets.to_dict(),
             "report": self.report,
@@ -221,11 +232,12 @@ class RoleDescription:
             report=report,
             integrity=_text(data, "integrity"),
             payload_digest=_text(data, "payload_digest"),
+            transport=_text(data, "transport", "auto"),
         )
 
 
-def _text(data: Mapping[str, object], name: str) -> str:
-    value = data.get(name, "sha256")
+def _text(data: Mapping[str, object], name: str, default: str = "sha256") -> str:
+    value = data.get(name, default)
     if not isinstance(value, str):
         raise RoleDescriptionInvalid(f"{name} must be a string, got {value!r}")
     return value
