@@ -103,10 +103,17 @@ def _declared_fold(parts: Sequence[Vector]) -> Vector:
 # --- Alpha ----------------------------------------------------------------------------------
 
 
-def _plan(n: int, size: int, rounds: int, contract: Mapping[str, str] | None = None) -> Plan:
+def _plan(
+    n: int,
+    size: int,
+    rounds: int,
+    contract: Mapping[str, str] | None = None,
+    transport: str = "auto",
+) -> Plan:
     """The sum check on a star of ``n`` roles over float32 regions of ``size`` bytes; the
     ``[contract]`` keys in ``contract`` (``integrity``, ``payload_digest``) are added to the
-    table, the plan's defaults holding for the others (keyed, SHA-256)."""
+    table, the plan's defaults holding for the others (keyed, SHA-256); ``transport`` is
+    ``[addresses] transport`` (``auto``: shared memory from 64 KiB, the launcher's default)."""
     limits = "\n".join(
         f"{key} = {value!r}" for key, value in BUDGETS.to_dict().items() if value is not None
     )
@@ -124,7 +131,9 @@ shape = "star"
 dtype = "float32"
 delivery = "all"
 operation = "sum"
-{sealing}[budgets]
+{sealing}[addresses]
+transport = "{transport}"
+[budgets]
 {limits}
 [work]
 kind = "sum-check"
@@ -236,12 +245,13 @@ def _compile_pair(
     rounds: tuple[int, int],
     folder: Path,
     contract: Mapping[str, str] | None = None,
+    transport: str = "auto",
 ) -> _Pair:
-    """Compile the sum check (``contract`` as :func:`_plan`) for R1 and R2 rounds into
-    ``folder`` (untimed)."""
+    """Compile the sum check (``contract`` and ``transport`` as :func:`_plan`) for R1 and R2
+    rounds into ``folder`` (untimed)."""
     compiled = []
     for count in rounds:
-        plan = _plan(n, size, count, contract)
+        plan = _plan(n, size, count, contract, transport)
         directory = folder / str(count)
         compile_plan(plan, directory, range(n))
         compiled.append(_Compiled(plan, directory, _expected_digest(plan)))

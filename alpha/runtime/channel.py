@@ -428,6 +428,7 @@ class FrameChannel:
                 await self._write(rest, ends_frame=True)
             else:
                 self._send_whole = True
+                await self._pace()
         return frame.digest
 
     async def _wait_taken(self, region: Region, area: Area, version: int) -> None:
