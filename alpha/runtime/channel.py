@@ -132,6 +132,15 @@ HASH_PIECE_MAX: Final = 8 << 20
 # microseconds, a piece about a millisecond.
 _COPY_PIECE: Final = 4 << 20
 
+# Bytes a sender writes into its region in one hand-off to a worker thread: small enough that
+# the receiver starts copying soon after the header, large enough that a hand-off (tens of
+# microseconds) is small beside the copy.
+_WRITE_PIECE: Final = 1 << 20
+
+# The longest pause of a receiver between two looks at how much of a large payload its sender
+# has written: a piece takes about 0.1 ms to write, so the receiver rarely waits at all.
+_WRITTEN_POLL_MAX: Final = 0.001
+
 # How long a sender first waits before it looks again whether the receiver took a slot's
 # previous payload out of the region; each look doubles it, up to TAKEN_POLL_MAX.
 _TAKEN_POLL_MIN: Final = 50e-6
@@ -413,12 +422,23 @@ class FrameChannel:
         with self._bounded(step):
             await self._wait_taken(region, area, version)
             if area.extent >= OVERLAP_MIN:
+                # The header first, then the payload a piece at a time, each piece counted as
+                # written once it is in: the receiver checks the header and copies and hashes
+                # each piece while the next is written and the digest computed.
+                region.wrote(area, 0)
+                await self._write((unsealed.header,), ends_frame=False)
+                view = unsealed.payload
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(digest_behind)
-                        await trio.to_thread.run_sync(region.write, area, unsealed.payload)
+                        for at in range(0, area.extent, _WRITE_PIECE):
+                            piece = view[at : at + _WRITE_PIECE]
+                            await trio.to_thread.run_sync(region.write_piece, area, piece, at)
                 except BaseExceptionGroup as group:
                     raise as_one_error(group) from None
+                frame = unsealed.seal(found[0])
+                await self._write((frame.trailer,), ends_frame=True)
+                return frame.digest
             else:
                 region.write(area, unsealed.payload)
                 await digest_behind()
@@ -707,12 +727,25 @@ class FrameChannel:
 
     @staticmethod
     async def _copy_hashing(reception: Reception, region: Region, area: Area) -> None:
-        """Copy a large payload out of the region a piece at a time in a worker thread, which
-        hashes each piece on the next hand-off, while it is still in cache."""
+        """Copy a large payload out of the region as its sender writes it (never past what
+        the region's written counter says), a piece at a time in a worker thread, which hashes
+        each piece on the next hand-off, while it is still in cache."""
         pending: memoryview | None = None
+        pause = _TAKEN_POLL_MIN
         while True:
             done = reception.received - HEADER_SIZE
-            view = reception.into()[:_COPY_PIECE] if done < area.extent else None
+            view = None
+            if done < area.extent:
+                ready = min(region.written(area), area.extent)
+                if ready > done:
+                    view = reception.into()[: min(_COPY_PIECE, ready - done)]
+                    pause = _TAKEN_POLL_MIN
+                elif pending is None:  # nothing new is written yet, and nothing to hash
+                    await trio.sleep(pause)
+                    pause = min(2 * pause, _WRITTEN_POLL_MAX)
+                    continue
+            elif pending is None:
+                return
 
             def work(
                 piece: memoryview | None = pending,
@@ -728,7 +761,7 @@ class FrameChannel:
                 reception.hashed(len(pending))
                 pending = None
             if view is None:
-                return
+                continue
             if count == 0:
                 reception.eof()
             reception.advance(count)

@@ -80,8 +80,10 @@ _FORMAT: Final = 1
 # The marker at the start of a region: magic, format, the layout digest, the slot count.
 _MARKER: Final = struct.Struct(">8sQ32sQ")
 
-# Each slot's taken counter: u64, big-endian, after the marker.
+# Each slot's two counters after the marker, u64 big-endian: taken (frames the receiver copied
+# out) and written (bytes of the frame in flight the sender has written so far).
 _COUNTER: Final = struct.Struct(">Q")
+_COUNTERS: Final = 2
 
 # Payload areas start on a page, so a copy into or out of one is page-aligned.
 _PAGE: Final = 4096
@@ -152,7 +154,7 @@ class RegionLayout:
         chosen = sorted((slot, extent) for slot, extent in extents.items() if extent >= SHARED_MIN)
         if not chosen:
             return None
-        offset = _aligned(_MARKER.size + _COUNTER.size * len(chosen))
+        offset = _aligned(_MARKER.size + _COUNTERS * _COUNTER.size * len(chosen))
         areas = []
         for index, (slot, extent) in enumerate(chosen):
             areas.append(Area(slot, extent, offset, index))
@@ -171,7 +173,8 @@ class RegionLayout:
         return None
 
     def counter_at(self, area: Area) -> int:
-        return _MARKER.size + _COUNTER.size * area.index
+        """Where ``area``'s taken counter is; its written counter follows it."""
+        return _MARKER.size + _COUNTERS * _COUNTER.size * area.index
 
 
 @final
@@ -310,8 +313,36 @@ class Region:
     def taken(self, area: Area) -> int:
         """How many frames of ``area``'s slot the receiver has copied out (the sender asks);
         a counter cut off reads as 0, so the sender waits, bounded by its budget."""
+        return self._counter(self.layout.counter_at(area))
+
+    def take(self, area: Area, count: int) -> None:
+        """Record that ``count`` frames of ``area``'s slot are copied out (the receiver)."""
+        self._set(self.layout.counter_at(area), count)
+
+    def written(self, area: Area) -> int:
+        """How many bytes of the large payload in flight in ``area`` the sender has written
+        (the receiver asks, once the frame's header is in); it copies no further."""
+        return self._counter(self.layout.counter_at(area) + _COUNTER.size)
+
+    def wrote(self, area: Area, count: int) -> None:
+        """Record that the first ``count`` bytes of the payload in flight are written."""
+        self._set(self.layout.counter_at(area) + _COUNTER.size, count)
+
+    def write_piece(self, area: Area, piece: memoryview, at: int) -> None:
+        """Write ``piece`` at byte ``at`` of ``area``'s payload, then record the bytes up to
+        its end as written (the sender of a large payload, a piece at a time). Releases the
+        GIL while it copies."""
         try:
-            data = os.pread(self.fd, _COUNTER.size, self.layout.counter_at(area))
+            self._pwrite(piece, area.offset + at)
+        except OSError as error:
+            raise self._refused(
+                self.layout, self.role, self.path, f"a payload cannot be written: {error.strerror}"
+            ) from None
+        self.wrote(area, at + len(piece))
+
+    def _counter(self, offset: int) -> int:
+        try:
+            data = os.pread(self.fd, _COUNTER.size, offset)
         except OSError as error:
             raise self._refused(
                 self.layout, self.role, self.path, f"a counter cannot be read: {error.strerror}"
@@ -320,10 +351,9 @@ class Region:
             return 0
         return int(_COUNTER.unpack(data)[0])
 
-    def take(self, area: Area, count: int) -> None:
-        """Record that ``count`` frames of ``area``'s slot are copied out (the receiver)."""
+    def _set(self, offset: int, value: int) -> None:
         try:
-            self._pwrite(_COUNTER.pack(count), self.layout.counter_at(area))
+            self._pwrite(_COUNTER.pack(value), offset)
         except OSError as error:
             raise self._refused(
                 self.layout, self.role, self.path, f"a counter cannot be written: {error.strerror}"

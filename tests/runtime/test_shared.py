@@ -35,7 +35,7 @@ from alpha.schedule.local import LocalSchedule, Loop, Recv, Send
 from alpha.schedule.regions import Region as Buffer
 from alpha.schedule.role import Edge, RoleDescription
 from alpha.wire.abort import AbortCause, encode_cause
-from alpha.wire.frame import FrameKind, FrameSpec
+from alpha.wire.frame import FrameKind, FrameSpec, payload_digest
 from alpha.wire.receive import ReceiveSlot
 from alpha.wire.send import SendSlot
 from tests.support import BUDGETS, IDENTITY, connected
@@ -380,3 +380,37 @@ async def test_the_watch_reads_a_doorbell_past_and_its_receive_takes_the_region(
             got = await high.receive(receiver)
             assert bytes(got) == payload.tobytes()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_large_payload_is_copied_as_it_is_written_and_never_past_it(
+    tmp_path: Path,
+) -> None:
+    extent = 3 * OVERLAP_MIN
+    async with shared_pair(tmp_path, extent) as (low, high):
+        assert low.outgoing is not None and high.incoming is not None
+        area = low.outgoing.layout.areas[0]
+        low.outgoing.write(area, b"\xee" * extent)  # stale bytes, as a frame before left them
+        into = np.zeros(extent, dtype=np.uint8)
+        receiver = ReceiveSlot(_spec(extent), buffer=into.data)
+        payload = _payload(extent, 4)
+        piece = OVERLAP_MIN + 7
+        payload[piece - 1] = 1  # seen once copied
+        unsealed = SendSlot(_spec(extent)).begin(payload)
+        low.outgoing.wrote(area, 0)
+        await low.stream.send_all(unsealed.header)  # the header first, as a large send does
+        got: list[memoryview] = []
+        async with trio.open_nursery() as nursery:
+
+            async def receive() -> None:
+                got.append(await high.receive(receiver))
+
+            nursery.start_soon(receive)
+            low.outgoing.write_piece(area, memoryview(payload)[:piece], 0)
+            while not into[piece - 1]:  # the receiver copies what is written ...
+                await trio.sleep(0.001)
+            await trio.sleep(0.05)
+            assert np.array_equal(into[:piece], payload[:piece])
+            assert not into[piece:].any()  # ... and nothing past it: no stale byte
+            low.outgoing.write_piece(area, memoryview(payload)[piece:], piece)
+            await low.stream.send_all(unsealed.seal(payload_digest(payload, "sha256")).trailer)
+        assert bytes(got[0]) == payload.tobytes()
