@@ -28,7 +28,7 @@ import socket
 import struct
 import termios
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, final
 
@@ -127,14 +127,9 @@ the hash (about a millisecond)."""
 
 HASH_PIECE_MAX: Final = 8 << 20
 
-# Bytes a receiver copies out of a shared region in one hand-off to its worker thread, which
-# hashes the piece copied before (still in cache) and copies the next: a hand-off costs tens of
-# microseconds, a piece about a millisecond.
-_COPY_PIECE: Final = 4 << 20
-
-# Bytes a sender writes into its region in one hand-off to a worker thread: small enough that
-# the receiver starts copying soon after the header, large enough that a hand-off (tens of
-# microseconds) is small beside the copy.
+# Bytes a sender writes into its region at once, between two checkpoints: small enough that the
+# receiver starts copying soon after the header, and that other tasks of the role (its other
+# sends, the digest's) get their turn; a piece takes about 0.1 ms.
 _WRITE_PIECE: Final = 1 << 20
 
 # The longest pause of a receiver between two looks at how much of a large payload its sender
@@ -432,8 +427,10 @@ class FrameChannel:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(digest_behind)
                         for at in range(0, area.extent, _WRITE_PIECE):
-                            piece = view[at : at + _WRITE_PIECE]
-                            await trio.to_thread.run_sync(region.write_piece, area, piece, at)
+                            # In this thread: a copy is fast beside the digest, which a worker
+                            # thread computes meanwhile; a checkpoint after each piece.
+                            region.write_piece(area, view[at : at + _WRITE_PIECE], at)
+                            await trio.lowlevel.checkpoint()
                 except BaseExceptionGroup as group:
                     raise as_one_error(group) from None
                 frame = unsealed.seal(found[0])
@@ -711,8 +708,15 @@ class FrameChannel:
         region = self.incoming
         assert region is not None
         if not reception.aborted:
-            if reception.remaining > 0 and area.extent >= OVERLAP_MIN:
-                await self._copy_hashing(reception, region, area)
+            if area.extent >= OVERLAP_MIN:
+                pause = [_TAKEN_POLL_MIN]
+
+                async def fill() -> None:
+                    assert region is not None
+                    await self._copy_piece(reception, region, area, version, pause)
+
+                await self._read_hashing(reception, step, fill, HEADER_SIZE + area.extent)
+                return
             else:
                 while reception.received < HEADER_SIZE + area.extent:
                     view = reception.into()
@@ -725,47 +729,28 @@ class FrameChannel:
         while reception.remaining:
             await self._read(reception, step)
 
-    @staticmethod
-    async def _copy_hashing(reception: Reception, region: Region, area: Area) -> None:
-        """Copy a large payload out of the region as its sender writes it (never past what
-        the region's written counter says), a piece at a time in a worker thread, which hashes
-        each piece on the next hand-off, while it is still in cache."""
-        pending: memoryview | None = None
-        pause = _TAKEN_POLL_MIN
-        while True:
-            done = reception.received - HEADER_SIZE
-            view = None
-            if done < area.extent:
-                ready = min(region.written(area), area.extent)
-                if ready > done:
-                    view = reception.into()[: min(_COPY_PIECE, ready - done)]
-                    pause = _TAKEN_POLL_MIN
-                elif pending is None:  # nothing new is written yet, and nothing to hash
-                    await trio.sleep(pause)
-                    pause = min(2 * pause, _WRITTEN_POLL_MAX)
-                    continue
-            elif pending is None:
-                return
-
-            def work(
-                piece: memoryview | None = pending,
-                into: memoryview | None = view,
-                at: int = area.offset + done,
-            ) -> int:
-                if piece is not None:
-                    reception.hash(piece)
-                return 0 if into is None else region.read_into(into, at)
-
-            count = await trio.to_thread.run_sync(work)
-            if pending is not None:
-                reception.hashed(len(pending))
-                pending = None
-            if view is None:
-                continue
-            if count == 0:
-                reception.eof()
-            reception.advance(count)
-            pending = reception.unhashed(_COPY_PIECE)
+    async def _copy_piece(
+        self, reception: Reception, region: Region, area: Area, version: int, pause: list[float]
+    ) -> None:
+        """Copy the next piece of a large payload out of the region, no further than its
+        sender has written (wait a moment when nothing new is), in this thread: a copy is fast
+        beside the hash, which a worker thread does behind it (:meth:`_read_hashing`). Once
+        the payload is in, record it taken."""
+        done = reception.received - HEADER_SIZE
+        ready = min(region.written(area), area.extent)
+        if ready <= done:
+            await trio.sleep(pause[0])
+            pause[0] = min(2 * pause[0], _WRITTEN_POLL_MAX)
+            return
+        pause[0] = _TAKEN_POLL_MIN
+        view = reception.into()[: min(HASH_PIECE, ready - done)]
+        count = region.read_into(view, area.offset + done)
+        if count == 0:
+            reception.eof()
+        reception.advance(count)
+        if reception.received == HEADER_SIZE + area.extent:
+            region.take(area, version + 1)
+        await self._pace()
 
     def _read_now(self, reception: Reception, step: str) -> bool:
         """Take a small frame's bytes the kernel has already, in one read capped at the
@@ -807,9 +792,16 @@ class FrameChannel:
                 return
             await trio.lowlevel.wait_readable(self.stream.socket)
 
-    async def _read_hashing(self, reception: Reception, step: str) -> None:
+    async def _read_hashing(
+        self,
+        reception: Reception,
+        step: str,
+        fill: Callable[[], Awaitable[None]] | None = None,
+        filled: int = 0,
+    ) -> None:
         """Read a deferred reception while a worker thread hashes what has arrived, a piece at
-        a time, in order; the trailer is checked once both are done."""
+        a time, in order; the trailer is checked once both are done. ``fill`` brings the bytes
+        of the frame up to ``filled`` (a payload from a shared region), the socket the rest."""
         arrived = [trio.Event()]
 
         async def hash_behind() -> None:
@@ -828,7 +820,10 @@ class FrameChannel:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(hash_behind)
                 while reception.remaining:
-                    await self._read(reception, step)
+                    if fill is not None and reception.received < filled:
+                        await fill()
+                    else:
+                        await self._read(reception, step)
                     arrived[0].set()
         except BaseExceptionGroup as group:
             raise as_one_error(group) from None
