@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+from harness.emulation import aarch64_interpreter
 from harness.processes import descendants_of
 from tests.support import ALPHA, plan_text, run_alpha
 
@@ -17,7 +19,15 @@ from tests.support import ALPHA, plan_text, run_alpha
 SIZE = 16384
 
 
-def _compile(tmp_path: Path, name: str, *, rounds: int, transport: str, roles: int = 5) -> Path:
+def _compile(
+    tmp_path: Path,
+    name: str,
+    *,
+    rounds: int,
+    transport: str,
+    roles: int = 5,
+    aarch64: tuple[int, ...] = (),
+) -> Path:
     text = plan_text(
         name,
         roles=roles,
@@ -25,6 +35,7 @@ def _compile(tmp_path: Path, name: str, *, rounds: int, transport: str, roles: i
         topology={"shape": "tree", "fanout": 2},
         work={"kind": "sum-check", "size": SIZE},
         addresses={"transport": transport},
+        targets={"aarch64": list(aarch64)} if aarch64 else None,
     )
     plan = tmp_path / f"{name}.toml"
     plan.write_text(text)
@@ -65,6 +76,27 @@ def test_a_run_over_regions_computes_the_tcp_runs_bits_and_leaves_no_region(
             assert edge["shared_bytes"] == 2 * 6 * SIZE * 4
             assert tcp_edge["shared_bytes"] == 0
             assert edge["sent_bytes"] == tcp_edge["sent_bytes"]
+    assert list(regions.iterdir()) == []
+
+
+def test_an_aarch64_role_under_qemu_shares_regions_with_native_roles_bit_for_bit(
+    tmp_path: Path,
+) -> None:
+    regions = tmp_path / "regions"
+    regions.mkdir()
+    env = {**os.environ, "ALPHA_REGION_FOLDER": str(regions)}
+    native = _compile(tmp_path, "shm-native", rounds=3, transport="auto")
+    mixed = _compile(tmp_path, "shm-mixed", rounds=3, transport="auto", aarch64=(1,))
+    option = f"aarch64={shlex.join(aarch64_interpreter())}"
+    for folder, extra in ((native, []), (mixed, ["--interpreter", option])):
+        done = run_alpha("launch", str(folder), *extra, env=env)
+        assert done.returncode == 0, done.stderr
+    ours, theirs = _reports(native), _reports(mixed)
+    assert theirs[1]["machine"] == "aarch64" and ours[1]["machine"] != "aarch64"
+    for role in range(5):
+        assert theirs[role]["digests"] == ours[role]["digests"]
+    for edge in theirs[1]["edges"]:  # role 1's edges (to 0, 3 and 4) all used their regions
+        assert isinstance(edge, dict) and edge["shared_bytes"] == 2 * 3 * SIZE * 4
     assert list(regions.iterdir()) == []
 
 
