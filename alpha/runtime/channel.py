@@ -638,15 +638,15 @@ class FrameChannel:
                     await self._read_shared(reception, area, slot.next_version, step)
                 if not reception.aborted:
                     self.shared_bytes += area.extent
-            elif small and self._read_now(reception, step) and not reception.remaining:
+            elif (got := small and self._read_now(reception, step)) and not reception.remaining:
                 await self._pace()  # the whole frame was in: no budget to bound
             else:
                 with self._bounded(step):
                     if deferred:
                         await self._read_hashing(reception, step)
                     else:
-                        if small:
-                            await self._read_small(reception, step)
+                        if small:  # nothing was in when asked: wait before asking again
+                            await self._read_small(reception, step, wait_first=not got)
                         while reception.remaining:
                             await self._read(reception, step)
             payload = reception.finish()
@@ -780,12 +780,17 @@ class FrameChannel:
             self._ahead += scratch[used:count]
         return True
 
-    async def _read_small(self, reception: Reception, step: str) -> None:
+    async def _read_small(
+        self, reception: Reception, step: str, *, wait_first: bool = False
+    ) -> None:
         """The lean path for a small frame: one read of the whole frame into this channel's
         scratch, then fed to the reception, which checks the header field by field before it
         takes any payload byte, as a read straight into the slot would. Bytes the frame did
         not use (it turned out to be an ABORT, which is shorter and the peer's last frame)
-        are kept in the read-past buffer, never dropped."""
+        are kept in the read-past buffer, never dropped. ``wait_first``: the kernel said a
+        moment ago that nothing is in; wait for bytes before asking again."""
+        if wait_first and not self._ahead:
+            await trio.lowlevel.wait_readable(self.stream.socket)
         while not self._ahead:  # bytes read past come first: the general path takes them
             if self._read_now(reception, step):
                 await self._pace()

@@ -706,11 +706,11 @@ async def test_frames_whose_bytes_are_all_in_still_let_other_tasks_run() -> None
     frames = 64
     turns = 0
 
-    async def count_turns(done: trio.Event) -> None:
+    async def count_turns() -> None:
         nonlocal turns
-        while not done.is_set():
-            turns += 1
+        while True:
             await trio.lowlevel.checkpoint()
+            turns += 1
 
     async with connected() as (low, high):
         sending = SendSlot(spec(0, 1, 64))
@@ -718,16 +718,18 @@ async def test_frames_whose_bytes_are_all_in_still_let_other_tasks_run() -> None
             await low.send(sending, bytes([version]) * 64)
         await _all_in(high, frames * sending.spec.frame_size)
         receiving = ReceiveSlot(spec(0, 1, 64))
-        done = trio.Event()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(count_turns, done)
+            nursery.start_soon(count_turns)
             await trio.lowlevel.checkpoint()  # the counter starts
             turns = 0
             for version in range(frames):
                 payload = await high.receive(receiving)
                 assert bytes(payload) == bytes([version]) * 64
-            done.set()
-    assert turns >= frames // LEAN_RUN
+            counted = turns
+            nursery.cancel_scope.cancel()
+    # Each checkpoint of the receives gives the counter one turn. trio runs a batch's tasks in
+    # random order, so the turn the last receive gave may come after it: one may be missing.
+    assert counted >= frames // LEAN_RUN - 1
 
 
 async def test_an_abort_read_whole_in_place_of_a_small_frame_keeps_what_followed_it() -> None:
