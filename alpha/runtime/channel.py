@@ -127,13 +127,13 @@ the hash (about a millisecond)."""
 
 HASH_PIECE_MAX: Final = 8 << 20
 
-# Bytes a sender writes into its region at once, between two checkpoints: small enough that the
-# receiver starts copying soon after the header, and that other tasks of the role (its other
-# sends, the digest's) get their turn; a piece takes about 0.1 ms.
+# Bytes a sender writes into its region at once, between two checkpoints, so that the role's
+# other tasks (its other sends, the digest's) get their turn; a piece takes about 0.1 ms.
 _WRITE_PIECE: Final = 1 << 20
 
 # The longest pause of a receiver between two looks at how much of a large payload its sender
-# has written: a piece takes about 0.1 ms to write, so the receiver rarely waits at all.
+# has written. An honest sender has written all of it before it sends the header, so this is
+# for a sender that did not: the receive budget bounds the wait.
 _WRITTEN_POLL_MAX: Final = 0.001
 
 # How long a sender first waits before it looks again whether the receiver took a slot's
@@ -417,20 +417,20 @@ class FrameChannel:
         with self._bounded(step):
             await self._wait_taken(region, area, version)
             if area.extent >= OVERLAP_MIN:
-                # The header first, then the payload a piece at a time, each piece counted as
-                # written once it is in: the receiver checks the header and copies and hashes
-                # each piece while the next is written and the digest computed.
+                # The payload a piece at a time (checkpoints between: the role's other sends
+                # take turns) while a worker thread computes its digest; then the header, so
+                # the receiver copies and hashes while this side's digest is still being
+                # computed; the trailer once it is. Each piece is counted as written once it
+                # is in, and a receiver copies no further than that.
                 region.wrote(area, 0)
-                await self._write((unsealed.header,), ends_frame=False)
                 view = unsealed.payload
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(digest_behind)
                         for at in range(0, area.extent, _WRITE_PIECE):
-                            # In this thread: a copy is fast beside the digest, which a worker
-                            # thread computes meanwhile; a checkpoint after each piece.
                             region.write_piece(area, view[at : at + _WRITE_PIECE], at)
                             await trio.lowlevel.checkpoint()
+                        await self._write((unsealed.header,), ends_frame=False)
                 except BaseExceptionGroup as group:
                     raise as_one_error(group) from None
                 frame = unsealed.seal(found[0])
