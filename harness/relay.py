@@ -15,7 +15,7 @@ receiver but the keyed trailer's, which only the edge's key can make.
 On an edge whose roles share memory (``shared``: the scenario says so; the relay never
 guesses), a DATA frame whose extent is at least ``alpha.runtime.SHARED_MIN`` has its payload in
 the edge's shared-memory region, not on TCP: only its header and trailer, the doorbell, travel
-back to back, and the relay frames it as those two (docs/frames.md, "Shared-memory regions").
+back to back, and the relay frames it as those two (``alpha.runtime.shared``).
 Every fault then acts on the doorbell's bytes; the region itself never passes the relay.
 
 Directions are named from the edge's roles: ``"down"`` is from the lower role (the listener)
