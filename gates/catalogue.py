@@ -16,9 +16,11 @@ A gate runs one of these scenarios (a compiled plan and what runs it):
   built for AArch64: its control run must compute the all-native run's bits. The learn
   scenarios' control runs must also end on the digests pinned in ``PINNED``, computed by an
   independently written learner and fold (``gates/reference_fold.py``).
-- ``fan`` (role 0 and two children, an agreed choice) and ``unkeyed`` (``pair`` on frame
-  layout 2, where a damaged frame is ``Corrupted``), below. Every plan but ``unkeyed``'s is
-  keyed (layout 3): a changed keyed frame is ``Forged``, however its trailer was recomputed.
+- ``fan`` (role 0 and two children, an agreed choice), ``unkeyed`` (``pair`` on frame
+  layout 2, where a damaged frame is ``Corrupted``) and ``spair`` (``pair`` with payloads that
+  move through shared-memory regions, each DATA frame's doorbell on TCP), below. Every plan
+  but ``unkeyed``'s is keyed (layout 3): a changed keyed frame is ``Forged``, however its
+  trailer was recomputed.
 
 The fault is one of: a relay on an edge that breaks one frame; an adversarial participant (the
 honest artifact rebuilt with one behaviour changed, ``harness.adversary.BEHAVIOURS``); a
@@ -74,6 +76,10 @@ class Scenario:
     receive: float
     edge: tuple[int, int]  # (listener, connector): where relay faults go
     emulated: tuple[int, ...] = ()  # roles built for AArch64 (run under QEMU)
+    # The edges share memory (one launcher runs both roles on this host; DATA payloads of
+    # SHARED_MIN bytes or more): the relay frames each such DATA frame as its doorbell, and
+    # the control run must show payload bytes moved through regions (`shared_bytes`).
+    shared: bool = False
 
     @property
     def bound(self) -> float:
@@ -145,8 +151,20 @@ UNKEYED: Final = Scenario(
     edge=(0, 1),
 )
 
+# The pair on the shared-memory transport (issue 26): payloads of 128 KiB (32768 words), each
+# DATA frame's payload through the edge's region, its header and trailer on TCP (the doorbell).
+SHARED_PAIR: Final = Scenario(
+    "spair",
+    scenario_plan("spair.toml"),
+    roles=2,
+    start=8.0,
+    receive=4.0,
+    edge=(0, 1),
+    shared=True,
+)
+
 SCENARIOS: Final = {
-    scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN, UNKEYED)
+    scenario.name: scenario for scenario in (PAIR, CHAIN, LEARN, CHAIN_LEARN, UNKEYED, SHARED_PAIR)
 }
 
 # Byte offsets in a frame (docs/frames.md).
@@ -826,6 +844,96 @@ def _keys() -> tuple[Gate, ...]:
     )
 
 
+# --- the shared-memory transport (issue 26) -----------------------------------------------
+# On `spair` a DATA frame is a doorbell on TCP (header and trailer back to back: the relay
+# frames it so, `Scenario.shared`) and its payload lies in the receiver's region.
+
+_DOORBELL_TRAILER: Final = HEADER_SIZE + 8  # inside the trailer, right after the header
+
+
+def _shared() -> tuple[Gate, ...]:
+    return (
+        Gate(
+            "shared.corrupt-header",
+            "WrongFrame",
+            (0,),
+            "a damaged magic byte in a contribution's doorbell",
+            scenario=SHARED_PAIR,
+            fault=Fault("corrupt", "up", 1, offset=_MAGIC),
+        ),
+        Gate(
+            "shared.replay",
+            "Replayed",
+            (0,),
+            "round 0's contribution's doorbell again where round 1's is due",
+            scenario=SHARED_PAIR,
+            fault=Fault("replay", "up", 2),
+        ),
+        Gate(
+            "shared.corrupt-trailer",
+            "Forged",
+            (0,),
+            "a damaged byte in the last contribution's doorbell trailer",
+            scenario=SHARED_PAIR,
+            fault=Fault("corrupt", "up", 3, offset=-1),
+        ),
+        Gate(
+            "shared.truncation",
+            "Truncated",
+            (0,),
+            "the stream toward role 0 ends inside a contribution's doorbell trailer, after its "
+            "payload was copied out of the region",
+            scenario=SHARED_PAIR,
+            fault=Fault("truncate", "up", 2, offset=_DOORBELL_TRAILER),
+        ),
+        Gate(
+            "shared.rewritten-payload",
+            "Forged",
+            (0,),
+            "role 1 flips a byte of its contribution in its outgoing region after the frame's "
+            "trailer was computed: role 0 copies out what the trailer does not seal",
+            scenario=SHARED_PAIR,
+            adversaries={1: "region-rewritten"},
+        ),
+        Gate(
+            "shared.cut-short",
+            "Truncated",
+            (0,),
+            "role 1 cuts its outgoing region short inside the contribution it wrote, before "
+            "its doorbell: role 0's copy reads short",
+            scenario=SHARED_PAIR,
+            adversaries={1: "region-cut-short"},
+        ),
+        Gate(
+            "shared.short-region",
+            "RegionRefused",
+            (0,),
+            "role 1 makes its incoming region one page short of the schedule's layout: role "
+            "0, its sender, refuses it on opening",
+            scenario=SHARED_PAIR,
+            adversaries={1: "region-page-short"},
+        ),
+        Gate(
+            "shared.foreign-marker",
+            "RegionRefused",
+            (0,),
+            "role 1 marks its incoming region with another layout digest: role 0, its sender, "
+            "refuses it on opening",
+            scenario=SHARED_PAIR,
+            adversaries={1: "region-foreign-marker"},
+        ),
+        Gate(
+            "shared.killed-mid-round",
+            "PeerLost",
+            (0,),
+            "role 1 is killed (SIGKILL) in round 1, as round 1's total's doorbell reaches it",
+            scenario=SHARED_PAIR,
+            fault=Fault("call", "down", 2),
+            interrupt=Interrupt(1, signal.SIGKILL),
+        ),
+    )
+
+
 def _checkpoints() -> tuple[Gate, ...]:
     # Defined in gates/checkpoints.py, which builds on Gate and Scenario above.
     from gates.checkpoints import gates
@@ -843,5 +951,6 @@ GATES: Final[tuple[Gate, ...]] = (
     *_checkpoints(),
     *_abort_watch(),
     *_keys(),
+    *_shared(),
 )
 """Every gate, in the order they run and are listed."""

@@ -55,6 +55,7 @@ __all__ = [
     "judge",
     "run_gates",
     "select",
+    "shared_problems",
     "table",
     "time_bound",
     "to_json",
@@ -425,6 +426,30 @@ def control_problems(control: Outcome) -> list[str]:
     return problems
 
 
+def shared_problems(scenario: Scenario, control: Outcome) -> list[str]:
+    """Every role's final report shows each of its edges moved payload bytes through a
+    shared-memory region (``shared_bytes``): a scenario on that transport whose frames fell
+    back to TCP would prove nothing about it."""
+    problems = []
+    found = {}
+    for path in control.final_reports():
+        report = json.loads(path.read_text())
+        found[int(report["role"])] = report.get("edges", [])
+    for role in range(scenario.roles):
+        if role not in found:
+            problems.append(f"role {role} has no final report")
+            continue
+        if not found[role]:
+            problems.append(f"role {role}'s report lists no edge")
+        for edge in found[role]:
+            if not edge.get("shared_bytes", 0) > 0:
+                problems.append(
+                    f"role {role}'s edge to role {edge.get('peer')} moved no payload byte "
+                    "through shared memory (shared_bytes 0): its frames fell back to TCP"
+                )
+    return problems
+
+
 def compare_native(
     scenario: Scenario,
     emulated: Mapping[int, Mapping[str, str]],
@@ -525,10 +550,12 @@ class _Scenarios:
         self.interpreters[scenario.name] = interpreters
         control = await relayed_run(
             compiled, self.folder(f"control-{scenario.name}"), scenario.edge, None,
-            interpreters=interpreters,
+            interpreters=interpreters, shared=scenario.shared,
         )  # fmt: skip
         verdict.observed = "commit" if control.committed() else "no commit"
         problems = control_problems(control)
+        if scenario.shared and not problems:
+            problems += shared_problems(scenario, control)
         if scenario.emulated and not problems:
             problems += await self._bit_equal(scenario, control)
         if scenario.name in PINNED and not problems:
@@ -604,6 +631,7 @@ class _Scenarios:
             stranger=gate.stranger,
             stranger_sends=_stranger_sends(gate),
             interrupt=gate.interrupt,
+            shared=scenario.shared,
         )
         return judge(gate, outcome)
 

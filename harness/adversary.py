@@ -137,6 +137,35 @@ _SENT: Final = """\
 """
 
 
+# The shared-memory transport (alpha/runtime/channel.py `_send_shared`, alpha/runtime/shared.py
+# `Region.make`): the doorbell is sealed, then sent; a region is reserved, then marked.
+_CHANNEL: Final = "alpha/runtime/channel.py"
+_CHANNEL_OS: Final = Patch(_CHANNEL, "import fcntl\n", "import fcntl\nimport os\n")
+_SEALED: Final = """\
+            frame = unsealed.seal(found[0])
+            rest = self._write_now((frame.header, frame.trailer), step)
+"""
+_SEAL_LINE: Final = "            frame = unsealed.seal(found[0])\n"
+# After the trailer was computed over the payload, before the doorbell leaves: so the receiver,
+# which copies out only once the doorbell's header is in, sees what was done to the region.
+_REWRITE_LAST_BYTE: Final = (
+    "            _at = area.offset + area.extent - 1  # the payload's last byte, flipped\n"
+    "            os.pwrite(region.fd, bytes([os.pread(region.fd, 1, _at)[0] ^ 1]), _at)\n"
+)
+_CUT_SHORT: Final = (
+    "            os.ftruncate(region.fd, area.offset + area.extent // 2)  # half a payload\n"
+)
+_SHARED: Final = "alpha/runtime/shared.py"
+_RESERVE: Final = "            os.posix_fallocate(fd, 0, layout.size)\n"
+_MARK: Final = "            region._pwrite(layout.marker, 0)\n"
+_DIGEST_AT: Final = 16  # the layout digest's offset in a region's marker (magic, format first)
+
+
+def _after_seal(added: str) -> tuple[Patch, ...]:
+    """``_send_shared`` does ``added`` between sealing its frame and sending its doorbell."""
+    return (_CHANNEL_OS, Patch(_CHANNEL, _SEALED, _SEALED.replace(_SEAL_LINE, _SEAL_LINE + added)))
+
+
 _COMPLETION: Final = "alpha/runtime/completion.py"
 _DONE: Final = (
     "        await upward.send(_end(upward).completion_out(FrameKind.DONE), mine, step=step)\n"
@@ -294,6 +323,39 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
             "sends its DONE twice: its parent refuses the second as bytes after its last frame "
             "(TrailingBytes) and aborts the run where the COMMIT is due to its other children",
             (Patch(_COMPLETION, _DONE, _DONE + _DONE),),
+        ),
+        Behaviour(
+            "region-rewritten",
+            "flips the last byte of each payload in its outgoing shared-memory region after "
+            "the frame's trailer was computed, before its doorbell leaves",
+            _after_seal(_REWRITE_LAST_BYTE),
+        ),
+        Behaviour(
+            "region-cut-short",
+            "cuts its outgoing shared-memory region short (ftruncate) inside the payload it "
+            "just wrote, before its doorbell leaves",
+            _after_seal(_CUT_SHORT),
+        ),
+        Behaviour(
+            "region-page-short",
+            "makes each incoming shared-memory region one page shorter than the schedule's layout",
+            (Patch(_SHARED, _RESERVE, _RESERVE.replace("layout.size", "layout.size - 4096")),),
+        ),
+        Behaviour(
+            "region-foreign-marker",
+            "marks each incoming shared-memory region with another layout digest (as another "
+            "run's, edge's or set of slots' region would be)",
+            (
+                Patch(
+                    _SHARED,
+                    _MARK,
+                    _MARK.replace(
+                        "layout.marker",
+                        f"layout.marker[:{_DIGEST_AT}] + bytes(32) + "
+                        f"layout.marker[{_DIGEST_AT + 32}:]",
+                    ),
+                ),
+            ),
         ),
         Behaviour(
             "other-program",

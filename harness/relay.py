@@ -12,6 +12,12 @@ on the path can (:func:`rehashed`): the layout-2 SHA-256 seal over header and pa
 or an HMAC-SHA256 under a key of the relay's own. The frame then passes every check of the
 receiver but the keyed trailer's, which only the edge's key can make.
 
+On an edge whose roles share memory (``shared``: the scenario says so; the relay never
+guesses), a DATA frame whose extent is at least ``alpha.runtime.SHARED_MIN`` has its payload in
+the edge's shared-memory region, not on TCP: only its header and trailer, the doorbell, travel
+back to back, and the relay frames it as those two (``alpha.runtime.shared``).
+Every fault then acts on the doorbell's bytes; the region itself never passes the relay.
+
 Directions are named from the edge's roles: ``"down"`` is from the lower role (the listener)
 to the higher (the connector), ``"up"`` the other way. A relay serves one connection.
 """
@@ -28,6 +34,7 @@ from typing import Final, Literal
 
 import trio
 
+from alpha.runtime import SHARED_MIN
 from alpha.wire import (
     COMPLETION_SLOT,
     FIELDS,
@@ -40,7 +47,7 @@ from alpha.wire import (
     seal,
 )
 
-__all__ = ["Fault", "FaultKind", "Relay", "as_commit", "rehashed"]
+__all__ = ["Fault", "FaultKind", "Relay", "as_commit", "rehashed", "wire_extent"]
 
 FaultKind = Literal[
     "insert",  # send `data` just before the frame
@@ -101,6 +108,9 @@ class Relay:
 
     target: int
     fault: Fault | None = None
+    # The edge's two roles share memory: a DATA frame of SHARED_MIN bytes or more is a
+    # doorbell on TCP (header and trailer), its payload in the region (`wire_extent`).
+    shared: bool = False
     port: int = 0
     frames: dict[str, list[int]] = field(default_factory=lambda: {"down": [], "up": []})
     applied: bool = False
@@ -144,8 +154,7 @@ class Relay:
                     await sink.send_all(header)
                     await sink.send_eof()
                     return
-                (extent,) = _EXTENT.unpack_from(header, _EXTENT_AT)
-                rest = await _read(source, extent + TRAILER_SIZE)
+                rest = await _read(source, wire_extent(header, shared=self.shared) + TRAILER_SIZE)
                 frame = header + rest
                 self.frames[direction].append(header[_KIND_AT])
                 if self.silenced:
@@ -236,6 +245,16 @@ class Relay:
         elif kind == "rehash":
             await sink.send_all(rehashed(frame, fault))
         return False
+
+
+def wire_extent(header: bytes, *, shared: bool) -> int:
+    """The payload bytes that follow ``header`` on TCP: its extent, or none for a DATA frame
+    whose payload travels through the edge's shared-memory region (``shared``: the edge's
+    roles share memory; the extent at least :data:`alpha.runtime.SHARED_MIN`)."""
+    (extent,) = _EXTENT.unpack_from(header, _EXTENT_AT)
+    if shared and header[_KIND_AT] == FrameKind.DATA and extent >= SHARED_MIN:
+        return 0
+    return int(extent)
 
 
 def _flip(frame: bytes, offset: int, mask: bytes) -> bytes:

@@ -140,6 +140,7 @@ async def relayed_run(
     stranger: int | None = None,
     stranger_sends: bytes = HTTP_REQUEST,
     interrupt: Interrupt | None = None,
+    shared: bool = False,
 ) -> Outcome:
     """Copy the compiled run in ``compiled`` to ``folder`` and launch it.
 
@@ -156,6 +157,9 @@ async def relayed_run(
             before the real peer: it sends ``stranger_sends`` (an HTTP request, or a hello
             ``harness.adversary.keyless_hello`` makes) and stays connected.
         interrupt: the signal the relay's ``call`` fault sends (``fault`` must be a call).
+        shared: the relayed edge's roles share memory (the launcher runs both on this host and
+            the plan moves payloads of ``alpha.runtime.SHARED_MIN`` bytes or more): the relay
+            frames each such DATA frame as its doorbell, header and trailer (``Relay.shared``).
     """
     shutil.copytree(compiled, folder)
     specs, deadline = launch_specs(folder, interpreters)
@@ -210,7 +214,7 @@ async def relayed_run(
         async def route(listener: int, connector: int, port: int) -> int:
             if (listener, connector) != edge:
                 return port
-            relay = outcome.relay = Relay(port, fault)
+            relay = outcome.relay = Relay(port, fault, shared=shared)
             relayed = await relay.open()
             nursery.start_soon(relay.serve)
             return relayed

@@ -726,6 +726,11 @@ class FrameChannel:
                         reception.eof()
                     reception.advance(count)
             region.take(area, version + 1)
+        elif area.extent >= OVERLAP_MIN:
+            # The slot's reception is deferred (its payload hashed by the caller): so is the
+            # ABORT's that took its place, whose bytes must be hashed for its trailer to check.
+            await self._read_hashing(reception, step)
+            return
         while reception.remaining:
             await self._read(reception, step)
 

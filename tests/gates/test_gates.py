@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import alpha.app.observe
@@ -13,6 +14,7 @@ from alpha.app.cli import main
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
 from alpha.launch.launcher import LaunchResult
+from alpha.runtime import SHARED_MIN
 from gates.catalogue import GATES, PINNED, REFERENCES, SCENARIOS
 from gates.checkpoints import CHECKPOINT
 from gates.reference_fold import final_digests
@@ -37,6 +39,7 @@ def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> N
             "checkpoint",
             "forgery",
             "admission",
+            "shared",
         )
         if gate.family == "checkpoint":  # whole checkpointed runs, judged in gates/checkpoints.py
             assert gate.scenario is CHECKPOINT and gate.meaning, gate.name
@@ -192,6 +195,37 @@ def test_the_gates_cover_what_issue_25_asks() -> None:
             assert gate.through == "Forged", name
     assert by_name["forgery.rehash-commit"].committed
     assert not by_name["forgery.abort-as-commit"].committed
+
+
+def test_the_gates_cover_what_issue_26_asks() -> None:
+    # The refusals proved on the shared-memory transport too: relay faults on a doorbell,
+    # adversaries that change, cut or misshape a region, a killed peer; each on `spair`, whose
+    # relay frames doorbells because the scenario says its edge shares memory.
+    from alpha.compiler.plan import parse_plan
+
+    by_name = {gate.name: gate for gate in GATES}
+    asked = {
+        "shared.corrupt-header": ("WrongFrame", (0,)),
+        "shared.replay": ("Replayed", (0,)),
+        "shared.corrupt-trailer": ("Forged", (0,)),
+        "shared.truncation": ("Truncated", (0,)),
+        "shared.rewritten-payload": ("Forged", (0,)),
+        "shared.cut-short": ("Truncated", (0,)),
+        "shared.short-region": ("RegionRefused", (0,)),
+        "shared.foreign-marker": ("RegionRefused", (0,)),
+        "shared.killed-mid-round": (by_name["failure.killed-mid-round"].expected, (0,)),
+    }
+    assert {name: (by_name[name].expected, by_name[name].at) for name in asked} == asked
+    assert {gate.name for gate in GATES if gate.family == "shared"} == set(asked)
+    for name in asked:
+        gate = by_name[name]
+        assert gate.scenario.name == "spair" and gate.scenario.shared and gate.honest, name
+        assert 'integrity = "sha256"' not in gate.scenario.plan  # keyed
+    # Its payloads go through regions: every DATA payload is SHARED_MIN bytes or more.
+    plan = parse_plan(by_name["shared.replay"].scenario.plan, source="spair")
+    assert plan.work_size is not None
+    assert plan.work_size * np.dtype(plan.dtype).itemsize >= SHARED_MIN
+    assert not any(gate.scenario.shared for gate in GATES if gate.family != "shared")
 
 
 # --- A gate for each check (issue 22) ---------------------------------------------------------

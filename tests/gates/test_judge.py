@@ -31,6 +31,7 @@ from gates.run import (
     control_problems,
     digests,
     judge,
+    shared_problems,
     time_bound,
 )
 from harness.processes import running
@@ -638,6 +639,43 @@ def test_a_missing_or_empty_report_fails_the_comparison() -> None:
     assert compare_native(CHAIN, empty, empty) == [
         f"role {role}'s report has no region digests" for role in range(3)
     ]
+
+
+SPAIR = gate("shared.replay").scenario
+
+
+def with_edges(run: Outcome, edges: Mapping[int, list[dict[str, int]]]) -> Outcome:
+    """``run`` with each listed role's final report carrying ``edges``."""
+    for role, listed in edges.items():
+        path = run.folder / "reports" / f"role-{role:06d}.json"
+        report = json.loads(path.read_text())
+        path.write_text(json.dumps({**report, "edges": listed}))
+    return run
+
+
+def test_a_shared_control_run_whose_edges_moved_payloads_through_regions_passes(
+    tmp_path: Path,
+) -> None:
+    assert SPAIR.shared and SPAIR.name == "spair"
+    edges = {0: [{"peer": 1, "shared_bytes": 786432}], 1: [{"peer": 0, "shared_bytes": 786432}]}
+    assert shared_problems(SPAIR, with_edges(late_run(tmp_path, 0.25), edges)) == []
+
+
+def test_a_shared_control_run_that_fell_back_to_tcp_fails(tmp_path: Path) -> None:
+    # A gate on the shared-memory transport whose frames went whole over TCP proves nothing.
+    edges = {0: [{"peer": 1, "shared_bytes": 786432}], 1: [{"peer": 0, "shared_bytes": 0}]}
+    assert shared_problems(SPAIR, with_edges(late_run(tmp_path / "a", 0.25), edges)) == [
+        "role 1's edge to role 0 moved no payload byte through shared memory (shared_bytes 0): "
+        "its frames fell back to TCP"
+    ]
+    run = with_edges(late_run(tmp_path / "b", 0.25), {0: [], 1: [{"peer": 0}]})
+    assert shared_problems(SPAIR, run) == [
+        "role 0's report lists no edge",
+        "role 1's edge to role 0 moved no payload byte through shared memory (shared_bytes 0): "
+        "its frames fell back to TCP",
+    ]
+    (tmp_path / "b" / "reports" / "role-000001.json").unlink()
+    assert "role 1 has no final report" in shared_problems(SPAIR, run)
 
 
 def test_digests_come_from_the_final_reports(tmp_path: Path) -> None:

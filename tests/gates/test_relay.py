@@ -1,7 +1,11 @@
 """The relay's attacker fault (harness/relay.py ``rehash``): a frame changed and its trailer
 recomputed without the edge's key. On layout 2 the rewrite passes the receiver's every check,
 so the relay is a real attacker; on layout 3 the same rewrite is refused as ``Forged``, under
-the SHA-256 seal or an HMAC under the relay's own key, and the slot's counter does not move."""
+the SHA-256 seal or an HMAC under the relay's own key, and the slot's counter does not move.
+
+And the relay's framing of an edge that shares memory (``wire_extent``): a DATA frame of
+``SHARED_MIN`` bytes or more is its doorbell on TCP, header and trailer; every other frame
+is whole, and nothing is a doorbell unless the scenario says the edge shares memory."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alpha.errors import Forged
+from alpha.runtime import SHARED_MIN
 from alpha.wire import (
     HEADER_SIZE,
     KEY_SIZE,
@@ -22,7 +27,7 @@ from alpha.wire import (
     encode_cause,
 )
 from alpha.wire.abort import AbortCause
-from harness.relay import Fault, as_commit, rehashed
+from harness.relay import Fault, as_commit, rehashed, wire_extent
 from tests.support import IDENTITY, raises_exactly
 
 KEY = bytes(range(100, 100 + KEY_SIZE))  # the edge's key, 1 -> 0
@@ -119,3 +124,20 @@ def test_an_abort_rewritten_into_a_commit_is_forged_on_layout_3(own: bytes | Non
 def test_as_commit_takes_a_commits_extent_only() -> None:
     with pytest.raises(ValueError):
         as_commit(b"\x00" * 31)
+
+
+def _header(kind: FrameKind, extent: int) -> bytes:
+    spec = FrameSpec(IDENTITY, kind, sender=1, receiver=0, slot=3, extent=extent)
+    return SendSlot(spec, key=KEY).prepare(bytes(extent)).header
+
+
+@pytest.mark.parametrize("extent", [SHARED_MIN, SHARED_MIN + 1, 4 * SHARED_MIN])
+def test_a_large_data_frame_of_a_shared_edge_is_a_doorbell(extent: int) -> None:
+    header = _header(FrameKind.DATA, extent)
+    assert wire_extent(header, shared=True) == 0  # its payload is in the region
+    assert wire_extent(header, shared=False) == extent
+
+
+def test_a_small_data_frame_or_another_kind_stays_whole_on_a_shared_edge() -> None:
+    assert wire_extent(_header(FrameKind.DATA, SHARED_MIN - 1), shared=True) == SHARED_MIN - 1
+    assert wire_extent(_header(FrameKind.CHOICE, SHARED_MIN), shared=True) == SHARED_MIN
