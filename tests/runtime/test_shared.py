@@ -349,8 +349,10 @@ async def test_a_region_cut_short_is_a_truncated_frame(tmp_path: Path, extent: i
         assert high.incoming.taken(area) == 0  # nothing was taken
 
 
-async def test_an_abort_in_place_of_a_shared_frame_comes_whole_over_tcp(tmp_path: Path) -> None:
-    extent = SHARED_MIN
+@pytest.mark.parametrize("extent", [SHARED_MIN, 3 * OVERLAP_MIN])
+async def test_an_abort_in_place_of_a_shared_frame_comes_whole_over_tcp(
+    tmp_path: Path, extent: int
+) -> None:
     async with shared_pair(tmp_path, extent) as (low, high):
         receiver = ReceiveSlot(_spec(extent))
         assert low.edge is not None
