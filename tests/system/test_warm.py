@@ -279,3 +279,53 @@ async def test_a_warm_child_walks_none_of_the_starters_objects_and_holds_none_of
             starter.close()
     assert all(one["frozen"] > 10_000 for one in found), found
     assert [len(one["fds"]) for one in found] == [4, 4, 4], found
+
+
+# As a warm child runs its role: the starter's preload of the runtime argv[1] and, with a
+# fourth argument, its compile of the loader of the artifact argv[2]; then that artifact as
+# `python ARTIFACT` (an empty stdin: it stops at its first wait), counting on stderr the
+# loaders compiled meanwhile.
+_COUNT_LOADER_COMPILES = """
+import builtins, runpy, sys
+import numpy, trio
+server = runpy.run_path(sys.argv[1])
+assert server["preload"](sys.argv[2]) is None
+if len(sys.argv) > 4:
+    assert server["precompile_loader"](sys.argv[3]) is None
+compiled = []
+plain = builtins.compile
+def counting(source, filename, *rest, **options):
+    if filename == "alpha/artifact/loader.py":
+        compiled.append(filename)
+    return plain(source, filename, *rest, **options)
+builtins.compile = counting
+sys.argv = [sys.argv[3]]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+print(f"loaders compiled: {len(compiled)}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("precompiled", [True, False])
+def test_a_warm_child_runs_the_loader_its_starter_compiled(
+    precompiled: bool, tmp_path: Path
+) -> None:
+    # The starter compiled the loader its roles' artifacts carry, under its SHA-256: a child
+    # whose own loader checks runs that code instead of compiling the same text again.
+    plan = load_plan(ROOT / "alpha" / "data" / "plans" / "tree.toml")
+    compile_plan(plan, tmp_path, parse_roles("1", plan.participants))
+    (runtime,) = tmp_path.glob("runtime-*.pyz")
+    paths = [str(_SERVER), str(runtime), str(tmp_path / "role-000001.pyz")]
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNT_LOADER_COMPILES, *paths, *(["precompiled"] * precompiled)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert "failed: PortMissing" in done.stderr, done.stderr[-2000:]  # it ran its role
+    assert done.stderr.splitlines()[-1] == f"loaders compiled: {0 if precompiled else 1}"
