@@ -245,20 +245,18 @@ def _warmable(spec: LaunchSpec) -> bool:
     return len(spec.argv) == 2 and spec.argv[0] == sys.executable and spec.argv[1].endswith(".pyz")
 
 
-def _runtime_of(specs: Sequence[LaunchSpec]) -> tuple[Path | None, Path | None]:
-    """The runtime beside the first artifact the warm starter would run, which it binds, and
-    that artifact: the runtime the starter imports once for all its children, and the loader
-    it compiles once (every role of one compile binds the same runtime and carries the same
-    loader). None when there is none or it cannot be read: each role's own loader then says
-    why."""
+def _runtime_of(specs: Sequence[LaunchSpec]) -> Path | None:
+    """The runtime beside the first artifact the warm starter would run, which it binds: the
+    one the starter imports once for all its children (every role of one compile binds the
+    same). None when it cannot be read: each role's own loader then says why."""
     for spec in specs:
         if _warmable(spec):
             artifact = Path(spec.argv[1])
             try:
-                return artifact.parent / artifact_runtime(artifact)[0], artifact
+                return artifact.parent / artifact_runtime(artifact)[0]
             except ArtifactInvalid:
-                return None, None
-    return None, None
+                return None
+    return None
 
 
 _state = process_state
@@ -635,9 +633,8 @@ async def _launch_all(
     if not warm:
         return await _launch(state, starting, deadline, absent, delays, on_announce, announce_wait)
     async with trio.open_nursery() as nursery:
-        runtime, artifact = _runtime_of(starting)
         starter = WarmStarter(
-            state.environment, on_lost=state.starter_lost, runtime=runtime, artifact=artifact
+            state.environment, on_lost=state.starter_lost, runtime=_runtime_of(starting)
         )
         try:
             await nursery.start(starter.serve)

@@ -46,10 +46,6 @@ __all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter"]
 
 _SERVER: Final = Path(__file__).with_name("warm_server.py")
 _MAX_MESSAGE: Final = 1 << 16
-WARM_RUNTIME_ENV: Final = "ALPHA_WARM_RUNTIME"
-"""The starter's environment variable naming the runtime it preloads (as ``warm_server``)."""
-WARM_ARTIFACT_ENV: Final = "ALPHA_WARM_ARTIFACT"
-"""The starter's environment variable naming the artifact whose loader it compiles."""
 READY_WAIT: Final = 60.0
 """Seconds the server may take to import trio and numpy and say it is ready."""
 ORPHAN_WAIT: Final = 10.0
@@ -156,15 +152,13 @@ class WarmStarter:
     otherwise than asked to by :meth:`close` after it was ready. ``runtime``, when given, is the
     runtime (``runtime-SHA256.pyz``) the roles' artifacts bind: the server checks it and imports
     what every participant imports of it once for all its children (``preload_refused`` says
-    why not, once it is ready); ``artifact``, with it, one of those artifacts, whose loader the
-    server compiles once for all its children."""
+    why not, once it is ready)."""
 
     def __init__(
         self,
         environment: Mapping[str, str],
         on_lost: Callable[[AlphaError, bool], None],
         runtime: Path | None = None,
-        artifact: Path | None = None,
     ) -> None:
         self.environment = dict(environment)
         self.on_lost = on_lost
@@ -173,9 +167,6 @@ class WarmStarter:
         # did, or there was none to import).
         self.runtime = runtime
         self.preload_refused: str | None = None
-        # An artifact whose loader (every artifact of a compile carries the same) the server
-        # compiles once for every child (alpha.launch.warm_server.precompile_loader).
-        self.artifact = artifact
         self.pid = 0
         self.children: dict[int, WarmProcess] = {}
         self.lost: AlphaError | None = None  # why the server is gone, once it is
@@ -211,14 +202,6 @@ class WarmStarter:
         # then refuses to serve, and every role starts an interpreter of its own).
         server_environment = dict(self.environment)
         server_environment.setdefault(*BLAS_THREADS)
-        # What it preloads, named in its environment, not on its command line: a role's
-        # artifact there would make the starter one more process that names it (pgrep -f).
-        for name in (WARM_RUNTIME_ENV, WARM_ARTIFACT_ENV):
-            server_environment.pop(name, None)
-        if self.runtime is not None:
-            server_environment[WARM_RUNTIME_ENV] = str(self.runtime)
-            if self.artifact is not None:
-                server_environment[WARM_ARTIFACT_ENV] = str(self.artifact)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._process = await trio.lowlevel.open_process(
@@ -227,6 +210,7 @@ class WarmStarter:
                     "-c",
                     _SERVER.read_text(),
                     str(theirs.fileno()),
+                    *([] if self.runtime is None else [str(self.runtime)]),
                 ],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,

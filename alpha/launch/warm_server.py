@@ -37,7 +37,6 @@ moment.
 
 from __future__ import annotations
 
-import base64
 import gc
 import hashlib
 import json
@@ -48,25 +47,16 @@ import signal
 import socket
 import sys
 import traceback
-import types
-import zipfile
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
 MAX_MESSAGE = 1 << 20  # bytes: a start carries the environment, a few kilobytes
 FAILPOINTS_ENV = "ALPHA_FAILPOINTS"  # as alpha.failpoints.FAILPOINTS_ENV
-WARM_RUNTIME_ENV = "ALPHA_WARM_RUNTIME"  # as alpha.launch.warm.WARM_RUNTIME_ENV
-WARM_ARTIFACT_ENV = "ALPHA_WARM_ARTIFACT"  # as alpha.launch.warm.WARM_ARTIFACT_ENV
 # What every participant imports of its runtime's alpha before it runs its role: the entry its
 # loader calls, and the participant the entry runs (alpha/artifact/entry.py). Imported here
 # once, from a runtime checked first, they are every child's, shared, instead of imported
 # again by each: about 45 ms of CPU and several MiB of private memory a child.
 PRELOAD = ("alpha.artifact.entry", "alpha.artifact.participant")
-# The module in which this process leaves the loaders it compiled for its children, each under
-# the SHA-256 its artifact's __main__.py carries of it (alpha.artifact.build.LOADERS_MODULE).
-LOADERS_MODULE = "__alpha_loaders__"
-OPEN_L, CLOSE_L = "L = r" + "'" * 3, "'" * 3  # how __main__.py opens and closes L
 # A runtime's file name binds its SHA-256 (alpha.artifact.loader.runtime_name).
 RUNTIME_FILE = re.compile(r"runtime-([0-9a-f]{64})\.pyz")
 HASH_CHUNK = 1 << 20  # bytes read at a time when hashing the runtime
@@ -220,40 +210,6 @@ def preload(runtime: str) -> str | None:
     return None
 
 
-def precompile_loader(artifact: str) -> str | None:
-    """Compile the loader the artifact at ``artifact`` carries in its ``__main__.py`` (the
-    string L: a newline, the SHA-256 of the rest, a newline, the loader deflated in base64;
-    ``alpha/artifact/build.py``), once for every child this process forks, if L's SHA-256
-    checks; the code object goes into :data:`LOADERS_MODULE` under that SHA-256. None once
-    done, else why not (every child then compiles its own, as a cold start does).
-
-    A child's ``__main__.py`` checks its own L first, as always, and runs the code object kept
-    under its own L's SHA-256 (the same text, compiled the same way), if there is one."""
-    name = os.path.basename(artifact)
-    try:
-        with zipfile.ZipFile(artifact) as archive:
-            main = archive.read("__main__.py").decode("latin-1")
-    except Exception as error:  # OSError, BadZipFile, KeyError: not an artifact to read
-        return f"{name} cannot be read: {type(error).__name__}: {error}"
-    opening = main.find(OPEN_L)
-    start = opening + len(OPEN_L)
-    loader = main[start : main.find(CLOSE_L, start)] if opening >= 0 else ""
-    digest = loader[1:65]
-    if len(loader) < 66 or hashlib.sha256(loader[66:].encode("latin-1")).hexdigest() != digest:
-        return f"{name}: its loader does not match its SHA-256"
-    try:
-        source = zlib.decompress(base64.b64decode(loader[66:]))
-        code = compile(source, "alpha/artifact/loader.py", "exec")
-    except Exception as error:  # as the child would fail on it: it compiles its own
-        return f"{name}: its loader does not compile: {type(error).__name__}: {error}"
-    module = sys.modules.get(LOADERS_MODULE)
-    if module is None:
-        module = sys.modules[LOADERS_MODULE] = types.ModuleType(LOADERS_MODULE)
-        module.__dict__["codes"] = {}
-    module.__dict__["codes"][digest] = code
-    return None
-
-
 def _failpoints(environ: Mapping[str, str]) -> set[str]:
     """The warm starter's own failpoints that ``ALPHA_FAILPOINTS`` asks for (``warm.ready@0``,
     ``warm.forking@ROLE``, ``warm.forked@ROLE``, ``warm.closing@0``: ``alpha/failpoints.py``,
@@ -349,13 +305,8 @@ def main(argv: list[str]) -> int:
     import numpy  # noqa: F401
     import trio  # noqa: F401
 
-    # The runtime the launcher names (in this process's environment, if it does): what every
-    # participant imports of it; and the loader of the artifact it names, which every artifact
-    # of a compile carries. Neither is passed on to the children.
-    runtime = os.environ.pop(WARM_RUNTIME_ENV, None)
-    artifact = os.environ.pop(WARM_ARTIFACT_ENV, None)
-    refused = "no runtime named" if runtime is None else preload(runtime)
-    unloaded = "no artifact named" if artifact is None else precompile_loader(artifact)
+    # The runtime the launcher names (argv[1], if any): what every participant imports of it.
+    refused = preload(argv[1]) if len(argv) > 1 else "no runtime named"
     # Every object so far goes to the permanent generation, which a child's garbage collector
     # never walks: walking it would write to every object's header, and so copy every page of
     # the shared modules into each child (copy on write).
@@ -368,8 +319,7 @@ def main(argv: list[str]) -> int:
     requested = _failpoints(os.environ)
     try:
         _reach("warm.ready@0", requested)
-        ready = {"op": "ready", "pid": os.getpid(), "preload_refused": refused}
-        _send(control, {**ready, "loader_refused": unloaded})
+        _send(control, {"op": "ready", "pid": os.getpid(), "preload_refused": refused})
         serve(control, requested)
     except _LauncherGone:
         pass  # the children find their parent gone

@@ -9,18 +9,15 @@ import json
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
-from types import CodeType, ModuleType
 
 import pytest
 
 from alpha.app.compile import compile_plan, parse_roles
-from alpha.artifact import build
 from alpha.compiler.plan import load_plan
 from alpha.launch import warm_server
 from alpha.launch.warm import _SERVER
-from tests.support import PLANS, ROOT
+from tests.support import PLANS
 
 # Loads the starter's text as the launcher runs it (no module of alpha of its own), preloads the
 # runtime argv[1] and says what it found.
@@ -92,53 +89,3 @@ def test_the_starter_imports_nothing_from_a_missing_runtime(tmp_path: Path) -> N
     refused, modules = _preload(missing)
     assert refused == f"{missing.name} cannot be read: No such file or directory"
     assert modules == {}
-
-
-def test_the_starter_names_the_module_each_artifact_looks_its_loader_up_in() -> None:
-    assert warm_server.LOADERS_MODULE == build.LOADERS_MODULE
-    assert f'sys.modules.get("{build.LOADERS_MODULE}")' in build._main_source().decode()
-
-
-def _loaders(monkeypatch: pytest.MonkeyPatch) -> dict[str, CodeType]:
-    """The starter's loaders, in a module of this test's (removed after it)."""
-    module = ModuleType(warm_server.LOADERS_MODULE)
-    module.__dict__["codes"] = {}
-    monkeypatch.setitem(sys.modules, warm_server.LOADERS_MODULE, module)
-    codes: dict[str, CodeType] = module.__dict__["codes"]
-    return codes
-
-
-def test_the_starter_compiles_the_loader_an_artifact_carries_under_its_sha256(
-    runtime: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codes = _loaders(monkeypatch)
-    artifact = runtime.parent / "role-000001.pyz"
-    assert warm_server.precompile_loader(str(artifact)) is None
-    main = build._main_source().decode()
-    carried = main.partition("L = r'''")[2].partition("'''")[0]  # L, as __main__.py has it
-    source = (ROOT / "alpha" / "artifact" / "loader.py").read_bytes()
-    assert codes == {carried[1:65]: compile(source, "alpha/artifact/loader.py", "exec")}
-
-
-def test_the_starter_compiles_no_loader_whose_sha256_does_not_check(
-    runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    codes = _loaders(monkeypatch)
-    main = build._main_source().decode()
-    at = main.index("L = r'''") + 200  # a base64 digit of the deflated loader
-    flipped = main[:at] + ("A" if main[at] != "A" else "B") + main[at + 1 :]
-    artifact = tmp_path / "role-000001.pyz"
-    with zipfile.ZipFile(artifact, "w") as archive:
-        archive.writestr("__main__.py", flipped)
-    refused = warm_server.precompile_loader(str(artifact))
-    assert refused == "role-000001.pyz: its loader does not match its SHA-256"
-    assert codes == {}
-
-
-def test_the_starter_reads_what_to_preload_where_the_launcher_names_it() -> None:
-    from alpha.launch import warm
-
-    assert (warm_server.WARM_RUNTIME_ENV, warm_server.WARM_ARTIFACT_ENV) == (
-        warm.WARM_RUNTIME_ENV,
-        warm.WARM_ARTIFACT_ENV,
-    )
