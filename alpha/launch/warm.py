@@ -149,24 +149,13 @@ class WarmStarter:
     ``environment`` is the children's. ``on_lost`` is called once, with the fault
     (:class:`~alpha.errors.WarmStarterLost` or :class:`~alpha.errors.WarmStarterStalled`) and
     whether it harms the run (a start or a role's outcome was still owed), if the server ends
-    otherwise than asked to by :meth:`close` after it was ready. ``runtime``, when given, is the
-    runtime (``runtime-SHA256.pyz``) the roles' artifacts bind: the server checks it and imports
-    what every participant imports of it once for all its children (``preload_refused`` says
-    why not, once it is ready)."""
+    otherwise than asked to by :meth:`close` after it was ready."""
 
     def __init__(
-        self,
-        environment: Mapping[str, str],
-        on_lost: Callable[[AlphaError, bool], None],
-        runtime: Path | None = None,
+        self, environment: Mapping[str, str], on_lost: Callable[[AlphaError, bool], None]
     ) -> None:
         self.environment = dict(environment)
         self.on_lost = on_lost
-        # The runtime whose participant modules the server imports once for every child
-        # (alpha.launch.warm_server.preload), and, once it is ready, why it did not (None: it
-        # did, or there was none to import).
-        self.runtime = runtime
-        self.preload_refused: str | None = None
         self.pid = 0
         self.children: dict[int, WarmProcess] = {}
         self.lost: AlphaError | None = None  # why the server is gone, once it is
@@ -205,13 +194,7 @@ class WarmStarter:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._process = await trio.lowlevel.open_process(
-                [
-                    sys.executable,
-                    "-c",
-                    _SERVER.read_text(),
-                    str(theirs.fileno()),
-                    *([] if self.runtime is None else [str(self.runtime)]),
-                ],
+                [sys.executable, "-c", _SERVER.read_text(), str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=server_environment,
@@ -234,8 +217,6 @@ class WarmStarter:
             if message.get("op") != "ready":
                 raise await self._fault()
             self.pid = int(message["pid"])
-            refused = message.get("preload_refused")
-            self.preload_refused = None if self.runtime is None or refused is None else str(refused)
             self._ready = True
             # Its children's launcher is the server: their parent, whose end they watch.
             self.environment[LAUNCHER_PID_ENV] = str(self.pid)
