@@ -22,6 +22,7 @@ MODULES = (
     "bench.combine",
     "bench.combine_keyed",
     "bench.combine_shared",
+    "bench.scale",
 )
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -35,7 +36,9 @@ def main() -> int:
         "checkpoint-runs, partition, combine, combine-keyed (issue 25: Alpha keyed against "
         "unkeyed at 1 KiB, 1 MiB and 64 MiB, and BLAKE3 against SHA-256 payload digests at "
         "64 MiB, n = 4, interleaved), combine-shared (issue 26: TCP against shared memory, "
-        "n = 2 and 4, side by side with gloo); default: all, and docs/benchmarks.md is rewritten",
+        "n = 2 and 4, side by side with gloo), scale (issue 26: 256 and 1,024 roles compiled "
+        "and launched warm: every edge up, the commit, peak PSS); default: all, and "
+        "docs/benchmarks.md is rewritten",
     )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")
     args = parser.parse_args()

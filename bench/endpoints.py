@@ -125,16 +125,16 @@ def _children_pss() -> int:
 
 
 @contextmanager
-def _peak_pss() -> Iterator[list[int]]:
-    """Sample :func:`_children_pss` every :data:`PSS_POLL` seconds while the block runs; the
-    yielded list holds the peak once it ends."""
+def _peak_pss(poll: float = PSS_POLL) -> Iterator[list[int]]:
+    """Sample :func:`_children_pss` every ``poll`` seconds while the block runs; the yielded
+    list holds the peak once it ends."""
     peak = [0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
             peak[0] = max(peak[0], _children_pss())
-            done.wait(PSS_POLL)
+            done.wait(poll)
 
     thread = threading.Thread(target=sample, name="pss", daemon=True)
     thread.start()

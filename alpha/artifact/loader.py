@@ -417,6 +417,25 @@ def verify_role(path: str) -> str:
 # --- the entry ----------------------------------------------------------------
 
 
+def keep_own_alpha(runtime: str) -> bool:
+    """Keep the modules of ``alpha`` this process has imported already only if every one of
+    them came from the runtime at ``runtime``, which has just been checked; otherwise drop them
+    all, so that the role imports its own from that runtime. Whether they were kept.
+
+    A role forked by the warm starter (``alpha/launch/warm_server.py``) inherits the modules
+    the starter imported once for all its children, from a runtime it checked as this loader
+    does; a role of another runtime, or one started alone, finds none of them of its own."""
+    names = [name for name in sys.modules if name == "alpha" or name.startswith("alpha.")]
+    inside = runtime + os.sep
+    for name in names:
+        origin = getattr(sys.modules[name], "__file__", None)
+        if not (isinstance(origin, str) and origin.startswith(inside)):
+            for other in names:
+                del sys.modules[other]
+            return False
+    return bool(names)
+
+
 def main() -> int:
     """Check the running artifact (``sys.argv[0]``) and the runtime it binds, then run its
     role from that runtime; the exit code.
@@ -442,6 +461,7 @@ def main() -> int:
     # The runtime goes first on the path: the package is imported from it, and from nothing
     # installed beside the interpreter.
     sys.path.insert(0, runtime)
+    keep_own_alpha(runtime)
     module, function = ENTRY
     run_embedded = getattr(importlib.import_module(module), function)
     code = run_embedded()

@@ -40,9 +40,11 @@ from typing import Final, Protocol
 import trio
 
 from alpha.artifact.verified import verified_roles
+from alpha.artifact.verify import artifact_runtime
 from alpha.core.targets import TARGETS
 from alpha.errors import (
     AlphaError,
+    ArtifactInvalid,
     DescriptorLimitTooLow,
     UsageError,
     WarmStarterLost,
@@ -241,6 +243,22 @@ def _seen_ending(process: _Child) -> float:
 def _warmable(spec: LaunchSpec) -> bool:
     """Whether the warm starter can run ``spec``: an artifact on this very Python."""
     return len(spec.argv) == 2 and spec.argv[0] == sys.executable and spec.argv[1].endswith(".pyz")
+
+
+def _runtime_of(specs: Sequence[LaunchSpec]) -> tuple[Path | None, Path | None]:
+    """The runtime beside the first artifact the warm starter would run, which it binds, and
+    that artifact: the runtime the starter imports once for all its children, and the loader
+    it compiles once (every role of one compile binds the same runtime and carries the same
+    loader). None when there is none or it cannot be read: each role's own loader then says
+    why."""
+    for spec in specs:
+        if _warmable(spec):
+            artifact = Path(spec.argv[1])
+            try:
+                return artifact.parent / artifact_runtime(artifact)[0], artifact
+            except ArtifactInvalid:
+                return None, None
+    return None, None
 
 
 _state = process_state
@@ -617,7 +635,10 @@ async def _launch_all(
     if not warm:
         return await _launch(state, starting, deadline, absent, delays, on_announce, announce_wait)
     async with trio.open_nursery() as nursery:
-        starter = WarmStarter(state.environment, on_lost=state.starter_lost)
+        runtime, artifact = _runtime_of(starting)
+        starter = WarmStarter(
+            state.environment, on_lost=state.starter_lost, runtime=runtime, artifact=artifact
+        )
         try:
             await nursery.start(starter.serve)
         except StarterUnfit:

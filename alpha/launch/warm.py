@@ -46,6 +46,10 @@ __all__ = ["STOPPED_HOW", "StarterUnfit", "WarmProcess", "WarmStarter"]
 
 _SERVER: Final = Path(__file__).with_name("warm_server.py")
 _MAX_MESSAGE: Final = 1 << 16
+WARM_RUNTIME_ENV: Final = "ALPHA_WARM_RUNTIME"
+"""The starter's environment variable naming the runtime it preloads (as ``warm_server``)."""
+WARM_ARTIFACT_ENV: Final = "ALPHA_WARM_ARTIFACT"
+"""The starter's environment variable naming the artifact whose loader it compiles."""
 READY_WAIT: Final = 60.0
 """Seconds the server may take to import trio and numpy and say it is ready."""
 ORPHAN_WAIT: Final = 10.0
@@ -149,13 +153,29 @@ class WarmStarter:
     ``environment`` is the children's. ``on_lost`` is called once, with the fault
     (:class:`~alpha.errors.WarmStarterLost` or :class:`~alpha.errors.WarmStarterStalled`) and
     whether it harms the run (a start or a role's outcome was still owed), if the server ends
-    otherwise than asked to by :meth:`close` after it was ready."""
+    otherwise than asked to by :meth:`close` after it was ready. ``runtime``, when given, is the
+    runtime (``runtime-SHA256.pyz``) the roles' artifacts bind: the server checks it and imports
+    what every participant imports of it once for all its children (``preload_refused`` says
+    why not, once it is ready); ``artifact``, with it, one of those artifacts, whose loader the
+    server compiles once for all its children."""
 
     def __init__(
-        self, environment: Mapping[str, str], on_lost: Callable[[AlphaError, bool], None]
+        self,
+        environment: Mapping[str, str],
+        on_lost: Callable[[AlphaError, bool], None],
+        runtime: Path | None = None,
+        artifact: Path | None = None,
     ) -> None:
         self.environment = dict(environment)
         self.on_lost = on_lost
+        # The runtime whose participant modules the server imports once for every child
+        # (alpha.launch.warm_server.preload), and, once it is ready, why it did not (None: it
+        # did, or there was none to import).
+        self.runtime = runtime
+        self.preload_refused: str | None = None
+        # An artifact whose loader (every artifact of a compile carries the same) the server
+        # compiles once for every child (alpha.launch.warm_server.precompile_loader).
+        self.artifact = artifact
         self.pid = 0
         self.children: dict[int, WarmProcess] = {}
         self.lost: AlphaError | None = None  # why the server is gone, once it is
@@ -191,10 +211,23 @@ class WarmStarter:
         # then refuses to serve, and every role starts an interpreter of its own).
         server_environment = dict(self.environment)
         server_environment.setdefault(*BLAS_THREADS)
+        # What it preloads, named in its environment, not on its command line: a role's
+        # artifact there would make the starter one more process that names it (pgrep -f).
+        for name in (WARM_RUNTIME_ENV, WARM_ARTIFACT_ENV):
+            server_environment.pop(name, None)
+        if self.runtime is not None:
+            server_environment[WARM_RUNTIME_ENV] = str(self.runtime)
+            if self.artifact is not None:
+                server_environment[WARM_ARTIFACT_ENV] = str(self.artifact)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._process = await trio.lowlevel.open_process(
-                [sys.executable, "-c", _SERVER.read_text(), str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-c",
+                    _SERVER.read_text(),
+                    str(theirs.fileno()),
+                ],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=server_environment,
@@ -217,6 +250,8 @@ class WarmStarter:
             if message.get("op") != "ready":
                 raise await self._fault()
             self.pid = int(message["pid"])
+            refused = message.get("preload_refused")
+            self.preload_refused = None if self.runtime is None or refused is None else str(refused)
             self._ready = True
             # Its children's launcher is the server: their parent, whose end they watch.
             self.environment[LAUNCHER_PID_ENV] = str(self.pid)

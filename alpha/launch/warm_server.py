@@ -37,18 +37,39 @@ moment.
 
 from __future__ import annotations
 
+import base64
+import gc
+import hashlib
 import json
 import os
+import re
 import select
 import signal
 import socket
 import sys
 import traceback
+import types
+import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 MAX_MESSAGE = 1 << 20  # bytes: a start carries the environment, a few kilobytes
 FAILPOINTS_ENV = "ALPHA_FAILPOINTS"  # as alpha.failpoints.FAILPOINTS_ENV
+WARM_RUNTIME_ENV = "ALPHA_WARM_RUNTIME"  # as alpha.launch.warm.WARM_RUNTIME_ENV
+WARM_ARTIFACT_ENV = "ALPHA_WARM_ARTIFACT"  # as alpha.launch.warm.WARM_ARTIFACT_ENV
+# What every participant imports of its runtime's alpha before it runs its role: the entry its
+# loader calls, and the participant the entry runs (alpha/artifact/entry.py). Imported here
+# once, from a runtime checked first, they are every child's, shared, instead of imported
+# again by each: about 45 ms of CPU and several MiB of private memory a child.
+PRELOAD = ("alpha.artifact.entry", "alpha.artifact.participant")
+# The module in which this process leaves the loaders it compiled for its children, each under
+# the SHA-256 its artifact's __main__.py carries of it (alpha.artifact.build.LOADERS_MODULE).
+LOADERS_MODULE = "__alpha_loaders__"
+OPEN_L, CLOSE_L = "L = r" + "'" * 3, "'" * 3  # how __main__.py opens and closes L
+# A runtime's file name binds its SHA-256 (alpha.artifact.loader.runtime_name).
+RUNTIME_FILE = re.compile(r"runtime-([0-9a-f]{64})\.pyz")
+HASH_CHUNK = 1 << 20  # bytes read at a time when hashing the runtime
 
 
 def _retitle(argv: list[str]) -> None:
@@ -79,18 +100,21 @@ def _child(
     """In the forked child: become ``python ARTIFACT`` with the given fds and environment, once
     the server has told the launcher this child's pid (a byte on ``gate``). A server that dies
     or stalls before (its end of ``gate`` closes unwritten) leaves a child no one knows of: it
-    exits at once instead of running a role the launcher cannot see or stop."""
+    exits at once instead of running a role the launcher cannot see or stop.
+
+    ``keep_closed`` are the server's descriptors this child must not hold while it waits for
+    ``gate`` (the socket, the gate's other end); every other one it inherited (the pidfds of the
+    children forked before it) is closed at once after, in one ``close_range``, as ``python
+    ARTIFACT`` started with ``close_fds`` would not have them either: a thousandth child closes
+    them in one call rather than one call each."""
     try:
         for fd in keep_closed:
             os.close(fd)
         if os.read(gate, 1) != b"+":
             os._exit(1)
-        os.close(gate)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
+        os.closerange(3, _fd_limit())
         _retitle(argv)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for number in (signal.SIGTERM, signal.SIGHUP):
@@ -126,6 +150,108 @@ def _child(
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def _fd_limit() -> int:
+    """One past the highest descriptor this process may hold."""
+    return os.sysconf("SC_OPEN_MAX")
+
+
+def _alpha_modules() -> list[str]:
+    return [name for name in sys.modules if name == "alpha" or name.startswith("alpha.")]
+
+
+def _forget_alpha() -> None:
+    """Drop every module of alpha this process imported: its children import their own."""
+    for name in _alpha_modules():
+        del sys.modules[name]
+
+
+def _file_identity(path: str) -> tuple[int, int, int, int]:
+    found = os.stat(path)
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def preload(runtime: str) -> str | None:
+    """Import :data:`PRELOAD` from the runtime at ``runtime`` (``runtime-SHA256.pyz``), once for
+    every child this process forks, if the file's SHA-256 is the one its name binds, as a
+    role's loader checks it before any of its code runs; None once done, else why not (every
+    child then imports its own, as a cold start does).
+
+    Each child's loader still checks its own artifact and the runtime that artifact binds, and
+    keeps these modules only if they came from that very runtime (``alpha/artifact/loader.py``):
+    a child of another runtime imports its own. The file must not change while it is imported
+    (the same device, inode, size and modification time before the hash and after the imports),
+    and every module of alpha imported must come from it; otherwise none is kept."""
+    name = os.path.basename(runtime)
+    bound = RUNTIME_FILE.fullmatch(name)
+    if bound is None:
+        return f"{name} is not a runtime's file name"
+    try:
+        before = _file_identity(runtime)
+        digest = hashlib.sha256()
+        with open(runtime, "rb") as handle:
+            while chunk := handle.read(HASH_CHUNK):
+                digest.update(chunk)
+    except OSError as error:
+        return f"{name} cannot be read: {error.strerror or error}"
+    if digest.hexdigest() != bound[1]:
+        return f"{name} does not match the SHA-256 its name binds"
+    sys.path.insert(0, runtime)
+    try:
+        for module in PRELOAD:
+            __import__(module)  # as an import statement does (what -X importtime sees)
+        after = _file_identity(runtime)
+    except Exception as error:
+        _forget_alpha()
+        return f"importing from {name} failed: {type(error).__name__}: {error}"
+    finally:
+        sys.path.remove(runtime)
+    inside = runtime + os.sep
+    strangers = [
+        module
+        for module in _alpha_modules()
+        if not str(getattr(sys.modules[module], "__file__", None) or "").startswith(inside)
+    ]
+    if after != before or strangers:
+        _forget_alpha()
+        why = "it changed while it was imported" if after != before else "it is not whole"
+        return f"{name}: {why}"
+    return None
+
+
+def precompile_loader(artifact: str) -> str | None:
+    """Compile the loader the artifact at ``artifact`` carries in its ``__main__.py`` (the
+    string L: a newline, the SHA-256 of the rest, a newline, the loader deflated in base64;
+    ``alpha/artifact/build.py``), once for every child this process forks, if L's SHA-256
+    checks; the code object goes into :data:`LOADERS_MODULE` under that SHA-256. None once
+    done, else why not (every child then compiles its own, as a cold start does).
+
+    A child's ``__main__.py`` checks its own L first, as always, and runs the code object kept
+    under its own L's SHA-256 (the same text, compiled the same way), if there is one."""
+    name = os.path.basename(artifact)
+    try:
+        with zipfile.ZipFile(artifact) as archive:
+            main = archive.read("__main__.py").decode("latin-1")
+    except Exception as error:  # OSError, BadZipFile, KeyError: not an artifact to read
+        return f"{name} cannot be read: {type(error).__name__}: {error}"
+    opening = main.find(OPEN_L)
+    start = opening + len(OPEN_L)
+    loader = main[start : main.find(CLOSE_L, start)] if opening >= 0 else ""
+    digest = loader[1:65]
+    if len(loader) < 66 or hashlib.sha256(loader[66:].encode("latin-1")).hexdigest() != digest:
+        return f"{name}: its loader does not match its SHA-256"
+    try:
+        source = zlib.decompress(base64.b64decode(loader[66:]))
+        code = compile(source, "alpha/artifact/loader.py", "exec")
+    except Exception as error:  # as the child would fail on it: it compiles its own
+        return f"{name}: its loader does not compile: {type(error).__name__}: {error}"
+    module = sys.modules.get(LOADERS_MODULE)
+    if module is None:
+        module = sys.modules[LOADERS_MODULE] = types.ModuleType(LOADERS_MODULE)
+        module.__dict__["codes"] = {}
+    module.__dict__["codes"][digest] = code
+    return None
 
 
 def _failpoints(environ: Mapping[str, str]) -> set[str]:
@@ -190,7 +316,7 @@ def serve(control: socket.socket, requested: set[str]) -> None:
             _send(control, {"op": "refused", "id": message["id"], "error": str(error)})
             continue
         if pid == 0:
-            _child(message["argv"], message["env"], fds, [control.fileno(), opened, *pidfds], gate)
+            _child(message["argv"], message["env"], fds, [control.fileno(), opened], gate)
         for fd in (*fds, gate):
             os.close(fd)
         unwatched.add(pid)
@@ -223,6 +349,18 @@ def main(argv: list[str]) -> int:
     import numpy  # noqa: F401
     import trio  # noqa: F401
 
+    # The runtime the launcher names (in this process's environment, if it does): what every
+    # participant imports of it; and the loader of the artifact it names, which every artifact
+    # of a compile carries. Neither is passed on to the children.
+    runtime = os.environ.pop(WARM_RUNTIME_ENV, None)
+    artifact = os.environ.pop(WARM_ARTIFACT_ENV, None)
+    refused = "no runtime named" if runtime is None else preload(runtime)
+    unloaded = "no artifact named" if artifact is None else precompile_loader(artifact)
+    # Every object so far goes to the permanent generation, which a child's garbage collector
+    # never walks: walking it would write to every object's header, and so copy every page of
+    # the shared modules into each child (copy on write).
+    gc.collect()
+    gc.freeze()
     tasks = len(os.listdir("/proc/self/task"))
     if tasks != 1:
         _send(control, {"op": "unfit", "error": f"{tasks} threads run here; forking is unsafe"})
@@ -230,7 +368,8 @@ def main(argv: list[str]) -> int:
     requested = _failpoints(os.environ)
     try:
         _reach("warm.ready@0", requested)
-        _send(control, {"op": "ready", "pid": os.getpid()})
+        ready = {"op": "ready", "pid": os.getpid(), "preload_refused": refused}
+        _send(control, {**ready, "loader_refused": unloaded})
         serve(control, requested)
     except _LauncherGone:
         pass  # the children find their parent gone

@@ -7,8 +7,12 @@ participants itself, and a run no one watches must not go on.
 
 Linux's ``PR_SET_PDEATHSIG`` would let the kernel do this, but it fires when the *thread* that
 forked the child exits, not the process, and trio starts processes from a worker thread that
-may exit at any time: participants would be killed while their launcher lives. Polling is the
-safe equivalent.
+may exit at any time: participants would be killed while their launcher lives. A pidfd of the
+parent, opened while the parent is still the launcher, is the safe equivalent: it becomes
+readable when that process ends, and the watch sleeps on it, waking for nothing else (a
+thousand roles that each polled five times a second would spend a core's fifth on it while
+they wait for one another to start). Where pidfds are not available (Linux before 5.3), the
+watch polls the parent pid every :data:`LAUNCHER_POLL` seconds instead.
 
 A participant runs in a session of its own (the launcher starts it with ``setsid``, so a
 terminal's Ctrl-C reaches the launcher alone); a session changes its process group, not its
@@ -41,9 +45,9 @@ LAUNCHER_PID_ENV: Final = "ALPHA_LAUNCHER_PID"
 """The environment variable in which the launcher gives each participant its own pid."""
 
 LAUNCHER_POLL: Final = 0.2
-"""Seconds between two looks at the parent pid. A participant outlives its launcher by at most
-this much (plus its exit), far less than any budget (seconds); a ``getppid()`` five times a
-second costs nothing measurable."""
+"""Seconds between two looks at the parent pid where no pidfd of it can be opened. A
+participant outlives its launcher by at most this much (plus its exit), far less than any
+budget (seconds)."""
 
 
 def launcher_pid(environ: Mapping[str, str]) -> int | None:
@@ -64,10 +68,25 @@ def launcher_pid(environ: Mapping[str, str]) -> int | None:
     return int(text)
 
 
+def _launcher_pidfd(launcher: int) -> int | None:
+    """A pidfd of ``launcher`` while it is still this process's parent (so the pidfd is of that
+    very process, not of another that took its pid); None when the parent is another already,
+    or no pidfd can be opened here."""
+    try:
+        pidfd = os.pidfd_open(launcher)
+    except (AttributeError, OSError):  # gone already, or no pidfds (not Linux, before 5.3)
+        return None
+    if os.getppid() != launcher:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
 async def watch_for_launcher_loss(environ: Mapping[str, str] | None = None) -> None:
     """Watch this process's parent for the loss of its launcher: return at once when no
-    launcher is named in ``environ`` (default ``os.environ``); otherwise look at the parent
-    pid every :data:`LAUNCHER_POLL` seconds, forever.
+    launcher is named in ``environ`` (default ``os.environ``); otherwise wait, forever, for
+    the launcher to end, on a pidfd of it, or where none can be opened by looking at the parent
+    pid every :data:`LAUNCHER_POLL` seconds.
 
     Raises:
         LauncherLost: the parent is no longer the launcher: it died and this process was
@@ -77,6 +96,13 @@ async def watch_for_launcher_loss(environ: Mapping[str, str] | None = None) -> N
     launcher = launcher_pid(os.environ if environ is None else environ)
     if launcher is None:
         return
+    pidfd = _launcher_pidfd(launcher)
+    if pidfd is not None:
+        try:
+            await trio.lowlevel.wait_readable(pidfd)  # readable once the launcher has ended
+        finally:
+            os.close(pidfd)
+    # Ended (this process was adopted by then), or no pidfd: look at the parent.
     while True:
         parent = os.getppid()
         if parent != launcher:

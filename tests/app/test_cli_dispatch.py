@@ -177,9 +177,12 @@ def _sites() -> set[tuple[str, str]]:
 
 
 def test_the_checkout_goes_on_the_path_in_one_function() -> None:
-    # Besides it, one other site, which never puts a checkout there: an artifact's loader puts
-    # the shared runtime it has just checked first on the path (docs/artifacts.md).
+    # Besides it, two other sites, which never put a checkout there: an artifact's loader puts
+    # the shared runtime it has just checked first on the path (docs/artifacts.md), and the
+    # warm starter does the same with the runtime it checked before it imports from it once
+    # for all its children (docs/launch.md).
     assert _sites() == {
         ("alpha/app/observe.py", "_checkout_gates"),
         ("alpha/artifact/loader.py", "main"),
+        ("alpha/launch/warm_server.py", "preload"),
     }

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import sys
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 from alpha.artifact import entry, loader, payload
 
@@ -39,3 +44,57 @@ def test_what_the_entry_imports_never_imports_the_loader() -> None:
         tree = ast.parse(Path(module.__file__ or "").read_text())
         found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert "alpha.artifact.loader" not in found, module.__name__
+
+
+def _modules(**files: str | None) -> dict[str, ModuleType]:
+    """Fake modules named as keys, each with ``__file__`` its value (None: no file)."""
+    made = {}
+    for name, file in files.items():
+        module = ModuleType(name.replace("_", "."))
+        module.__file__ = file
+        made[name.replace("_", ".")] = module
+    return made
+
+
+RUNTIME = "/run/x/runtime-" + "0" * 64 + ".pyz"
+
+
+def test_the_loader_keeps_modules_of_alpha_from_its_own_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As a warm starter's child inherits them: every one from the runtime just checked.
+    found = {
+        **_modules(
+            alpha=f"{RUNTIME}/alpha/__init__.pyc", alpha_errors=f"{RUNTIME}/alpha/errors.pyc"
+        ),
+        "json": json,
+    }
+    monkeypatch.setattr(sys, "modules", dict(found))
+    assert loader.keep_own_alpha(RUNTIME) is True
+    assert sys.modules == found
+
+
+@pytest.mark.parametrize(
+    "stranger",
+    [
+        "/run/y/runtime-" + "0" * 64 + ".pyz/alpha/errors.pyc",  # the same digest, elsewhere
+        RUNTIME + "x/alpha/errors.pyc",  # a file whose name only begins with the runtime's
+        "/usr/lib/python3/site-packages/alpha/errors.py",  # an installed alpha
+        None,  # a module without a file
+    ],
+)
+def test_the_loader_drops_every_module_of_alpha_if_one_is_not_from_its_runtime(
+    stranger: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = _modules(alpha=f"{RUNTIME}/alpha/__init__.pyc", alpha_errors=stranger)
+    monkeypatch.setattr(sys, "modules", {**found, "json": json})
+    assert loader.keep_own_alpha(RUNTIME) is False
+    assert sys.modules == {"json": json}  # the role imports its own, from its runtime
+
+
+def test_the_loader_finds_no_alpha_in_a_process_started_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "modules", {"json": json})
+    assert loader.keep_own_alpha(RUNTIME) is False
+    assert sys.modules == {"json": json}

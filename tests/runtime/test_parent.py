@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
@@ -51,9 +53,47 @@ def test_a_variable_that_is_not_a_process_id_is_refused(text: str) -> None:
 
 
 def _parents(monkeypatch: pytest.MonkeyPatch, seen: list[int]) -> None:
-    """The parent pids getppid() answers, one per look."""
+    """The parent pids getppid() answers, one per look, on a host without pidfds (the watch
+    then polls): the pid answered is no process of the test's."""
     answers = iter(seen)
     monkeypatch.setattr(parent.os, "getppid", lambda: next(answers))
+
+    def no_pidfds(pid: int) -> int:
+        raise OSError(errno.ENOSYS, "no pidfd_open here")
+
+    monkeypatch.setattr(parent.os, "pidfd_open", no_pidfds)
+
+
+async def test_the_watch_sleeps_on_its_launchers_pidfd_and_polls_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A real process stands for the launcher, this process's parent as getppid() says: the
+    # watch waits on its pidfd, and wakes when it ends, never on a timer.
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    adopted: list[int] = []
+    monkeypatch.setattr(parent.os, "getppid", lambda: adopted[0] if adopted else launcher.pid)
+
+    async def never(seconds: float) -> None:
+        raise AssertionError("the watch polled")
+
+    monkeypatch.setattr(parent, "trio", SimpleNamespace(lowlevel=trio.lowlevel, sleep=never))
+    lost: list[LauncherLost] = []
+
+    async def watch() -> None:
+        with pytest.raises(LauncherLost) as info:
+            await watch_for_launcher_loss({LAUNCHER_PID_ENV: str(launcher.pid)})
+        lost.append(info.value)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await trio.testing.wait_all_tasks_blocked()
+            adopted.append(1)
+            launcher.kill()
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert [(error.launcher, error.parent) for error in lost] == [(launcher.pid, 1)]
 
 
 async def test_the_watch_raises_launcher_lost_when_the_parent_changes(

@@ -26,6 +26,7 @@ from alpha.app.compile import compile_plan, parse_roles
 from alpha.artifact.entry import BLAS_THREADS
 from alpha.compiler.plan import Plan, load_plan, parse_plan
 from alpha.exitcodes import EXIT_FAILURE
+from alpha.launch.warm import _SERVER
 from harness.compiled import CompiledRun
 from tests.support import PLANS, run_alpha
 
@@ -158,14 +159,54 @@ def _launched_imports(plan: Plan, folder: Path, *options: str) -> dict[int, set[
     }
 
 
+# Runs the warm starter's preload (alpha.launch.warm_server.preload) of the runtime argv[2] as
+# the starter does, after numpy and trio, with the interpreter's import profiling on.
+_PRELOAD = """
+import runpy, sys
+import numpy, trio
+assert runpy.run_path(sys.argv[1])["preload"](sys.argv[2]) is None
+"""
+
+
+def _preloaded(folder: Path) -> set[str]:
+    """The modules the warm starter of a launch of ``folder`` imports for every child, from the
+    runtime there: every warm-started role holds them without importing them itself."""
+    (runtime,) = folder.glob("runtime-*.pyz")
+    done, modules = _imported("-c", _PRELOAD, str(_SERVER), str(runtime))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {module for module in modules if module == "alpha" or module.startswith("alpha.")}
+
+
 @pytest.mark.slow
-def test_no_participant_of_a_sum_check_run_imports_a_learner_module(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_no_participant_of_a_sum_check_run_imports_a_learner_module(
+    start: str, tmp_path: Path
+) -> None:
     # The shipped 13-role tree, run to its commit: each role established its edges, ran its
     # rounds and completed, so everything its session imports was imported by then. (A role
     # started cold, as `python3 ARTIFACT`, is the test below that stops at its first wait.)
-    for role, modules in _launched_imports(load_plan(SUM_CHECK), tmp_path).items():
-        assert {"alpha.artifact.participant", "alpha.runtime.session"} <= modules, role  # seen
-        assert _learner_modules(modules) == [], role
+    # Warm, a role holds what the starter imported for it too.
+    options = ("--cold",) if start == "cold" else ()
+    launched = _launched_imports(load_plan(SUM_CHECK), tmp_path, *options)
+    preloaded = _preloaded(tmp_path) if start == "warm" else set()
+    for role, modules in launched.items():
+        assert {"alpha.artifact.participant", "alpha.runtime.session"} <= modules | preloaded, role
+        assert _learner_modules(modules | preloaded) == [], role
+
+
+@pytest.mark.slow
+def test_a_warm_role_imports_nothing_its_starter_imported_for_it(tmp_path: Path) -> None:
+    # The warm starter imported what every participant imports, from the runtime its artifact
+    # binds; its loader kept those modules and imported none of them again. Cold, each role
+    # imports them itself.
+    warm = _launched_imports(load_plan(SUM_CHECK), tmp_path / "warm")
+    preloaded = _preloaded(tmp_path / "warm")
+    assert {"alpha.artifact.participant", "alpha.runtime.session"} <= preloaded
+    for role, modules in warm.items():
+        assert modules & preloaded == set(), role
+    cold = _launched_imports(load_plan(SUM_CHECK), tmp_path / "cold", "--cold")
+    for role, modules in cold.items():
+        assert {"alpha.artifact.participant", "alpha.runtime.session"} <= modules, role
 
 
 @pytest.mark.slow
