@@ -434,6 +434,10 @@ PLAIN_THREADS = 1 * MIB  # role 0 serves its children at once from regions this 
 _PLAIN_CHILD = (
     "import sys; from bench.combine import plain_main; sys.exit(plain_main(sys.argv[1:]))"
 )
+_PLAIN_TRIO_CHILD = (
+    "import sys; from bench.combine import plain_main; "
+    "sys.exit(plain_main(sys.argv[1:], on_trio=True))"
+)
 
 
 def _receive_checked(sock: socket.socket, into: memoryview) -> None:
@@ -504,10 +508,86 @@ def _plain_leaf(sock: socket.socket, own: Vector, total: Vector) -> None:
     _receive_checked(sock, total.data.cast("B"))
 
 
-def plain_main(argv: list[str]) -> int:
-    """One process of the plain checked star: ``RANK N PORT REPEAT``. Rank 0 listens and prints
-    ``{size: median seconds per combine}`` as JSON; the others connect to it."""
-    rank, n, port, repeat = (int(value) for value in argv)
+# The same checked star on trio: trio's sockets and run loop, the same hashing, checks and
+# declared-order fold, no framing and no budgets. It is what any runtime built on trio pays
+# before doing anything of its own (at 1 KiB, mostly trio's wait for each socket: epoll_wait
+# and a pass of its run loop per frame, where a blocking recv sleeps in the kernel).
+
+
+async def _trio_receive_checked(sock: trio.socket.SocketType, into: memoryview) -> None:
+    """:func:`_receive_checked` on a trio socket, region and digest read together (a small
+    region and its digest in one ``recvmsg_into``, as a small frame is read in one)."""
+    digest = hashlib.sha256()
+    trailer = bytearray(32)
+    view = memoryview(trailer)
+    done = 0
+    end = len(into) + len(view)
+    while done < end:
+        if done < len(into):
+            stop = min(done + PLAIN_CHUNK, len(into))  # the digest only behind the region's end
+            pieces = [into[done:stop], *([view] if stop == len(into) else [])]
+        else:
+            pieces = [view[done - len(into) :]]
+        got = (await sock.recvmsg_into(pieces))[0]
+        if got == 0:
+            raise ConnectionError("the peer closed mid-region")
+        if done < len(into):
+            digest.update(into[done : min(done + got, len(into))])
+        done += got
+    if digest.digest() != bytes(trailer):
+        raise ValueError("a region's digest does not match")
+
+
+async def _trio_send_hashed(
+    sock: trio.socket.SocketType, region: memoryview, digest: bytes
+) -> None:
+    """Region and digest in one ``sendmsg`` (as a frame leaves in one), the rest as it goes."""
+    pieces = [region, memoryview(digest)]
+    while pieces:
+        sent = await sock.sendmsg(pieces)
+        while pieces and sent >= len(pieces[0]):
+            sent -= len(pieces.pop(0))
+        if pieces:
+            pieces[0] = pieces[0][sent:]
+
+
+async def _trio_root(
+    peers: dict[int, trio.socket.SocketType], own: Vector, parts: dict[int, Vector], total: Vector
+) -> None:
+    """:func:`_plain_root` on trio: below ``PLAIN_THREADS`` bytes the children one by one, from
+    it all at once (tasks, not threads), folded in the declared order once each is in."""
+    view = total.data.cast("B")
+    if len(view) < PLAIN_THREADS:
+        np.copyto(total, own)
+        for role in sorted(parts):
+            await _trio_receive_checked(peers[role], parts[role].data.cast("B"))
+            np.add(total, parts[role], out=total)
+    else:
+        async with trio.open_nursery() as nursery:
+            for role, part in parts.items():
+                nursery.start_soon(_trio_receive_checked, peers[role], part.data.cast("B"))
+        np.copyto(total, own)
+        for role in sorted(parts):
+            np.add(total, parts[role], out=total)
+    digest = hashlib.sha256(view).digest()
+    if len(view) < PLAIN_THREADS:
+        for role in sorted(parts):
+            await _trio_send_hashed(peers[role], view, digest)
+        return
+    async with trio.open_nursery() as nursery:
+        for role in sorted(parts):
+            nursery.start_soon(_trio_send_hashed, peers[role], view, digest)
+
+
+async def _trio_leaf(sock: trio.socket.SocketType, own: Vector, total: Vector) -> None:
+    view = own.data.cast("B")
+    await _trio_send_hashed(sock, view, hashlib.sha256(view).digest())
+    await _trio_receive_checked(sock, total.data.cast("B"))
+
+
+def _plain_connect(rank: int, n: int, port: int) -> dict[int, socket.socket]:
+    """The star's connections: rank 0 listens and gets each child's, by rank; a child connects
+    to rank 0 (which may not listen yet) and gets ``{0: connection}``."""
     if rank == 0:
         with socket.create_server(("127.0.0.1", port), backlog=n) as server:
             peers: dict[int, socket.socket] = {}
@@ -515,18 +595,39 @@ def plain_main(argv: list[str]) -> int:
                 sock, _ = server.accept()
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 peers[sock.recv(1)[0]] = sock
+        return peers
+    give_up = time.monotonic() + GLOO_WAIT
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port))
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(bytes([rank]))
+    return {0: sock}
+
+
+def plain_main(argv: list[str], *, on_trio: bool = False) -> int:
+    """One process of the plain checked star (on trio with ``on_trio``): ``RANK N PORT
+    REPEAT``. Rank 0 listens and prints ``{size: median seconds per combine}`` as JSON; the
+    others connect to it."""
+    rank, n, port, repeat = (int(value) for value in argv)
+    connections = _plain_connect(rank, n, port)
+    if on_trio:
+        found = trio.run(_plain_trio_sizes, rank, n, connections, repeat)
     else:
-        give_up = time.monotonic() + GLOO_WAIT
-        while True:  # rank 0 may not listen yet
-            try:
-                sock = socket.create_connection(("127.0.0.1", port))
-                break
-            except ConnectionRefusedError:
-                if time.monotonic() > give_up:
-                    raise
-                time.sleep(0.05)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(bytes([rank]))
+        found = _plain_sizes(rank, n, connections, repeat)
+    if rank == 0:
+        print(json.dumps(found))
+    return 0
+
+
+def _plain_sizes(
+    rank: int, n: int, connections: dict[int, socket.socket], repeat: int
+) -> dict[int, float]:
     found: dict[int, float] = {}
     pool = concurrent.futures.ThreadPoolExecutor(max(1, n - 1))
     try:
@@ -535,27 +636,54 @@ def plain_main(argv: list[str]) -> int:
             total = np.empty_like(own)
             if rank == 0:
                 parts = {role: np.empty_like(own) for role in range(1, n)}
-                combine = partial(_plain_root, pool, peers, own, parts, total)
+                combine = partial(_plain_root, pool, connections, own, parts, total)
             else:
-                combine = partial(_plain_leaf, sock, own, total)
+                combine = partial(_plain_leaf, connections[0], own, total)
             for _ in range(GLOO_WARMUP):
                 combine()
-            calls = GLOO_CALLS[size]
             samples = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                for _ in range(calls):
+                for _ in range(GLOO_CALLS[size]):
                     combine()
-                samples.append((time.perf_counter() - start) / calls)
+                samples.append((time.perf_counter() - start) / GLOO_CALLS[size])
             found[size] = statistics.median(samples)
-            expected = _declared_fold([_random_part(size, role) for role in range(n)])
-            if not np.array_equal(total, expected):
-                raise ValueError(f"rank {rank}: the plain star's total is not the declared fold")
+            _check_plain_total(rank, n, size, total)
     finally:
         pool.shutdown()
-    if rank == 0:
-        print(json.dumps(found))
-    return 0
+    return found
+
+
+async def _plain_trio_sizes(
+    rank: int, n: int, connections: dict[int, socket.socket], repeat: int
+) -> dict[int, float]:
+    peers = {role: trio.socket.from_stdlib_socket(sock) for role, sock in connections.items()}
+    found: dict[int, float] = {}
+    for size in SIZES:
+        own = _random_part(size, rank)
+        total = np.empty_like(own)
+        if rank == 0:
+            parts = {role: np.empty_like(own) for role in range(1, n)}
+            combine = partial(_trio_root, peers, own, parts, total)
+        else:
+            combine = partial(_trio_leaf, peers[0], own, total)
+        for _ in range(GLOO_WARMUP):
+            await combine()
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(GLOO_CALLS[size]):
+                await combine()
+            samples.append((time.perf_counter() - start) / GLOO_CALLS[size])
+        found[size] = statistics.median(samples)
+        _check_plain_total(rank, n, size, total)
+    return found
+
+
+def _check_plain_total(rank: int, n: int, size: int, total: Vector) -> None:
+    expected = _declared_fold([_random_part(size, role) for role in range(n)])
+    if not np.array_equal(total, expected):
+        raise ValueError(f"rank {rank}: the plain star's total is not the declared fold")
 
 
 def _cpu_seconds() -> float:
@@ -610,11 +738,14 @@ def _cpu_floor(n: int, size: int, repeat: int) -> float:
     return cpu / (os.cpu_count() or 1)
 
 
-def _plain(n: int, repeat: int) -> dict[int, float]:
-    """The plain checked star's median seconds per combine by size, from ``n`` processes."""
+def _plain(n: int, repeat: int, *, on_trio: bool = False) -> dict[int, float]:
+    """The plain checked star's median seconds per combine by size, from ``n`` processes (on
+    blocking sockets, or with ``on_trio`` on trio's)."""
     port = _free_port()
-    children = _start_ranks(_PLAIN_CHILD, n, port, repeat, os.environ)
-    found = _collect(children, f"the plain checked star with {n} processes")
+    command = _PLAIN_TRIO_CHILD if on_trio else _PLAIN_CHILD
+    children = _start_ranks(command, n, port, repeat, os.environ)
+    where = "on trio" if on_trio else "on blocking sockets"
+    found = _collect(children, f"the plain checked star {where} with {n} processes")
     return {int(size): float(seconds) for size, seconds in found.items()}
 
 
