@@ -57,3 +57,13 @@ def test_a_value_out_of_range_is_refused_naming_its_field(line: str, field: str)
 def test_a_sum_check_has_no_generations_to_restart_from() -> None:
     error = raises_exactly(PlanInvalid, parse_plan, SUM + "[recovery]\nrestarts = 1\n")
     assert error.field == "recovery" and "work.kind" in str(error)
+
+
+def test_dropping_a_lost_role_needs_logical_contributors() -> None:
+    error = raises_exactly(PlanInvalid, parse_plan, LEARN + "[recovery]\nlost_role = 'drop'\n")
+    assert error.field == "recovery.lost_role" and "learner.contributors" in str(error)
+    text = LEARN + "contributors = 4\n[recovery]\nlost_role = 'drop'\n"
+    spec = parse_plan(text).recovery
+    assert spec is not None and spec.lost_role == "drop"
+    error = raises_exactly(PlanInvalid, parse_plan, LEARN + "[recovery]\nlost_role = 'spare'\n")
+    assert error.field == "recovery.lost_role"

@@ -29,7 +29,15 @@ ROUNDS = 12
 pytestmark = pytest.mark.slow
 
 
-def plan_file(tmp_path: Path, *, restarts: int, rate: float = 0.01) -> Path:
+def plan_file(
+    tmp_path: Path, *, restarts: int, rate: float = 0.01, contributors: int | None = None
+) -> Path:
+    learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5}
+    learner["batch"] = 8
+    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = 0.1\n"
+    if contributors is not None:
+        learner["contributors"] = contributors
+        recovery += "lost_role = 'drop'\n"
     text = plans.plan_text(
         "restarts",
         roles=N,
@@ -37,9 +45,9 @@ def plan_file(tmp_path: Path, *, restarts: int, rate: float = 0.01) -> Path:
         topology={"shape": "tree", "fanout": 2},
         budgets={"accept": 30.0, "receive": 3.0, "start": 30.0},
         work={"kind": "learn"},
-        learner={"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5, "batch": 8},
+        learner=learner,
         checkpoint={"every": 2},
-        extra=f"[recovery]\nrestarts = {restarts}\nbackoff = 0.1\n",
+        extra=recovery,
     )
     path = tmp_path / "plan.toml"
     path.write_text(text)
@@ -164,3 +172,13 @@ def test_a_diverging_learner_is_not_retried(tmp_path: Path) -> None:
     (only,) = summary["attempts"]
     assert (only["failure"], only["retried"]) == ("divergence", False)
     assert summary["failure"] == "divergence" and not (run / ATTEMPTS_DIR).exists()
+
+
+def test_with_contributors_a_lost_role_is_dropped_and_the_bits_are_the_same(tmp_path: Path) -> None:
+    plan = plan_file(tmp_path, restarts=2, contributors=N)
+    run = tmp_path / "run"
+    code, summary, err = run_with_faults(plan, run, [(5, 3, signal.SIGKILL)])
+    assert code == 0, err
+    assert [each["roles"] for each in summary["attempts"]] == [N, N - 1]
+    assert summary["ok"] is True and summary["distributed"] == fault_free(plan)
+    assert f"on {N - 1} roles (recovery.lost_role = 'drop')" in err
