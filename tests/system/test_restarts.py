@@ -30,11 +30,16 @@ pytestmark = pytest.mark.slow
 
 
 def plan_file(
-    tmp_path: Path, *, restarts: int, rate: float = 0.01, contributors: int | None = None
+    tmp_path: Path,
+    *,
+    restarts: int,
+    rate: float = 0.01,
+    contributors: int | None = None,
+    backoff: float = 0.1,
 ) -> Path:
     learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5}
     learner["batch"] = 8
-    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = 0.1\n"
+    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = {backoff}\n"
     if contributors is not None:
         learner["contributors"] = contributors
         recovery += "lost_role = 'drop'\n"
@@ -182,3 +187,24 @@ def test_with_contributors_a_lost_role_is_dropped_and_the_bits_are_the_same(tmp_
     assert [each["roles"] for each in summary["attempts"]] == [N, N - 1]
     assert summary["ok"] is True and summary["distributed"] == fault_free(plan)
     assert f"on {N - 1} roles (recovery.lost_role = 'drop')" in err
+
+
+def test_a_signal_between_attempts_stops_the_run_with_its_one_line(tmp_path: Path) -> None:
+    plan = plan_file(tmp_path, restarts=3, backoff=30.0)
+    run = tmp_path / "run"
+    command = [*ALPHA, "run", str(plan), "-o", str(run)]
+    with subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stderr is not None
+        while last_round(run) < 5 or 2 not in role_pids(run):
+            assert process.poll() is None, "the run ended before its fault"
+            time.sleep(0.01)
+        os.kill(role_pids(run)[2], signal.SIGKILL)
+        said = []
+        for line in process.stderr:
+            said.append(line)
+            if " resumes from " in line:
+                process.send_signal(signal.SIGINT)  # in the 30 s of backoff
+        code = process.wait(timeout=60)
+    assert code == 128 + signal.SIGINT, said
+    assert said[-1].startswith("run: interrupted (SIGINT) at round ")
+    assert not role_pids(run)
