@@ -265,6 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --resume FOLDER: resume from FOLDER's generation of round R "
         "(alpha checkpoint list FOLDER shows them)",
     )
+    run.add_argument(
+        "--restarts",
+        type=nonnegative_int,
+        default=None,
+        metavar="K",
+        help="after a failure that may be retried (a role lost, a frame refused, a budget), "
+        "start again from the latest generation, as a new epoch, at most K times (default: "
+        "the plan's [recovery] restarts, else 0; docs/recovery.md)",
+    )
     add_interpreter_option(run)
     add_cold_option(run)
     add_override_options(run)

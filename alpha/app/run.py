@@ -18,6 +18,7 @@ import json
 import math
 import secrets
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -49,14 +50,23 @@ from alpha.checkpoint.store import (
     published,
     remove_staged,
 )
-from alpha.compiler.plan import Plan, Segment, load_plan, overrides_of
+from alpha.compiler.plan import Plan, RecoverySpec, Segment, load_plan, overrides_of
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
-from alpha.errors import CheckpointCorrupt, CommitInvalid, GenerationForeign, LearnerStateInvalid
+from alpha.core.membership import MAX_EPOCH
+from alpha.errors import (
+    CheckpointCorrupt,
+    CommitInvalid,
+    GenerationForeign,
+    LearnerStateInvalid,
+    PlanInvalid,
+)
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.failpoints import reach
 from alpha.files import hold_folder, output_folder, package_data
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
+from alpha.launch.outcome import RoleOutcome
+from alpha.launch.recovery import Classified, classify
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.saving import (
     PARAMETERS,
@@ -68,7 +78,7 @@ from alpha.learner.state import LearnerState, state_specs
 from alpha.records.commit import COMMIT_NAME
 from alpha.records.folder import LOGS_DIR, REPORTS_DIR, log_name
 from alpha.records.progress import CheckpointRecord, RoundRecord, progress_path
-from alpha.records.reports import clear_attempt, committed_reports
+from alpha.records.reports import ATTEMPTS_DIR, clear_attempt, committed_reports, keep_attempt
 
 __all__ = ["DEFAULT_PLAN", "RunSummary", "run_plan"]
 
@@ -105,6 +115,21 @@ class RunSummary:
     signal: int | None = None
     changed: dict[str, tuple[object, object]] = field(default_factory=dict)
     resumes: list[int] = field(default_factory=list)
+    failure: str = ""
+    failure_name: str = ""
+    go_on: Path | None = None
+    first_round_unix: float | None = None
+    attempts: list[dict[str, object]] = field(default_factory=list)
+    recomputed_rounds: int = 0
+
+
+# RunSummary's fields past ``resumes``: ``failure`` is the class of the failure that ended the
+# run (docs/recovery.md; "" when none did, or when it ended but the digests differ) and
+# ``failure_name`` what it was known by; ``go_on`` the generation (or checkpoint folder) a
+# next attempt resumes from (None: from where this one started); ``first_round_unix`` when the
+# first round's record was read (seconds since the epoch; None: none was); ``attempts`` one
+# record per attempt of ``--restarts`` (docs/recovery.md) and ``recomputed_rounds`` the rounds
+# failed attempts did past the generation the next resumed from, done again.
 
 
 def _generation_rounds(first: int, rounds: int, every: int | None) -> list[int]:
@@ -116,11 +141,17 @@ def _generation_rounds(first: int, rounds: int, every: int | None) -> list[int]:
 
 
 def _resume_point(
-    plan: Plan, digits: Digits, path: Path, identity: dict[str, object]
+    plan: Plan,
+    digits: Digits,
+    path: Path,
+    identity: dict[str, object],
+    epochs: tuple[int, int] | None = None,
 ) -> tuple[Generation, Start, dict[str, tuple[object, object]]]:
     """The generation at ``path``, every shard checked, as the replicated learner's start,
     and the fields of the plan's ``identity`` that differ from the generation's, as
-    ``checkpoint.may_change`` allows.
+    ``checkpoint.may_change`` allows. ``epochs``, for an attempt of ``--restarts``: the run's
+    first epoch and this attempt's; a generation an earlier attempt of the run wrote (the
+    same group, an epoch between the two) is this run's own, not a changed membership.
 
     Raises:
         CheckpointCorrupt: the pointer, a manifest or a shard is missing or damaged.
@@ -130,10 +161,19 @@ def _resume_point(
     generation = open_generation(path)
     generation.verify()
     recorded = generation.about.get("plan")
+    recorded = dict(recorded) if isinstance(recorded, dict) else {}
+    if epochs is not None:
+        was, now = recorded.get("membership"), identity.get("membership")
+        if (
+            isinstance(was, dict)
+            and isinstance(now, dict)
+            and was.get("group") == now.get("group")
+            and isinstance(was.get("epoch"), int)
+            and epochs[0] <= was["epoch"] <= epochs[1]
+        ):
+            recorded["membership"] = now  # an earlier attempt's generation: this run's own
     allowed = () if plan.checkpoint is None else plan.checkpoint.may_change
-    refused, changed = identity_changes(
-        recorded if isinstance(recorded, dict) else {}, identity, allowed
-    )
+    refused, changed = identity_changes(recorded, identity, allowed)
     if refused:
         raise GenerationForeign(generation.path.name, refused)
     check_fits(generation, LearnerState.for_role(learner_setup(plan), digits, 0))
@@ -197,6 +237,7 @@ class _Launched:
     reports: dict[int, dict[str, Any]]
     records: list[RoundRecord]
     signal: int | None
+    failure: RoleOutcome | None = None  # the first to fail, by the launcher's rules
 
 
 def _launch_segment(
@@ -206,6 +247,7 @@ def _launch_segment(
     progress: RoundProgress,
     warm: bool,
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
+    on_first: Callable[[], None] | None = None,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
     each round's, and each generation it publishes while the run goes on; a status line shows
@@ -231,6 +273,11 @@ def _launch_segment(
     status.checking(len(roles), len(roles))
     records: list[RoundRecord] = []
 
+    def first() -> None:
+        status.close()
+        if on_first is not None:
+            on_first()
+
     async def main() -> LaunchResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
@@ -240,7 +287,7 @@ def _launch_segment(
                     progress,
                     history=records,
                     on_checkpoint=on_checkpoint,
-                    first=status.close,
+                    first=first,
                 )
             )
             nursery.start_soon(status.ticking)
@@ -270,7 +317,8 @@ def _launch_segment(
         raise Interrupted(result.signal, records=records)
     failure = result.first_to_fail
     if failure is not None:
-        return _Launched(f"role {failure.role}: {failure.cause}", {}, records, result.signal)
+        cause = f"role {failure.role}: {failure.cause}"
+        return _Launched(cause, {}, records, result.signal, failure)
     try:
         _, found = committed_reports(reports, plan.tree.children)
     except CommitInvalid as error:
@@ -290,6 +338,7 @@ def run_plan(
     resume: Path | None = None,
     *,
     warm: bool = True,
+    restarts: int | None = None,
 ) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
@@ -305,6 +354,12 @@ def run_plan(
     ``signal`` set and ``cause`` its one line (:func:`alpha.app.interrupted.run_line`);
     ``history.csv`` and ``loss.png`` hold the rounds done, and the checkpoint folder its
     published generations only (the segment's staged one removed).
+
+    ``restarts`` (None: the plan's ``[recovery] restarts``, else 0) is how many more attempts
+    a failure that may be retried starts (docs/recovery.md): each from the latest published
+    generation (or where the run started, when none is), as the run's next epoch, with fresh
+    keys, after ``[recovery] backoff`` seconds; each failed attempt's files are kept under
+    ``attempts/`` and the summary records every attempt.
 
     Raises:
         CheckpointCorrupt, LearnerStateInvalid: ``resume`` cannot be resumed from.
@@ -325,15 +380,141 @@ def run_plan(
         track = RunTrack(plan.source, plan.rounds, folder=folder, resume=resume)
         track.directory = directory
         track.options = tuple(word for each in plan.overrides for word in each.argv)
+        recovery = plan.recovery or RecoverySpec()
+        chances = recovery.restarts if restarts is None else restarts
         try:
-            return _run_plan(
-                plan, directory, out, interpreters, resume, folder, warm, started, track
+            return _attempts(
+                plan,
+                directory,
+                out,
+                interpreters,
+                resume,
+                folder,
+                warm,
+                started,
+                track,
+                chances,
+                recovery.backoff,
             )
         except BaseException as error:
             stopped = interrupted_by(error)
             if stopped is None:
                 raise
             return _interrupted(plan, directory, track, stopped, started, out)
+
+
+def _attempts(
+    plan: Plan,
+    directory: Path,
+    out: TextIO,
+    interpreters: Mapping[str, Sequence[str]] | None,
+    resume: Path | None,
+    folder: Path | None,
+    warm: bool,
+    started: float,
+    track: RunTrack,
+    restarts: int,
+    backoff: float,
+) -> RunSummary:
+    """:func:`_run_plan` once, and again after each failure that may be retried, at most
+    ``restarts`` more times, ``backoff`` seconds after it (docs/recovery.md)."""
+    shutil.rmtree(directory / ATTEMPTS_DIR, ignore_errors=True)  # an earlier run's attempts
+    attempts: list[dict[str, object]] = []
+    recomputed = 0
+    attempt, at = 0, resume
+    while True:
+        each = plan if attempt == 0 else _as_attempt(plan, attempt)
+        epochs = None if attempt == 0 else (plan.epoch, each.epoch)
+        began = time.time()
+        if attempt:
+            track.resume = at
+        summary = _run_plan(
+            each, directory, out, interpreters, at, folder, warm, started, track, epochs
+        )
+        first = track.first
+        reached = first + sum(1 for row in summary.history if row[0] >= first)
+        record: dict[str, object] = {
+            "attempt": attempt,
+            "epoch": each.epoch,
+            "resumed_at": first,
+            "reached": reached,
+            "started_unix": began,
+            "first_round_unix": summary.first_round_unix,
+            "ended_unix": time.time(),
+            "failure": summary.failure,
+            "cause": summary.cause,
+            "retried": False,
+        }
+        attempts.append(record)
+        summary.attempts = attempts
+        retry = Classified(summary.failure, summary.failure_name).retried
+        if summary.signal is not None or not retry or attempt >= restarts:
+            if retry and attempt >= restarts and restarts:
+                summary.cause += f" (no restart left: all {restarts} were used)"
+            summary.recomputed_rounds = recomputed
+            if attempt:
+                _replicate_from_origin(plan, resume, summary, out)
+            return summary
+        at = summary.go_on if folder is not None else resume
+        resumed_at = _round_of(at)
+        recomputed += max(0, reached - resumed_at)
+        record["retried"] = True
+        kept = keep_attempt(directory, attempt)
+        attempt += 1
+        where = "the start" if at is None else f"{at} (round {resumed_at})"
+        print(
+            f"run: attempt {attempt - 1} failed ({summary.failure}, {summary.failure_name}): "
+            f"{summary.cause}",
+            file=out,
+        )
+        print(
+            f"run: attempt {attempt} of at most {restarts + 1} resumes from {where} as epoch "
+            f"{plan.epoch + attempt} in {backoff:g} s; attempt {attempt - 1}'s files are in "
+            f"{kept}",
+            file=out,
+        )
+        time.sleep(backoff)
+
+
+def _as_attempt(plan: Plan, attempt: int) -> Plan:
+    """``plan`` as its attempt ``attempt`` runs it: the run's epoch plus ``attempt``, which
+    enters the run identity (the group's digest), so no frame of another attempt is taken.
+
+    Raises:
+        PlanInvalid: the epoch would pass MAX_EPOCH.
+    """
+    epoch = plan.epoch + attempt
+    if epoch > MAX_EPOCH:
+        raise PlanInvalid(
+            f"attempt {attempt} would need epoch {epoch}, past {MAX_EPOCH}", field="run.epoch"
+        )
+    group = dataclasses.replace(plan.group, epoch=epoch)
+    return dataclasses.replace(plan, epoch=epoch, group=group)
+
+
+def _round_of(path: Path | None) -> int:
+    """The round of the generation ``path`` (a generation or a checkpoint folder); 0 for
+    None, the start."""
+    return 0 if path is None else open_generation(path).round
+
+
+def _replicate_from_origin(
+    plan: Plan, resume: Path | None, summary: RunSummary, out: TextIO
+) -> None:
+    """After restarts, compare the final parameters with the replicated learner from where
+    the *run* started (round 0, or ``resume``), not from the generation the last attempt
+    resumed from: a run that ends on the fault-free bits equals the uninterrupted learner."""
+    if not summary.distributed or summary.failure or summary.signal is not None:
+        return
+    digits = load_digits()
+    start = None
+    if resume is not None:
+        state = LearnerState.for_role(learner_setup(plan), digits, 0)
+        start = _resume_point(plan, digits, resume, plan_identity(plan, digits, state))[1]
+    replica = _replicated(plan, digits, start, out)
+    summary.replicated = replica.digest
+    summary.replica_diverged_at = replica.diverged_at
+    summary.ok = summary.ok and summary.distributed == replica.digest
 
 
 def _interrupted(
@@ -384,9 +565,11 @@ def _run_plan(
     warm: bool,
     started: float,
     track: RunTrack,
+    epochs: tuple[int, int] | None = None,
 ) -> RunSummary:
-    """:func:`run_plan`, its checkpoint folder (if any) held; ``track`` follows it (for the
-    line of a signal that stops it)."""
+    """One attempt of :func:`run_plan`, its checkpoint folder (if any) held; ``track``
+    follows it (for the line of a signal that stops it); ``epochs`` as
+    :func:`_resume_point`'s, for an attempt after the first."""
     digits = load_digits()
     spec = plan.checkpoint
     state = LearnerState.for_role(learner_setup(plan), digits, 0)
@@ -397,7 +580,7 @@ def _run_plan(
     resumes: list[int] = []
     unrecorded = ""
     if resume is not None:
-        previous, start, changed = _resume_point(plan, digits, resume, identity)
+        previous, start, changed = _resume_point(plan, digits, resume, identity, epochs)
         first = previous.round
         # The rounds before the generation, as it records them: history.csv and loss.png go
         # from round 1, each resume marked (docs/checkpoints.md).
@@ -452,22 +635,36 @@ def _run_plan(
         announced.add(published.round)
         progress.note(f"run: checkpoint {published.generation} published (round {published.round})")
 
-    launched = _launch_segment(each, directory, interpreters, progress, warm, on_checkpoint)
+    first_round: list[float] = []
+    launched = _launch_segment(
+        each,
+        directory,
+        interpreters,
+        progress,
+        warm,
+        on_checkpoint,
+        on_first=lambda: first_round.append(time.time()),
+    )
     cause, found = launched.cause, launched.reports
     if cause:
         progress.close()
         history += [_row(entry) for entry in launched.records]
         diverged = diverged_round(history)
+        classified = classify(launched.failure, cause)
+        go_on = resume
         if folder is not None:
             for end in rounds:
                 for failure in remove_staged(folder, end, nonce):
                     print(f"run: checkpoint: {failure}", file=out)
             base = _failed_generation(folder, nonce, rounds)
-            cause += "; " + _after_failure(plan, folder, base, previous, resume)
+            said, go_on = _published_after_failure(folder, base, previous, resume)
+            cause += "; " + _go_on_line(plan, said, go_on)
         if diverged is not None:
-            return _diverged(
+            summary = _diverged(
                 plan, directory, digits, start, history, resumes, diverged, started, out
             )
+            summary.failure, summary.failure_name = "divergence", "LossNotFinite"
+            return summary
         plots = _plots(plan, directory, history, resumes, None)
         return RunSummary(
             False,
@@ -482,6 +679,10 @@ def _run_plan(
             signal=launched.signal,
             changed=changed,
             resumes=resumes,
+            failure="" if launched.signal is not None else classified.kind,
+            failure_name=classified.name,
+            go_on=go_on,
+            first_round_unix=first_round[0] if first_round else None,
         )
     history += [tuple(entry) for entry in found[0]["history"]]
     if folder is not None:
@@ -526,6 +727,7 @@ def _run_plan(
         replica_diverged_at=replica.diverged_at,
         changed=changed,
         resumes=resumes,
+        first_round_unix=first_round[0] if first_round else None,
     )
 
 
@@ -556,6 +758,17 @@ def _after_failure(
     ``base``) left published, read again from ``folder`` (never assumed), and
     the ``--resume`` command that goes on from it, given only when it will work: the
     generation it names opens and every shard of it checks."""
+    said, go_on = _published_after_failure(folder, base, previous, resume)
+    return _go_on_line(plan, said, go_on)
+
+
+def _published_after_failure(
+    folder: Path, base: str, previous: Generation | None, resume: Path | None
+) -> tuple[str, Path | None]:
+    """What a failed segment left published (as :func:`_after_failure` says it), and where a
+    run goes on from: the checkpoint folder (its latest generation), a generation its pointer
+    does not name, the generation the run started from, or None (from the start), each only
+    when it opens and every shard of it checks."""
     latest: Generation | None
     try:
         latest = open_generation(folder)
@@ -593,6 +806,11 @@ def _after_failure(
                 open_generation(resume).verify()
                 said += f"; the run started from {previous.path.name}"
                 go_on = resume
+    return said, go_on
+
+
+def _go_on_line(plan: Plan, said: str, go_on: Path | None) -> str:
+    """``said``, and the command that goes on from ``go_on`` (None: run it again)."""
     if go_on is None:
         return f"{said}: run it again from the start"
     source = Path(plan.source)
@@ -684,6 +902,7 @@ def run_command(args: argparse.Namespace) -> int:
         warm=not args.cold,
         resume_round=args.round,
         overrides=args.overrides,
+        restarts=args.restarts,
     )
 
 
@@ -697,11 +916,13 @@ def main_run(
     warm: bool = True,
     resume_round: int | None = None,
     overrides: Sequence[tuple[str, str]] | None = None,
+    restarts: int | None = None,
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
     generation of that round in the checkpoint folder ``resume``; ``overrides`` are the
-    ``(option, text)`` pairs of ``--roles``, ``--fanout``, ``--rounds`` and ``--set``."""
+    ``(option, text)`` pairs of ``--roles``, ``--fanout``, ``--rounds`` and ``--set``;
+    ``restarts`` (``--restarts K``) overrides the plan's ``[recovery] restarts``."""
     plan = load_plan(
         resolve_plan(plan_path) if plan_path else DEFAULT_PLAN, overrides=overrides_of(overrides)
     )
@@ -722,6 +943,7 @@ def main_run(
             interpreters=interpreters,
             resume=None if resume is None else Path(resume),
             warm=warm,
+            restarts=restarts,
         )
     if summary.signal is not None:
         print(f"run: {summary.cause}", file=sys.stderr)  # its one line
@@ -767,6 +989,11 @@ def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
         rows.append(("rounds", f"{done} of {plan.rounds} recorded before the run stopped"))
     if math.isfinite(summary.holdout_accuracy):
         rows.append(("held-out accuracy", f"{100 * summary.holdout_accuracy:.1f}%"))
+    if len(summary.attempts) > 1:
+        failed = [str(each["failure"]) for each in summary.attempts[:-1]]
+        causes = ", ".join(f"{failed.count(kind)} {kind}" for kind in sorted(set(failed)))
+        rows.append(("attempts", f"{len(summary.attempts)} ({len(failed)} failed: {causes})"))
+        rows.append(("rounds recomputed", str(summary.recomputed_rounds)))
     rows.append(("wall time", f"{summary.wall_s:.1f} s"))
     if summary.curve is not None:
         rows.append(("loss curve", str(summary.curve)))
@@ -803,6 +1030,9 @@ def _summary_json(plan: Plan, folder: Path, summary: RunSummary) -> dict[str, ob
         "loss_png": None if summary.curve is None else str(summary.curve),
         "history_csv": None if summary.csv is None else str(summary.csv),
         "logs": str(folder / LOGS_DIR),
+        "failure": summary.failure or None,
+        "attempts": summary.attempts,
+        "recomputed_rounds": summary.recomputed_rounds,
     }
 
 

@@ -19,11 +19,12 @@ This module holds the :class:`Plan` value and the top-level read: the tables in
 documentation order, each read by its own module (one reader per table, beside the values and
 bounds of its fields): ``plan_run`` ([run]), ``plan_membership`` ([membership], [topology]),
 ``plan_contract`` ([contract]), ``plan_budgets`` ([budgets]), ``plan_placement``
-([addresses], [targets], [gpu]), ``plan_work`` ([work]), ``plan_learner`` ([learner]) and
-``plan_checkpoint`` ([checkpoint]). Their public names are re-exported here. The generic
-readers of one field (an integer in a range, one of some strings, an IPv4 address, a sub-table,
-the refusal of an unknown key) are in :mod:`alpha.compiler._fields`. Adding a table is a
-module of its own, its name in ``_TABLES`` and one call in :func:`parse_plan`.
+([addresses], [targets], [gpu]), ``plan_work`` ([work]), ``plan_learner`` ([learner]),
+``plan_checkpoint`` ([checkpoint]) and ``plan_recovery`` ([recovery]). Their public names are
+re-exported here. The generic readers of one field (an integer in a range, one of some
+strings, an IPv4 address, a sub-table, the refusal of an unknown key) are in
+:mod:`alpha.compiler._fields`. Adding a table is a module of its own, its name in ``_TABLES``
+and one call in :func:`parse_plan`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ from alpha.compiler.plan_placement import (
     read_targets,
     read_transport,
 )
+from alpha.compiler.plan_recovery import (
+    MAX_RESTARTS,
+    RECOVERY_KEYS,
+    RecoverySpec,
+    read_recovery,
+)
 from alpha.compiler.plan_run import MAX_NAME_CHARS, MAX_ROUNDS, RUN_KEYS, read_run
 from alpha.compiler.plan_work import CHOICES, MAX_WORK_SIZE, WORK_KEYS, WORK_KINDS, read_work
 from alpha.core.budgets import Budgets
@@ -105,6 +112,7 @@ __all__ = [
     "MAX_KEEP",
     "MAX_NAME_CHARS",
     "MAX_PLAN_BYTES",
+    "MAX_RESTARTS",
     "MAX_ROUNDS",
     "MAX_SEED",
     "MAX_WORK_SIZE",
@@ -117,6 +125,7 @@ __all__ = [
     "LearnerSpec",
     "Override",
     "Plan",
+    "RecoverySpec",
     "Segment",
     "load_plan",
     "overrides_of",
@@ -137,6 +146,7 @@ _WORK_KEYS: Final = WORK_KEYS
 _LEARNER_KEYS: Final = LEARNER_KEYS
 _GPU_KEYS: Final = GPU_KEYS
 _CHECKPOINT_KEYS: Final = CHECKPOINT_KEYS
+_RECOVERY_KEYS: Final = RECOVERY_KEYS
 _TABLE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "run": _RUN_KEYS,
     "membership": _MEMBERSHIP_KEYS,
@@ -149,6 +159,7 @@ _TABLE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "learner": _LEARNER_KEYS,
     "gpu": _GPU_KEYS,
     "checkpoint": _CHECKPOINT_KEYS,
+    "recovery": _RECOVERY_KEYS,
 }
 _TABLES: Final = tuple(_TABLE_KEYS)
 
@@ -218,6 +229,7 @@ class Plan:
         learner: the learner, for ``learn``; None for ``sum-check``.
         gpus: ``(role, GPU UUID)`` per bound role, ascending by role.
         checkpoint: the ``[checkpoint]`` table of a learn plan, or None.
+        recovery: the ``[recovery]`` table of a learn plan, or None (no restarts).
         segment: the part of the run one launch runs (set by ``alpha run``), or None.
         source: where the text came from (a path, or ``"<plan>"``).
         text_sha256: the hex SHA-256 of the plan's text in UTF-8 (before any override).
@@ -255,6 +267,7 @@ class Plan:
     source: str
     text_sha256: str
     checkpoint: CheckpointSpec | None = None
+    recovery: RecoverySpec | None = None
     segment: Segment | None = None
     overrides: tuple[Override, ...] = ()
     integrity: str = KEYED_INTEGRITY
@@ -327,8 +340,8 @@ def parse_plan(text: str, *, source: str = "<plan>", overrides: Sequence[Overrid
     overridden plan is checked, and is, as if the values were written in the text.
 
     Tables are read in documentation order (run, membership, topology, contract, budgets,
-    addresses, targets, work, learner, gpu, checkpoint), each first for unknown keys and then
-    field by field in documentation order; the first refusal met is raised. A refusal says
+    addresses, targets, work, learner, gpu, checkpoint, recovery), each first for unknown keys
+    and then field by field in documentation order; the first refusal met is raised. A refusal says
     where its field was written (``where``): the override it came from (``--set
     run.rounds=0``), else the source and line of its key (``PLAN.toml:3``, found by
     :func:`alpha.compiler.plan_lines.field_line`; the source alone when no line is found). A
@@ -384,6 +397,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     learner = read_learner(root, work_kind, dtype)
     gpus = read_gpu(root, n)
     checkpoint = read_checkpoint(root, work_kind, rounds)
+    recovery = read_recovery(root, work_kind)
     return Plan(
         name=name,
         rounds=rounds,
@@ -412,6 +426,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
         source=source,
         text_sha256=digest,
         checkpoint=checkpoint,
+        recovery=recovery,
         overrides=overrides,
     )
 

@@ -45,12 +45,15 @@ if TYPE_CHECKING:
     )
     from alpha.records.reports import (
         ATTEMPT_FILES,
+        ATTEMPTS_DIR,
         clear_attempt,
         committed_reports,
+        keep_attempt,
     )
 
 __all__ = [
     "ARTIFACT_GLOB",
+    "ATTEMPTS_DIR",
     "ATTEMPT_FILES",
     "CHECKPOINTS_DIR",
     "COMMIT_FORMAT",
@@ -76,6 +79,7 @@ __all__ = [
     "committed_reports",
     "decode",
     "encode",
+    "keep_attempt",
     "log_name",
     "progress_name",
     "progress_path",
@@ -121,9 +125,11 @@ __getattr__, __dir__ = lazy(
             "progress_path",
         ),
         "alpha.records.reports": (
+            "ATTEMPTS_DIR",
             "ATTEMPT_FILES",
             "clear_attempt",
             "committed_reports",
+            "keep_attempt",
         ),
     },
 )

@@ -19,7 +19,7 @@ from alpha.files import STAGED_SUFFIX
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
 from alpha.records.folder import LOGS_DIR, PROGRESS_DIR, REPORTS_DIR
 
-__all__ = ["ATTEMPT_FILES", "clear_attempt", "committed_reports"]
+__all__ = ["ATTEMPTS_DIR", "ATTEMPT_FILES", "clear_attempt", "committed_reports", "keep_attempt"]
 
 ATTEMPT_FILES: Final = (
     (REPORTS_DIR, ("*.json", f"*{STAGED_SUFFIX}")),
@@ -53,6 +53,32 @@ def clear_attempt(directory: Path) -> int:
                     stale.unlink(missing_ok=True)
                     removed += 1
     return removed
+
+
+ATTEMPTS_DIR: Final = "attempts"
+"""Where ``alpha run --restarts`` keeps each failed attempt's files (``attempts/NNN/``, the
+attempt's number from 0 in three digits or more), so that the next attempt's sweep
+(:func:`clear_attempt`) loses none of them (docs/recovery.md)."""
+
+
+def keep_attempt(directory: Path, attempt: int) -> Path:
+    """Move the files of the attempt just run in the run folder ``directory`` (what
+    :data:`ATTEMPT_FILES` names) into ``directory/attempts/NNN/``, each under the subfolder
+    it was in, and return that folder; the next attempt then starts with none of them beside
+    it, and none is lost. A file of the user's in those folders stays where it is.
+
+    Raises:
+        OSError: a file cannot be moved (a read-only folder).
+    """
+    kept = directory / ATTEMPTS_DIR / f"{attempt:03d}"
+    for name, patterns in ATTEMPT_FILES:
+        folder = directory / name
+        for pattern in patterns:
+            for file in folder.glob(pattern):
+                if file.is_file() or file.is_symlink():
+                    (kept / name).mkdir(parents=True, exist_ok=True)
+                    file.replace(kept / name / file.name)
+    return kept
 
 
 def committed_reports(
