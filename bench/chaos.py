@@ -92,6 +92,10 @@ _SS_ROW = re.compile(
     r"(127\.\d+\.\d+\.\d+):(\d+)\s+(127\.\d+\.\d+\.\d+):(\d+)\s+users:\(\((.*)\)\)"
 )
 _PID = re.compile(r"pid=(\d+)")
+# In an attempt's cause, the class of the original failure: the one a RoundAborted names
+# ("aborted by role R: CLASS"), else the failed role's own ("failed: CLASS: ...").
+_ORIGIN = re.compile(r"aborted by role \d+(?: \(relayed by role \d+\))?: (\w+)")
+_FAILED = re.compile(r"failed: (\w+): ")
 
 
 def plan_text(name: str, rounds: int, checkpoints: Path) -> str:
@@ -309,11 +313,12 @@ class FaultFree:
     attempts: int  # 1 unless a failure with no fault restarted it
 
 
-def fault_free(folder: Path, isolated: bool) -> FaultFree:
-    """The plan for :data:`FREE_ROUNDS` rounds with no fault: its steady rate."""
-    plan = folder / "free.toml"
-    plan.write_text(plan_text("chaos-free", FREE_ROUNDS, folder / "free-checkpoints"))
-    run = folder / "free"
+def fault_free(folder: Path, isolated: bool, name: str = "free") -> FaultFree:
+    """The plan for :data:`FREE_ROUNDS` rounds with no fault, in ``folder/name``: its steady
+    rate."""
+    plan = folder / f"{name}.toml"
+    plan.write_text(plan_text(f"chaos-{name}", FREE_ROUNDS, folder / f"{name}-checkpoints"))
+    run = folder / name
     watched = _Watched(_command(plan, run, None, isolated))
     code, summary = watched.finish(timeout=GRACE)
     committed = _committed_unix(run)
@@ -321,7 +326,7 @@ def fault_free(folder: Path, isolated: bool) -> FaultFree:
     first = attempts[0].get("first_round_unix") if attempts else None
     if code != 0 or summary is None or committed is None or first is None:
         tail = " | ".join(watched.lines[-3:])
-        raise RuntimeError(f"the fault-free run failed (exit {code}): {tail}")
+        raise RuntimeError(f"the fault-free run {name} failed (exit {code}): {tail}")
     return FaultFree(
         rounds=FREE_ROUNDS,
         rate=(FREE_ROUNDS - 1) / (committed - float(first)),
@@ -349,6 +354,7 @@ class Fault:
     attempt: int | None = None  # the attempt it fell in
     ended: str = ""  # that attempt's failure class, "" when it committed
     recovery_s: float | None = None  # to the first round of the attempt after that one
+    failed_s: float | None = None  # to the end of the attempt it failed
 
 
 def _connections(namespace: int, pids: dict[int, int]) -> list[tuple[int, int, int, int]]:
@@ -438,6 +444,7 @@ class Chaos:
     distributed: str = ""
     replicated: str = ""
     wall_s: float | None = None  # the first attempt's start to the commit record
+    committed_unix: float | None = None  # the commit record's time
     faults: list[Fault] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     recomputed: int | None = None
@@ -447,6 +454,20 @@ class Chaos:
 
     def goodput(self, rate: float) -> float | None:
         return None if not self.wall_s else self.rounds / self.wall_s / rate
+
+    def running_rate(self) -> float | None:
+        """Rounds per second while rounds ran: each attempt's rounds after its first, over
+        its first round's record to its end (the last attempt's: the commit record)."""
+        done, spent = 0, 0.0
+        for index, attempt in enumerate(self.attempts):
+            first = attempt.get("first_round_unix")
+            last = index == len(self.attempts) - 1
+            ended = self.committed_unix if last else attempt.get("ended_unix")
+            if first is None or ended is None:
+                continue
+            done += int(attempt["reached"]) - int(attempt["resumed_at"]) - 1
+            spent += float(ended) - float(first)
+        return done / spent if spent > 0 else None
 
     def recoveries(self) -> list[float]:
         return [fault.recovery_s for fault in self.faults if fault.recovery_s is not None]
@@ -467,8 +488,10 @@ def _attribute(chaos: Chaos) -> None:
             fault.ended = str(attempt.get("failure") or "")
             later = attempts[index + 1] if index + 1 < len(attempts) else None
             first = None if later is None else later.get("first_round_unix")
-            if fault.ended and first is not None and index not in charged:
-                fault.recovery_s = float(first) - fault.at
+            if fault.ended and index not in charged:
+                fault.failed_s = float(ended) - fault.at
+                if first is not None:
+                    fault.recovery_s = float(first) - fault.at
                 charged.add(index)
             break
 
@@ -516,6 +539,7 @@ def chaos_once(
     chaos.cause = str(summary.get("cause") or "")
     if not summary:
         chaos.cause = "no summary: " + " | ".join(watched.lines[-3:])
+    chaos.committed_unix = committed
     if committed is not None and chaos.attempts:
         chaos.wall_s = committed - float(chaos.attempts[0]["started_unix"])
     _attribute(chaos)
@@ -545,13 +569,16 @@ def _row(number: int, chaos: Chaos, rate: float) -> str:
         if each.get("failure") and not any(fault.attempt == index for fault in applied)
     )
     goodput = chaos.goodput(rate)
+    running = chaos.running_rate()
     digest = "yes" if chaos.ok and chaos.equal else f"**no** ({chaos.cause or 'not equal'})"
     return (
         f"| {number} | {chaos.seed} | {chaos.rounds} | {len(applied)} ({kinds or 'none'}) "
         f"| {len(chaos.attempts)} ({', '.join(sorted(set(failed))) or 'none failed'}; "
         f"{unprovoked} with no fault) | {chaos.recomputed} "
         f"| {'-' if chaos.wall_s is None else f'{chaos.wall_s:.0f} s'} "
-        f"| {'-' if goodput is None else f'{goodput:.2f}'} | {_seconds(chaos.recoveries())} "
+        f"| {'-' if goodput is None else f'{goodput:.2f}'} "
+        f"| {'-' if running is None else f'{running:.2f} ({running / rate:.2f}x)'} "
+        f"| {_seconds(chaos.recoveries())} "
         f"| {digest} |"
     )
 
@@ -569,22 +596,39 @@ def _fault_lines(chaos: Chaos) -> list[str]:
             continue
         if fault.attempt is None:
             ended = "in no attempt"
+        elif not fault.ended:
+            ended = f"attempt {fault.attempt} committed"
         else:
-            status = f"failed ({fault.ended})" if fault.ended else "committed"
-            ended = f"attempt {fault.attempt} {status}"
-        back = (
-            ""
-            if fault.recovery_s is None
-            else f", its next first round {fault.recovery_s:.2f} s on"
-        )
-        lines.append(f"  - {offset}{said}: {ended}{back}")
+            cause = str(chaos.attempts[fault.attempt].get("cause") or "")
+            named = _ORIGIN.search(cause) or _FAILED.search(cause)
+            why = fault.ended + ("" if named is None else f", {named.group(1)}")
+            ended = f"attempt {fault.attempt} failed ({why})"
+            if fault.failed_s is not None:
+                ended += f" {fault.failed_s:.2f} s on"
+            if fault.recovery_s is not None:
+                ended += f", the next attempt's first round {fault.recovery_s:.2f} s on"
+        lines.append(f"  - {offset}{said}: {ended}")
     return lines
 
 
 def report(
-    seed: int, minutes: float, free: FaultFree, runs: list[Chaos], left_out: dict[str, str]
+    seed: int,
+    minutes: float,
+    measured: tuple[FaultFree, FaultFree | str],
+    runs: list[Chaos],
+    left_out: dict[str, str],
+    kinds: list[str],
 ) -> str:
-    """The markdown section for ``runs`` (each as far as it got)."""
+    """The markdown section for ``runs`` (each as far as it got); ``measured``: the fault-free
+    run before them and the one after (or why it failed)."""
+    free, after = measured
+    if isinstance(after, str):
+        again = f"The same run after the chaos runs failed: {after}."
+    else:
+        again = (
+            f"The same run after the chaos runs: {after.rate:.2f} rounds/s "
+            f"({after.rate / free.rate:.2f}x; the host's other load moves these figures)."
+        )
     recoveries = [value for chaos in runs for value in chaos.recoveries()]
     goodputs = [value for chaos in runs if (value := chaos.goodput(free.rate)) is not None]
     equal = sum(chaos.ok and chaos.equal for chaos in runs)
@@ -594,7 +638,6 @@ def report(
     def met(flag: bool) -> str:
         return "met" if flag else "**missed**"
 
-    kinds = [kind for kind in KINDS if kind not in left_out]
     lines = [
         f"{ROLES} roles (fan-out {FANOUT}, {ROLES} logical contributors, MLP hidden {HIDDEN}), a "
         f"generation every {EVERY} rounds, `[recovery] restarts = {RESTARTS}`, `backoff = "
@@ -606,7 +649,7 @@ def report(
         f"{free.rounds / free.wall_s:.2f} rounds/s from the command's start), equal to the "
         f"replicated learner: {'yes' if free.ok else '**no**'}, in {free.attempts} attempt(s). "
         "Each chaos run: "
-        f"{minutes:g} min of rounds at that rate.",
+        f"{minutes:g} min of rounds at that rate. {again}",
         "",
     ]
     for kind, why in left_out.items():
@@ -615,8 +658,9 @@ def report(
         lines.append("")
     lines += [
         "| run | seed | rounds | faults applied | attempts | recomputed | wall | goodput "
-        "| fault to next first round (median / max) | digest equal |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| rounds/s while rounds ran | fault to next first round (median / max) "
+        "| digest equal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *(_row(number, chaos, free.rate) for number, chaos in enumerate(runs)),
         "",
         f"- every final digest equal to the replicated (fault-free) learner's: {equal} of "
@@ -643,7 +687,7 @@ def report(
 
 def arguments(args: argparse.Namespace) -> dict[str, Any]:
     """What ``python -m bench`` passes to :func:`run` from its chaos options."""
-    return {"runs": args.runs, "minutes": args.minutes, "seed": args.seed}
+    return {"runs": args.runs, "minutes": args.minutes, "seed": args.seed, "faults": args.faults}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -659,10 +703,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--seed", type=int, default=None, help="the faults' seed (default: drawn, printed)"
     )
+    group.add_argument(
+        "--faults",
+        type=_kinds,
+        default=KINDS,
+        help=f"the kinds of fault to draw from, a comma list (default {','.join(KINDS)})",
+    )
 
 
-def run(repeat: int, *, runs: int = RUNS, minutes: float = MINUTES, seed: int | None = None) -> str:
-    """``repeat`` is not used: ``runs`` chaos runs of ``minutes`` each."""
+def _kinds(text: str) -> tuple[str, ...]:
+    chosen = tuple(word.strip() for word in text.split(",") if word.strip())
+    wrong = [word for word in chosen if word not in KINDS]
+    if wrong or not chosen:
+        raise argparse.ArgumentTypeError(f"not a kind of fault: {wrong}; known: {KINDS}")
+    return chosen
+
+
+def run(
+    repeat: int,
+    *,
+    runs: int = RUNS,
+    minutes: float = MINUTES,
+    seed: int | None = None,
+    faults: tuple[str, ...] = KINDS,
+) -> str:
+    """``repeat`` is not used: ``runs`` chaos runs of ``minutes`` each, each fault drawn from
+    ``faults``."""
     del repeat
     seed = random.SystemRandom().randrange(1 << 32) if seed is None else seed
     _say(f"seed {seed}; {runs} run(s) of {minutes:g} min")
@@ -678,7 +744,9 @@ def run(repeat: int, *, runs: int = RUNS, minutes: float = MINUTES, seed: int | 
             left_out[kind] = why + "never touches the host's own loopback"
     for kind, why in left_out.items():
         _say(f"left out {kind}: {why}")
-    kinds = [kind for kind in KINDS if kind not in left_out]
+    kinds = [kind for kind in faults if kind not in left_out]
+    if not kinds:
+        raise RuntimeError(f"none of the faults {faults} can be made here: {left_out}")
     top = Path(tempfile.mkdtemp(prefix="alpha-bench-chaos-"))
     results: list[Chaos] = []
     try:
@@ -701,13 +769,20 @@ def run(repeat: int, *, runs: int = RUNS, minutes: float = MINUTES, seed: int | 
                 chaos.kept = str(folder)
             results.append(chaos)
             goodput = chaos.goodput(free.rate)
+            running = chaos.running_rate()
             _say(
                 f"run {number}: {'equal' if chaos.ok and chaos.equal else 'NOT equal'}, "
                 f"{len(chaos.faults)} faults, {len(chaos.attempts)} attempts, goodput "
-                f"{'-' if goodput is None else f'{goodput:.2f}'}, fault to first round "
+                f"{'-' if goodput is None else f'{goodput:.2f}'}, "
+                f"{'-' if running is None else f'{running:.2f}'} rounds/s while rounds ran, "
+                "fault to first round "
                 f"{_seconds(chaos.recoveries())}"
             )
-        return report(seed, minutes, free, results, left_out)
+        try:
+            after: FaultFree | str = fault_free(top, isolated, "after")
+        except RuntimeError as error:
+            after = str(error)
+        return report(seed, minutes, (free, after), results, left_out, kinds)
     finally:
         keep = [Path(chaos.kept) for chaos in results if chaos.kept]
         for entry in top.iterdir():
