@@ -76,6 +76,10 @@ FREE_ROUNDS = 200  # the fault-free run: about 20 s at this plan's rate here
 FAULT_GAP = (15.0, 30.0)  # seconds between two faults, uniform
 KINDS = ("kill", "stop", "reset", "corrupt")
 CORRUPT_BURST = 1.0  # seconds the rule stays: dozens of frames pass an edge in that time
+CORRUPT_WITHIN = 48  # the four bytes changed start within a segment's first 48 payload bytes
+# Packets longer than this (IP and TCP headers, 52 bytes with timestamps, and the payload)
+# hold all four bytes whatever the offset.
+CORRUPT_LENGTH = 52 + CORRUPT_WITHIN + 4
 RUNS = 5
 MINUTES = 10.0
 POLL = 0.1  # seconds between two looks at the run while waiting for the next fault
@@ -164,7 +168,7 @@ if what == "reset":
 else:
     rules = ("table ip probe { chain out { type filter hook output priority 0; policy accept; "
              f"tcp dport {port} meta length > 96 limit rate 1/minute burst 1 packets "
-             "@ih,64,32 set 0x5aa55aa5; }; }")
+             "@ih,104,32 set 0x5aa55aa5; }; }")
     done = subprocess.run(["nft", "-f", "-"], input=rules, text=True, capture_output=True)
     if done.returncode:
         print("nft refused the rule: " + done.stderr.strip().splitlines()[0])
@@ -410,10 +414,12 @@ def _inject(kind: str, chooser: random.Random, run: Path, namespace: int | None)
         )  # fmt: skip
         killed = str(local) in done.stdout
         return Fault(at, kind, target, applied=killed, note="" if killed else "already gone")
+    offset = chooser.randrange(CORRUPT_WITHIN)  # a header field or a payload byte
+    target += f", bytes {offset}-{offset + 3} of a segment"
     rule = (
         f"table ip {TABLE} {{ chain out {{ type filter hook output priority 0; policy accept; "
-        f"tcp sport {local} tcp dport {peer} meta length > 96 "
-        "limit rate 1/minute burst 1 packets counter @ih,64,32 set 0x5aa55aa5; }; }"
+        f"tcp sport {local} tcp dport {peer} meta length > {CORRUPT_LENGTH} "
+        f"limit rate 1/minute burst 1 packets counter @ih,{8 * offset},32 set 0x5aa55aa5; }}; }}"
     )
     at = time.time()
     done = subprocess.run([*enter, "nft", "-f", "-"], input=rule, text=True, capture_output=True)
@@ -570,11 +576,12 @@ def _row(number: int, chaos: Chaos, rate: float) -> str:
     )
     goodput = chaos.goodput(rate)
     running = chaos.running_rate()
-    digest = "yes" if chaos.ok and chaos.equal else f"**no** ({chaos.cause or 'not equal'})"
+    cause = (chaos.cause or "not equal").replace("|", "/")  # a cell of a markdown table
+    digest = "yes" if chaos.ok and chaos.equal else f"**no** ({cause})"
     return (
         f"| {number} | {chaos.seed} | {chaos.rounds} | {len(applied)} ({kinds or 'none'}) "
         f"| {len(chaos.attempts)} ({', '.join(sorted(set(failed))) or 'none failed'}; "
-        f"{unprovoked} with no fault) | {chaos.recomputed} "
+        f"{unprovoked} with no fault) | {'-' if chaos.recomputed is None else chaos.recomputed} "
         f"| {'-' if chaos.wall_s is None else f'{chaos.wall_s:.0f} s'} "
         f"| {'-' if goodput is None else f'{goodput:.2f}'} "
         f"| {'-' if running is None else f'{running:.2f} ({running / rate:.2f}x)'} "
