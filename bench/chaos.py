@@ -576,7 +576,7 @@ def _row(number: int, chaos: Chaos, rate: float) -> str:
     )
     goodput = chaos.goodput(rate)
     running = chaos.running_rate()
-    cause = (chaos.cause or "not equal").replace("|", "/")  # a cell of a markdown table
+    cause = (chaos.cause or "not equal")[:200].replace("|", "/")  # a markdown table cell
     digest = "yes" if chaos.ok and chaos.equal else f"**no** ({cause})"
     return (
         f"| {number} | {chaos.seed} | {chaos.rounds} | {len(applied)} ({kinds or 'none'}) "
