@@ -18,8 +18,11 @@ How each fault is made, for real:
   four payload bytes of exactly one TCP segment of one edge's connection (``@ih`` payload
   mangling, ``limit ... burst 1 packets``) for :data:`CORRUPT_BURST` seconds, then the table is
   removed; loopback does not verify TCP checksums, so the bytes arrive changed and the frame
-  is refused. ``tc qdisc ... netem corrupt`` would be the usual tool; this kernel is built
-  without ``sch_netem``, and nftables does the same to one segment.
+  is refused. ``tc qdisc ... netem corrupt`` would be the usual tool, but the kernel of this
+  project's machines is built without ``sch_netem`` (``CONFIG_NET_SCH_NETEM`` is not set, and
+  ``tc`` answers "Specified qdisc kind is unknown"), while nftables' payload statement works
+  there (the ``nftables`` package), and it changes exactly one segment where netem would
+  change a share of them.
 
 Each mechanism is tried first in a throwaway namespace on a socket pair (:func:`probes`); one
 that does not work here is left out, and the section says why.
@@ -30,11 +33,12 @@ each chaos run's ``run.rounds`` is sized to last ``--minutes`` at that rate. Aft
 whether its final digest equals the replicated learner's (``ok``, ``equal``), goodput (the
 plan's rounds over the run's wall time, from the first attempt's start to the commit record,
 over the fault-free rate), the time from each fault to the first round of the attempt after
-the one it ended (median and max), and the faults, attempts and recomputed rounds.
+the one it ended (median and max), and the faults, attempts and recomputed rounds. The
+fault-free run is made again after the chaos runs: on a shared host its rate moves.
 
 Run it alone (most of an hour at the defaults): ``python -m bench chaos [--runs N] [--minutes
-M] [--seed S]``. Progress goes to stderr as ``bench chaos: ...`` lines; a run that fails
-keeps its folder and is reported with what was seen.
+M] [--seed S] [--faults KINDS]``. Progress goes to stderr as ``bench chaos: ...`` lines; a
+run that fails keeps its folder and is reported with what was seen.
 """
 
 from __future__ import annotations
@@ -669,6 +673,13 @@ def report(
         "| digest equal |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *(_row(number, chaos, free.rate) for number, chaos in enumerate(runs)),
+        "",
+        "Wall: the first attempt's start to the commit record (the replicated learner after it "
+        "is not counted); goodput: the plan's rounds over that, over the fault-free rate; "
+        "rounds/s while rounds ran: every attempt's rounds after its first over its first "
+        "round's record to its end; fault to next first round: from the fault to the first "
+        "round's record of the attempt after the one it ended (that attempt's compile, start "
+        "and first round included).",
         "",
         f"- every final digest equal to the replicated (fault-free) learner's: {equal} of "
         f"{len(runs)}, {met(equal == len(runs) and bool(runs))}",
