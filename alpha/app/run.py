@@ -51,6 +51,8 @@ from alpha.checkpoint.store import (
     remove_staged,
 )
 from alpha.compiler.plan import Plan, RecoverySpec, Segment, load_plan, overrides_of
+from alpha.compiler.plan_membership import roles_group
+from alpha.compiler.plan_overrides import override
 from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.core.membership import MAX_EPOCH
@@ -394,7 +396,7 @@ def run_plan(
                 started,
                 track,
                 chances,
-                recovery.backoff,
+                recovery,
             )
         except BaseException as error:
             stopped = interrupted_by(error)
@@ -414,16 +416,17 @@ def _attempts(
     started: float,
     track: RunTrack,
     restarts: int,
-    backoff: float,
+    recovery: RecoverySpec,
 ) -> RunSummary:
     """:func:`_run_plan` once, and again after each failure that may be retried, at most
-    ``restarts`` more times, ``backoff`` seconds after it (docs/recovery.md)."""
+    ``restarts`` more times, ``recovery.backoff`` seconds after it, after a lost role on one
+    role fewer when ``recovery.lost_role`` is ``"drop"`` (docs/recovery.md)."""
     shutil.rmtree(directory / ATTEMPTS_DIR, ignore_errors=True)  # an earlier run's attempts
     attempts: list[dict[str, object]] = []
     recomputed = 0
-    attempt, at = 0, resume
+    attempt, at, roles = 0, resume, plan.participants
     while True:
-        each = plan if attempt == 0 else _as_attempt(plan, attempt)
+        each = plan if attempt == 0 else _as_attempt(plan, attempt, roles)
         epochs = None if attempt == 0 else (plan.epoch, each.epoch)
         began = time.time()
         if attempt:
@@ -436,6 +439,7 @@ def _attempts(
         record: dict[str, object] = {
             "attempt": attempt,
             "epoch": each.epoch,
+            "roles": each.participants,
             "resumed_at": first,
             "reached": reached,
             "started_unix": began,
@@ -461,6 +465,10 @@ def _attempts(
         record["retried"] = True
         kept = keep_attempt(directory, attempt)
         attempt += 1
+        fewer = ""
+        if summary.failure == "lost" and recovery.lost_role == "drop" and roles > 1:
+            roles -= 1
+            fewer = f" on {roles} roles (recovery.lost_role = 'drop')"
         where = "the start" if at is None else f"{at} (round {resumed_at})"
         print(
             f"run: attempt {attempt - 1} failed ({summary.failure}, {summary.failure_name}): "
@@ -469,25 +477,45 @@ def _attempts(
         )
         print(
             f"run: attempt {attempt} of at most {restarts + 1} resumes from {where} as epoch "
-            f"{plan.epoch + attempt} in {backoff:g} s; attempt {attempt - 1}'s files are in "
-            f"{kept}",
+            f"{plan.epoch + attempt}{fewer} in {recovery.backoff:g} s; attempt {attempt - 1}'s "
+            f"files are in {kept}",
             file=out,
         )
-        time.sleep(backoff)
+        time.sleep(recovery.backoff)
 
 
-def _as_attempt(plan: Plan, attempt: int) -> Plan:
+def _as_attempt(plan: Plan, attempt: int, roles: int) -> Plan:
     """``plan`` as its attempt ``attempt`` runs it: the run's epoch plus ``attempt``, which
-    enters the run identity (the group's digest), so no frame of another attempt is taken.
+    enters the run identity (the group's digest), so no frame of another attempt is taken;
+    on ``roles`` roles (fewer than the plan's: the plan file read again with ``--roles``).
 
     Raises:
-        PlanInvalid: the epoch would pass MAX_EPOCH.
+        PlanInvalid: the epoch would pass MAX_EPOCH; or fewer roles are asked of a plan given
+            as text, or of a plan file that changed since the run started.
     """
     epoch = plan.epoch + attempt
     if epoch > MAX_EPOCH:
         raise PlanInvalid(
             f"attempt {attempt} would need epoch {epoch}, past {MAX_EPOCH}", field="run.epoch"
         )
+    if roles != plan.participants:
+        if not Path(plan.source).is_file():
+            raise PlanInvalid(
+                "'drop' reads the plan file again on fewer roles, and this plan has no file",
+                field="recovery.lost_role",
+            )
+        fewer = (
+            override("--roles", str(roles)),
+            override("--set", f"membership.group='{roles_group(roles)}'"),
+        )
+        again = load_plan(plan.source, overrides=(*plan.overrides, *fewer))
+        if again.text_sha256 != plan.text_sha256:
+            raise PlanInvalid(
+                f"the plan file {plan.source} changed since the run started, so attempt "
+                f"{attempt} cannot run it on {roles} roles; run it again",
+                field="recovery.lost_role",
+            )
+        plan = again
     group = dataclasses.replace(plan.group, epoch=epoch)
     return dataclasses.replace(plan, epoch=epoch, group=group)
 

@@ -397,7 +397,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     learner = read_learner(root, work_kind, dtype)
     gpus = read_gpu(root, n)
     checkpoint = read_checkpoint(root, work_kind, rounds)
-    recovery = read_recovery(root, work_kind)
+    recovery = read_recovery(root, work_kind, None if learner is None else learner.contributors)
     return Plan(
         name=name,
         rounds=rounds,

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, final
 
-from alpha.compiler._fields import Table, int_at, refuse_unknown, table_at
+from alpha.compiler._fields import Table, int_at, one_of, refuse_unknown, table_at
 from alpha.errors import PlanInvalid
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "LOST_ROLE",
     "MAX_BACKOFF",
     "MAX_RESTARTS",
     "RECOVERY_KEYS",
@@ -21,7 +22,11 @@ __all__ = [
 ]
 
 # The keys the table knows, in documentation order; messages list them in this order.
-RECOVERY_KEYS: Final = ("restarts", "backoff")
+RECOVERY_KEYS: Final = ("restarts", "backoff", "lost_role")
+#: What the next attempt does about a role whose failure was a ``lost`` one: start it again
+#: (on one machine, on this host), or run without it, on one role fewer (only a plan whose
+#: ``learner.contributors`` is set computes the same bits on any number of roles).
+LOST_ROLE: Final = ("restart", "drop")
 #: More restarts than this is a plan that means "for ever", which a failure that recurs at
 #: every attempt would turn into a run that never ends.
 MAX_RESTARTS: Final = 100_000
@@ -38,14 +43,21 @@ class RecoverySpec:
         restarts: attempts ``alpha run`` starts after the first, at most, each after a
             failure that may be retried; 0..MAX_RESTARTS (0: a failure ends the run).
         backoff: seconds it waits before each restart, 0..MAX_BACKOFF.
+        lost_role: ``"restart"`` (the next attempt starts every role again) or ``"drop"``
+            (after a ``lost`` failure the next attempt runs on one role fewer, never fewer
+            than one; needs ``learner.contributors``).
     """
 
     restarts: int = 0
     backoff: float = DEFAULT_BACKOFF
+    lost_role: str = "restart"
 
 
-def read_recovery(root: Table, work_kind: str) -> RecoverySpec | None:
-    """The ``[recovery]`` table of a learn plan, or None when it is absent.
+def read_recovery(
+    root: Table, work_kind: str, contributors: int | None = None
+) -> RecoverySpec | None:
+    """The ``[recovery]`` table of a learn plan (whose ``learner.contributors`` is
+    ``contributors``), or None when it is absent.
 
     Raises:
         PlanInvalid: the first field of the table that is unknown or out of range (``field``
@@ -72,4 +84,11 @@ def read_recovery(root: Table, work_kind: str) -> RecoverySpec | None:
             f"must be a number of seconds in 0..{MAX_BACKOFF:g}, got {backoff!r}",
             field="recovery.backoff",
         )
-    return RecoverySpec(restarts=restarts, backoff=float(backoff))
+    lost_role = one_of(table, "recovery.lost_role", LOST_ROLE, default="restart")
+    if lost_role == "drop" and contributors is None:
+        raise PlanInvalid(
+            "'drop' needs learner.contributors: only then does a run on fewer roles compute "
+            "the same bits; set learner.contributors, or lost_role = 'restart'",
+            field="recovery.lost_role",
+        )
+    return RecoverySpec(restarts=restarts, backoff=float(backoff), lost_role=lost_role)

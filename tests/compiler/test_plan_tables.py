@@ -14,6 +14,7 @@ from alpha.compiler import (
     plan_learner,
     plan_membership,
     plan_placement,
+    plan_recovery,
     plan_run,
     plan_work,
 )
@@ -46,6 +47,7 @@ READERS: dict[str, tuple[tuple[str, ...], Callable[[dict[str, object]], object]]
         plan_checkpoint.CHECKPOINT_KEYS,
         lambda r: plan_checkpoint.read_checkpoint(r, "learn", 10),
     ),
+    "recovery": (plan_recovery.RECOVERY_KEYS, lambda r: plan_recovery.read_recovery(r, "learn")),
 }
 
 

@@ -1,0 +1,184 @@
+"""``alpha run --restarts K`` on real processes (docs/recovery.md): a role killed or stopped
+mid-run is a failure a restart may end otherwise, so the next attempt starts from the latest
+published generation as the run's next epoch and the run ends on the fault-free bits; a
+diverging learner and an exhausted count are not retried; nothing of a failed attempt is lost
+or counted twice."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alpha.compiler.plan import load_plan
+from alpha.compiler.replicate import replicate
+from alpha.learner.data import load_digits
+from alpha.records.reports import ATTEMPTS_DIR
+from tests.support import ALPHA, ROOT, plans
+
+N = 4
+ROUNDS = 12
+
+pytestmark = pytest.mark.slow
+
+
+def plan_file(
+    tmp_path: Path, *, restarts: int, rate: float = 0.01, contributors: int | None = None
+) -> Path:
+    learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5}
+    learner["batch"] = 8
+    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = 0.1\n"
+    if contributors is not None:
+        learner["contributors"] = contributors
+        recovery += "lost_role = 'drop'\n"
+    text = plans.plan_text(
+        "restarts",
+        roles=N,
+        rounds=ROUNDS,
+        topology={"shape": "tree", "fanout": 2},
+        budgets={"accept": 30.0, "receive": 3.0, "start": 30.0},
+        work={"kind": "learn"},
+        learner=learner,
+        checkpoint={"every": 2},
+        extra=recovery,
+    )
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    return path
+
+
+def role_pids(run: Path) -> dict[int, int]:
+    """Each running participant of the run folder ``run``, by role: the process whose stderr
+    is ``run/logs/role-NNNNNN.log`` (cold or warm, whatever its command line)."""
+    logs = str(run.resolve() / "logs" / "role-")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                target = os.readlink(entry / "fd" / "2")
+            except OSError:
+                continue
+            if target.startswith(logs) and target.endswith(".log"):
+                found[int(target[len(logs) : -4])] = int(entry.name)
+    return found
+
+
+def last_round(run: Path) -> int:
+    try:
+        text = (run / "progress" / "role-000000.jsonl").read_text()
+    except OSError:
+        return 0
+    rounds = [0]
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if record.get("kind") == "round":
+            rounds.append(record["round"])
+    return max(rounds)
+
+
+def run_with_faults(
+    plan: Path, run: Path, faults: list[tuple[int, int, signal.Signals]], *argv: str
+) -> tuple[int, dict[str, Any], str]:
+    """``alpha run PLAN -o RUN --json ARGV``, sending each ``(round, role, signal)`` of
+    ``faults`` in turn to that role once role 0 recorded that round (of whichever attempt
+    runs then: a fault's round counts from the run's start); its exit code, summary, stderr."""
+    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json", *argv]
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        pending = list(faults)
+        while pending and process.poll() is None:
+            at, role, number = pending[0]
+            pid = role_pids(run).get(role)
+            if pid is not None and last_round(run) >= at:
+                os.kill(pid, number)
+                pending.pop(0)
+            time.sleep(0.01)
+        out, err = process.communicate(timeout=300)
+    assert not pending, f"the run ended before faults {pending}: {err}"
+    return process.returncode, json.loads(out), err
+
+
+def fault_free(plan: Path) -> str:
+    return replicate(load_plan(plan), load_digits()).digest
+
+
+@pytest.mark.parametrize("number", [signal.SIGKILL, signal.SIGSTOP], ids=["SIGKILL", "SIGSTOP"])
+def test_a_lost_role_is_restarted_from_the_latest_generation_and_ends_on_the_fault_free_bits(
+    tmp_path: Path, number: signal.Signals
+) -> None:
+    plan = plan_file(tmp_path, restarts=2)
+    run = tmp_path / "run"
+    code, summary, err = run_with_faults(plan, run, [(5, 2, number)])
+    assert code == 0, err
+    assert summary["ok"] is True and summary["distributed"] == fault_free(plan)
+    first, second = summary["attempts"]
+    assert first["failure"] in ("lost", "budget") and first["retried"] is True
+    assert second["failure"] == "" and second["retried"] is False
+    # The next attempt is the run's next epoch, from a generation the first one published.
+    assert (first["epoch"], second["epoch"]) == (0, 1)
+    assert 2 <= second["resumed_at"] <= first["reached"] and second["resumed_at"] % 2 == 0
+    assert summary["recomputed_rounds"] == first["reached"] - second["resumed_at"]
+    assert "run: attempt 1 of at most 3 resumes from " in err
+    # The failed attempt's files are kept; the history has every round once.
+    kept = run / ATTEMPTS_DIR / "000"
+    assert (kept / "logs" / "role-000002.log").is_file()
+    assert (kept / "progress" / "role-000000.jsonl").is_file()
+    with (run / "history.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert [int(row["round"]) for row in rows] == list(range(1, ROUNDS + 1))
+    assert [int(row["round"]) for row in rows if row["resumed"] == "1"] == [
+        second["resumed_at"] + 1
+    ]
+    # No generation was written twice: each round's, over both attempts, by one attempt.
+    published = []
+    for progress in (kept, run):
+        for line in (progress / "progress" / "role-000000.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "checkpoint":
+                published.append(record["round"])
+    assert len(published) == len(set(published)), published
+    assert not role_pids(run), "a participant outlived the run"
+
+
+def test_restarts_are_counted_and_the_last_failure_ends_the_run(tmp_path: Path) -> None:
+    plan = plan_file(tmp_path, restarts=0)
+    run = tmp_path / "run"
+    faults = [(3, 1, signal.SIGKILL), (7, 3, signal.SIGKILL)]
+    code, summary, err = run_with_faults(plan, run, faults, "--restarts", "1")
+    assert code == 1, err
+    assert [each["failure"] for each in summary["attempts"]] == ["lost", "lost"]
+    assert [each["retried"] for each in summary["attempts"]] == [True, False]
+    assert summary["cause"].endswith("(no restart left: all 1 were used)")
+    assert summary["ok"] is False and summary["distributed"] is None
+
+
+def test_a_diverging_learner_is_not_retried(tmp_path: Path) -> None:
+    plan = plan_file(tmp_path, restarts=3, rate=1e6)
+    assert replicate(load_plan(plan), load_digits()).diverged_at is not None
+    run = tmp_path / "run"
+    code, summary, err = run_with_faults(plan, run, [])
+    assert code == 1, err
+    (only,) = summary["attempts"]
+    assert (only["failure"], only["retried"]) == ("divergence", False)
+    assert summary["failure"] == "divergence" and not (run / ATTEMPTS_DIR).exists()
+
+
+def test_with_contributors_a_lost_role_is_dropped_and_the_bits_are_the_same(tmp_path: Path) -> None:
+    plan = plan_file(tmp_path, restarts=2, contributors=N)
+    run = tmp_path / "run"
+    code, summary, err = run_with_faults(plan, run, [(5, 3, signal.SIGKILL)])
+    assert code == 0, err
+    assert [each["roles"] for each in summary["attempts"]] == [N, N - 1]
+    assert summary["ok"] is True and summary["distributed"] == fault_free(plan)
+    assert f"on {N - 1} roles (recovery.lost_role = 'drop')" in err
