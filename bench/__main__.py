@@ -9,7 +9,9 @@ import platform
 import sys
 from pathlib import Path
 
-# Each module has NAME and run(repeat) -> markdown section.
+# Each module has NAME and run(repeat) -> markdown section. A module with options of its own
+# also has add_arguments(parser), which adds them, and arguments(args), the keywords of its
+# run that they give.
 MODULES = (
     "bench.frames",
     "bench.endpoints",
@@ -24,6 +26,8 @@ MODULES = (
     "bench.combine_shared",
     "bench.scale",
 )
+# Run only when named: each takes far longer than the rest together (chaos: most of an hour).
+ALONE = ("bench.chaos",)
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
@@ -37,13 +41,19 @@ def main() -> int:
         "unkeyed at 1 KiB, 1 MiB and 64 MiB, and BLAKE3 against SHA-256 payload digests at "
         "64 MiB, n = 4, interleaved), combine-shared (issue 26: TCP against shared memory, "
         "n = 2 and 4, side by side with gloo), scale (issue 26: 256 and 1,024 roles compiled "
-        "and launched warm: every edge up, the commit, peak PSS); default: all, and "
+        "and launched warm: every edge up, the commit, peak PSS), chaos (issue 27: 16 learner "
+        "roles with restarts under a fault every 15-30 s, --runs runs of --minutes each: most "
+        "of an hour at the defaults, so only when named); default: all but chaos, and "
         "docs/benchmarks.md is rewritten",
     )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")
-    args = parser.parse_args()
     modules = [importlib.import_module(name) for name in MODULES]
-    known = {module.NAME: module for module in modules}
+    alone = [importlib.import_module(name) for name in ALONE]
+    for module in [*modules, *alone]:
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
+    args = parser.parse_args()
+    known = {module.NAME: module for module in [*modules, *alone]}
     unknown = [name for name in args.names if name not in known]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; known: {', '.join(known)}")
@@ -51,7 +61,8 @@ def main() -> int:
     sections = []
     for module in chosen:
         print(f"bench: running {module.NAME} ...", file=sys.stderr, flush=True)
-        section = f"## {module.NAME}\n\n{module.run(args.repeat)}\n"
+        options = module.arguments(args) if hasattr(module, "arguments") else {}
+        section = f"## {module.NAME}\n\n{module.run(args.repeat, **options)}\n"
         print(section, flush=True)
         sections.append(section)
     if not args.names:
