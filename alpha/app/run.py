@@ -740,19 +740,22 @@ def _run_plan(
     digests = {data["digests"][PARAMETERS] for data in found.values()}
     track.segment, track.committed = None, "/".join(sorted(digests))
     reach("run.replicating", 0)
-    replica = _replicated(plan, digits, start, out)
     plots = _plots(plan, directory, history, resumes, None)
     distributed = digests.pop() if len(digests) == 1 else "differs between roles"
+    whole = len(found) == plan.participants
+    # An attempt after the first: its caller compares with the replicated learner from where
+    # the run started (_replicate_from_origin), not from this attempt's start.
+    replica = None if epochs is not None else _replicated(plan, digits, start, out)
     return RunSummary(
-        ok=distributed == replica.digest and len(found) == plan.participants,
+        ok=whole and (replica is None or distributed == replica.digest),
         distributed=distributed,
-        replicated=replica.digest,
+        replicated="" if replica is None else replica.digest,
         holdout_accuracy=history[-1][3],
         wall_s=time.monotonic() - started,
         curve=plots.png,
         history=history,
         csv=plots.csv,
-        replica_diverged_at=replica.diverged_at,
+        replica_diverged_at=None if replica is None else replica.diverged_at,
         changed=changed,
         resumes=resumes,
         first_round_unix=first_round[0] if first_round else None,

@@ -127,6 +127,8 @@ def test_a_lost_role_is_restarted_from_the_latest_generation_and_ends_on_the_fau
     code, summary, err = run_with_faults(plan, run, [(5, 2, number)])
     assert code == 0, err
     assert summary["ok"] is True and summary["distributed"] == fault_free(plan)
+    # Compared with the replicated learner from round 0, not from the attempt's generation.
+    assert summary["replicated"] == summary["distributed"]
     first, second = summary["attempts"]
     assert first["failure"] in ("lost", "budget") and first["retried"] is True
     assert second["failure"] == "" and second["retried"] is False
