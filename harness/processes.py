@@ -1,15 +1,18 @@
-"""Finding participant processes, by what their command line names or by their parent, and
-what a launch left behind, for tests and gates. Everything here reads /proc (Linux)."""
+"""Finding participant processes, by what their command line names, by their parent or by the
+log their stderr goes to, and what a launch left behind, for tests, gates and benchmarks.
+Everything here reads /proc (Linux)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
 from alpha.launch import read_stat
+from alpha.records import LOGS_DIR
 
 if TYPE_CHECKING:
     from alpha.launch import LaunchResult, RoleOutcome
@@ -19,6 +22,7 @@ __all__ = [
     "alive_children",
     "children_of",
     "pid_running",
+    "role_pids",
     "running",
     "state_of",
     "unreaped",
@@ -27,6 +31,9 @@ __all__ = [
 # How often pid_running looks again: a process shows its command line within milliseconds of
 # its start, and a look reads every /proc entry, so a few milliseconds apart is enough.
 EXEC_POLL = 0.005
+
+# A role's log, ``role-NNNNNN.log`` (``alpha.files.role_file``: six digits, more past 999,999).
+_ROLE_LOG = re.compile(r"role-(\d{6,})\.log")
 
 
 def running(needle: str | Path, *, whole: bool = False) -> list[int]:
@@ -47,6 +54,32 @@ def running(needle: str | Path, *, whole: bool = False) -> list[int]:
             continue  # it exited meanwhile
         if (text in cmdline.split(b"\0")) if whole else (text in cmdline):
             found.append(int(entry.name))
+    return found
+
+
+def role_pids(run_dir: str | Path) -> dict[int, int]:
+    """The participants of the run in ``run_dir`` now running, as ``{pid: role}``: each process
+    whose stderr (``/proc/PID/fd/2``) is the role's log, ``run_dir/logs/role-NNNNNN.log``,
+    where the launcher points every participant's stderr, whether it started the role itself
+    or the warm starter forked it.
+
+    Neither the launcher nor the warm starter writes its stderr there, so neither is found; a
+    process that exits meanwhile, or whose descriptors this process may not read, is skipped.
+    A role is found under two pids only while an old attempt's process outlives the start of
+    a new one.
+    """
+    logs = Path(os.path.realpath(Path(run_dir) / LOGS_DIR))
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            target = Path(os.readlink(f"/proc/{entry}/fd/2"))
+        except OSError:
+            continue  # it exited meanwhile, has no fd 2, or is not ours to read
+        matched = _ROLE_LOG.fullmatch(target.name)
+        if matched is not None and target.parent == logs:
+            found[int(entry)] = int(matched.group(1))
     return found
 
 
