@@ -941,6 +941,13 @@ def _checkpoints() -> tuple[Gate, ...]:
     return gates()
 
 
+def _recovery() -> tuple[Gate, ...]:
+    # Defined in gates/recovery.py: whole runs of `alpha run --restarts`.
+    from gates.recovery import gates
+
+    return gates()
+
+
 GATES: Final[tuple[Gate, ...]] = (
     *_frames(),
     *_identity(),
@@ -952,5 +959,6 @@ GATES: Final[tuple[Gate, ...]] = (
     *_abort_watch(),
     *_keys(),
     *_shared(),
+    *_recovery(),
 )
 """Every gate, in the order they run and are listed."""

@@ -584,6 +584,10 @@ class _Scenarios:
             return await run_checkpoint_gate(
                 gate, self.work, self.folder(gate.name), self.on_verdict
             )
+        if gate.scenario.name == "recovery":  # whole runs with restarts: gates/recovery.py
+            from gates.recovery import run_recovery_gate
+
+            return await run_recovery_gate(gate, self.work, self.folder(gate.name), self.on_verdict)
         scenario = gate.scenario
         control = await self.ready(scenario)
         if not control.passed:

@@ -8,6 +8,7 @@ import re
 from alpha.compiler.plan import parse_plan
 from gates.catalogue import SCENARIO_PLANS, SCENARIOS
 from gates.checkpoints import CHECKPOINT
+from gates.recovery import RECOVERY
 from tests.support import FIXTURES
 
 README = FIXTURES / "README.md"
@@ -45,6 +46,9 @@ def test_every_plan_in_fixtures_reads_as_a_plan() -> None:
     # The checkpoint scenario's template, filled in as gates/checkpoints.py fills it.
     template = (SCENARIO_PLANS / "checkpoint.toml.template").read_text()
     parse_plan(template.format(rounds=2, rate="0.01", seed=5, folder="ck"), source="template")
+    # The recovery scenario's, as gates/recovery.py fills it.
+    template = (SCENARIO_PLANS / "recovery.toml.template").read_text()
+    parse_plan(template.format(rate="1e6", folder="ck"), source="template")
 
 
 def test_each_gate_scenario_runs_the_plan_its_fixture_holds() -> None:
@@ -52,6 +56,8 @@ def test_each_gate_scenario_runs_the_plan_its_fixture_holds() -> None:
     for name, scenario in SCENARIOS.items():
         assert scenario.plan == (SCENARIO_PLANS / f"{name}.toml").read_text(), name
     assert CHECKPOINT.plan == (SCENARIO_PLANS / "checkpoint.toml.template").read_text()
-    assert {f"{name}.toml" for name in SCENARIOS} | {"checkpoint.toml.template"} == {
+    assert RECOVERY.plan == (SCENARIO_PLANS / "recovery.toml.template").read_text()
+    templates = {"checkpoint.toml.template", "recovery.toml.template"}
+    assert {f"{name}.toml" for name in SCENARIOS} | templates == {
         path.name for path in SCENARIO_PLANS.iterdir()
     }

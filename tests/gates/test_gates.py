@@ -13,10 +13,12 @@ import alpha.app.observe
 from alpha.app.cli import main
 from alpha.errors import UsageError
 from alpha.exitcodes import EXIT_OK, EXIT_USAGE
+from alpha.launch import FAILURE_CLASSES
 from alpha.launch.launcher import LaunchResult
 from alpha.runtime import SHARED_MIN
 from gates.catalogue import GATES, PINNED, REFERENCES, SCENARIOS
 from gates.checkpoints import CHECKPOINT
+from gates.recovery import RECOVERY
 from gates.reference_fold import final_digests
 from gates.run import _pinned, run_gates, select
 from harness.adversary import BEHAVIOURS
@@ -40,7 +42,12 @@ def test_every_gate_has_a_unique_name_in_a_family_and_an_expected_refusal() -> N
             "forgery",
             "admission",
             "shared",
+            "recovery",
         )
+        if gate.family == "recovery":  # whole runs with restarts, judged in gates/recovery.py
+            assert gate.scenario is RECOVERY and gate.meaning, gate.name
+            assert set(gate.expected.split(" or ")) <= set(FAILURE_CLASSES), gate.name
+            continue
         if gate.family == "checkpoint":  # whole checkpointed runs, judged in gates/checkpoints.py
             assert gate.scenario is CHECKPOINT and gate.meaning, gate.name
             assert issubclass(getattr(alpha.errors, gate.expected), alpha.errors.AlphaError)
@@ -126,8 +133,12 @@ def test_every_gate_passes_after_its_scenarios_control_run() -> None:
     by_name = {v.gate: v for v in verdicts}
     for gate in GATES:
         verdict = by_name[gate.name]
-        if verdict.observed == "skipped":  # a tmpfs cannot be mounted here: it says why
-            assert gate.name == "checkpoint.enospc" and verdict.why.startswith("skipped: ")
+        if verdict.observed == "skipped":  # no tmpfs, or no namespace here: it says why
+            assert gate.name in ("checkpoint.enospc", "recovery.refused")
+            assert verdict.why.startswith("skipped: ")
+            continue
+        if gate.family == "recovery":  # attempt 0's class, then what it was known by
+            assert verdict.observed.split(" (")[0] in gate.expected.split(" or ")
             continue
         assert verdict.observed == gate.expected
         if gate.family == "checkpoint":

@@ -416,8 +416,9 @@ def test_only_gates_with_no_honest_role_to_ask_take_a_replaced_roles_refusal() -
     own = {each.name for each in GATES if not each.honest}
     assert {"frames.double-rearm", "frames.overflow", "choice.independent-forwarder"} <= own
     for each in GATES:
-        # Checkpoint gates judge whole runs of `alpha run` (gates/checkpoints.py), not roles.
-        if each.expected == "commit" or each.family == "checkpoint":
+        # Checkpoint and recovery gates judge whole runs of `alpha run` (gates/checkpoints.py,
+        # gates/recovery.py), not roles.
+        if each.expected == "commit" or each.family in ("checkpoint", "recovery"):
             continue
         honest_roles = set(each.at) - each.replaced - each.disabled
         # A gate that names an honest role asks it to refuse; one that names none says so.
@@ -535,8 +536,10 @@ def test_the_time_bound_follows_the_kind_of_fault() -> None:
 
 def test_the_budget_margin_is_below_every_scenarios_smallest_budget() -> None:
     # So a refusal that waited out two budgets, one after the other, is past the bound.
-    # (Checkpoint gates judge whole runs of `alpha run`, not a refusal time: gates/checkpoints.py)
-    for scenario in {each.scenario for each in GATES if each.family != "checkpoint"}:
+    # (Checkpoint and recovery gates judge whole runs of `alpha run`, not a refusal time:
+    # gates/checkpoints.py, gates/recovery.py)
+    whole = ("checkpoint", "recovery")
+    for scenario in {each.scenario for each in GATES if each.family not in whole}:
         smallest = min(scenario.budget(name) for name in ("accept", "start", "receive"))
         assert smallest > BUDGET_MARGIN, scenario.name
 
