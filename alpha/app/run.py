@@ -602,6 +602,10 @@ def _run_plan(
     spec = plan.checkpoint
     state = LearnerState.for_role(learner_setup(plan), digits, 0)
     identity = plan_identity(plan, digits, state)
+    if epochs is not None:
+        # An attempt's generations record the run's first epoch: they are the run's, one plan
+        # identity for every attempt, so `keep` counts them together (docs/recovery.md).
+        identity["membership"] = {"group": str(plan.group), "epoch": epochs[0]}
     first, previous, start = 0, None, None
     changed: dict[str, tuple[object, object]] = {}
     history: list[tuple[int, float, float, float]] = []

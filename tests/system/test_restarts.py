@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from alpha.checkpoint.store import published as list_published
 from alpha.compiler.plan import load_plan
 from alpha.compiler.replicate import replicate
 from alpha.learner.data import load_digits
@@ -155,6 +156,8 @@ def test_a_lost_role_is_restarted_from_the_latest_generation_and_ends_on_the_fau
             if record.get("kind") == "checkpoint":
                 published.append(record["round"])
     assert len(published) == len(set(published)), published
+    # Every attempt's generations are the run's: `keep` (2) counts them together.
+    assert len(list_published(run / "checkpoints")) == 2
     assert not role_pids(run), "a participant outlived the run"
 
 
