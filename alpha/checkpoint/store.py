@@ -383,13 +383,33 @@ def remove_staged(folder: Path, round: int, nonce: str) -> list[str]:
     return failures
 
 
+# What _plan_sha256 read of each published generation, by its folder's path. A generation
+# is immutable and sealed by its name (the name's seal is its root manifest's SHA-256), so
+# what was read once through the seal stays true of that name; without this a run that
+# publishes every few rounds decoded every kept manifest, each holding the whole history,
+# at every publication. Bounded: cleared past _PLAN_OF_MOST entries.
+_PLAN_OF: dict[str, str] = {}
+_PLAN_OF_MOST: Final = 4096
+
+
 def _plan_sha256(path: Path) -> str | None:
-    """The plan identity digest a published generation records, read pinned by its seal;
-    None when it cannot be read or records none."""
+    """The plan identity digest a published generation records, read pinned by its seal
+    (once per generation folder in this process); None when it cannot be read or records
+    none."""
+    key = str(path)
+    known = _PLAN_OF.get(key)
+    if known is not None:
+        return known
     try:
-        return _open_folder(path, None).about.get("plan_sha256")  # type: ignore[return-value]
+        found = _open_folder(path, None).about.get("plan_sha256")
     except CheckpointCorrupt:
         return None
+    if not isinstance(found, str):
+        return None
+    if len(_PLAN_OF) >= _PLAN_OF_MOST:
+        _PLAN_OF.clear()
+    _PLAN_OF[key] = found
+    return found
 
 
 def prune(
