@@ -37,9 +37,9 @@ __all__ = [
     "TABLE",
     "TOOLS",
     "Connection",
-    "Fault",
     "Probed",
     "ProbedReset",
+    "WireFault",
     "connections",
     "corrupt_segment",
     "enter",
@@ -60,11 +60,11 @@ there, so the segment is changed whatever it carried."""
 TOOLS: Final = ("unshare", "ip", "nsenter", "ss", "nft")
 """The programs this module runs (util-linux, iproute2, nftables)."""
 
-Fault = Literal["corrupt", "reset"]
+WireFault = Literal["corrupt", "reset"]
 """A fault made on the wire: a segment rewritten (:func:`corrupt_segment`), or a connection
 destroyed (:func:`reset_connection`)."""
 
-_NEEDS: Final[dict[Fault, tuple[str, ...]]] = {
+_NEEDS: Final[dict[WireFault, tuple[str, ...]]] = {
     "corrupt": TOOLS,
     "reset": ("unshare", "ip", "nsenter", "ss"),  # no nftables rule
 }
@@ -349,7 +349,7 @@ def probe_reset(seconds: float = 2.0) -> ProbedReset:
     return ProbedReset(found, destroyed, read, other)
 
 
-def unavailable(fault: Fault = "corrupt") -> str:
+def unavailable(fault: WireFault = "corrupt") -> str:
     """Why ``fault`` cannot be made in a namespace of the harness's own here (a program
     missing, ``unshare --net`` not permitted; for ``"corrupt"`` nftables' payload statement
     refused or without effect, for ``"reset"`` no socket destroyed or its peer reading no
