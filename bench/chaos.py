@@ -11,21 +11,24 @@ How each fault is made, for real:
   goes to (``harness.processes.role_pids``). A stopped role is noticed by its peers' budgets
   (:data:`RECEIVE`), and the launcher names its stopped state.
 - **reset**: the whole ``alpha run`` runs in a network namespace this benchmark creates
-  (``unshare --net``, its ``lo`` brought up: every edge is on 127.0.0.1), and ``nsenter -t PID
-  -n ss -K`` destroys one established connection between two participants (found with ``ss
-  -tnp`` and ``role_pids``), so the peer reads a reset.
-- **corrupt**: in that namespace's own ``lo`` (never the host's), an nftables rule rewrites
-  four payload bytes of exactly one TCP segment of one edge's connection (``@ih`` payload
-  mangling, ``limit ... burst 1 packets``) for :data:`CORRUPT_BURST` seconds, then the table is
-  removed; loopback does not verify TCP checksums, so the bytes arrive changed and the frame
-  is refused. ``tc qdisc ... netem corrupt`` would be the usual tool, but the kernel of this
+  (``harness.netns.isolated``: ``unshare --net``, its ``lo`` brought up: every edge is on
+  127.0.0.1), and ``harness.netns.reset_connection`` (``nsenter -t PID -n ss -K``) destroys one
+  end of an established connection between two participants (found with
+  ``harness.netns.connections`` and ``role_pids``), so the peer reads a reset.
+- **corrupt**: in that namespace's own ``lo`` (never the host's), an nftables rule
+  (``harness.netns.corrupt_segment``) rewrites four payload bytes of exactly one TCP segment of
+  one edge's connection (``@ih`` payload mangling, ``limit ... burst 1 packets``), then the
+  table is removed, once a segment was changed or after :data:`CORRUPT_BURST` seconds;
+  loopback does not verify TCP checksums, so the bytes arrive changed and the frame is
+  refused. ``tc qdisc ... netem corrupt`` would be the usual tool, but the kernel of this
   project's machines is built without ``sch_netem`` (``CONFIG_NET_SCH_NETEM`` is not set, and
   ``tc`` answers "Specified qdisc kind is unknown"), while nftables' payload statement works
   there (the ``nftables`` package), and it changes exactly one segment where netem would
   change a share of them.
 
-Each mechanism is tried first in a throwaway namespace on a socket pair (:func:`probes`); one
-that does not work here is left out, and the section says why.
+Each mechanism is tried first in a throwaway namespace on a socket pair (:func:`probes`:
+``harness.netns.unavailable``); one that does not work here is left out, and the section says
+why.
 
 First a fault-free run of the same plan for :data:`FREE_ROUNDS` rounds measures the rate
 (rounds after the first over the time from the first round's record to the commit record);
@@ -63,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from alpha.records import COMMIT_NAME, REPORTS_DIR
+from harness import netns
 from harness.processes import role_pids
 
 NAME = "chaos"
@@ -79,7 +83,7 @@ START = 10.0  # seconds for the first frame of an edge, as for accept
 FREE_ROUNDS = 200  # the fault-free run: about 20 s at this plan's rate here
 FAULT_GAP = (15.0, 30.0)  # seconds between two faults, uniform
 KINDS = ("kill", "stop", "reset", "corrupt")
-CORRUPT_BURST = 1.0  # seconds the rule stays: dozens of frames pass an edge in that time
+CORRUPT_BURST = 1.0  # seconds the rule may stay: dozens of frames pass an edge in that time
 CORRUPT_WITHIN = 48  # the four bytes changed start within a segment's first 48 payload bytes
 # Packets longer than this (IP and TCP headers, 52 bytes with timestamps, and the payload)
 # hold all four bytes whatever the offset.
@@ -88,18 +92,12 @@ RUNS = 5
 MINUTES = 10.0
 POLL = 0.1  # seconds between two looks at the run while waiting for the next fault
 GRACE = 600.0  # seconds past four times --minutes before a chaos run is stopped as hung
-TABLE = "alpha_chaos"  # the nftables table this benchmark adds in its own namespace only
 # Goals (issue 27): every run's final digest equals the fault-free one's, and these.
 GOODPUT_GOAL = 0.8
 RECOVERY_GOAL = 3.0  # seconds, median, fault to the next attempt's first round
 
 # Off a terminal, alpha run's progress line: "round R/N loss ...".
 _ROUND = re.compile(r"^round (\d+)/(\d+) ")
-# ss -tnpH: "STATE? RECV SEND LOCAL PEER users:((...,pid=P,fd=F))" (state omitted with a filter).
-_SS_ROW = re.compile(
-    r"(127\.\d+\.\d+\.\d+):(\d+)\s+(127\.\d+\.\d+\.\d+):(\d+)\s+users:\(\((.*)\)\)"
-)
-_PID = re.compile(r"pid=(\d+)")
 # In an attempt's cause, the class of the original failure: the one a RoundAborted names
 # ("aborted by role R: CLASS"), else the failed role's own ("failed: CLASS: ...").
 _ORIGIN = re.compile(r"aborted by role \d+(?: \(relayed by role \d+\))?: (\w+)")
@@ -153,64 +151,11 @@ def _say(line: str) -> None:
 
 # -- what these machines allow ---------------------------------------------------------------
 
-_PROBE = r"""
-import socket, subprocess, sys
-subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
-port = listener.getsockname()[1]
-client = socket.create_connection(("127.0.0.1", port)); server, _ = listener.accept()
-server.settimeout(2); client.settimeout(2)
-what = sys.argv[1]
-if what == "reset":
-    done = subprocess.run(["ss", "-K", "dst", "127.0.0.1", "dport", "=", str(port)],
-                          capture_output=True, text=True)
-    try:
-        server.recv(1)
-        print("ss -K destroyed no connection: " + (done.stderr.strip() or "no error"))
-    except OSError as error:
-        print("ok" if "reset" in str(error).lower() else f"the peer read {error!r}")
-else:
-    rules = ("table ip probe { chain out { type filter hook output priority 0; policy accept; "
-             f"tcp dport {port} meta length > 96 limit rate 1/minute burst 1 packets "
-             "@ih,104,32 set 0x5aa55aa5; }; }")
-    done = subprocess.run(["nft", "-f", "-"], input=rules, text=True, capture_output=True)
-    if done.returncode:
-        print("nft refused the rule: " + done.stderr.strip().splitlines()[0])
-        sys.exit()
-    data = bytes(range(256)) * 4
-    client.sendall(data); got = b""
-    while len(got) < len(data):
-        got += server.recv(65536)
-    changed = sum(a != b for a, b in zip(data, got))
-    print("ok" if changed else "the rule left the segment's bytes unchanged")
-"""
-
-
-def _probe(what: str) -> str:
-    """``"ok"`` when fault ``what`` (reset, corrupt) works here on a socket pair in a throwaway
-    network namespace, else why not."""
-    tools = {"reset": ("unshare", "ip", "ss", "nsenter"), "corrupt": ("unshare", "ip", "nft")}
-    missing = [tool for tool in tools[what] if shutil.which(tool) is None]
-    if missing:
-        return f"{', '.join(missing)} not installed"
-    try:
-        done = subprocess.run(
-            ["unshare", "--net", "--", sys.executable, "-c", _PROBE, what],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired:
-        return "the probe in a network namespace did not end in 30 s"
-    if done.returncode:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return f"a network namespace could not be used (unshare --net: {tail})"
-    return done.stdout.strip() or "the probe printed nothing"
-
 
 def probes() -> dict[str, str]:
     """Why each network fault cannot be made here ("ok" when it can): one probe each."""
-    return {what: _probe(what) for what in ("reset", "corrupt")}
+    faults: tuple[netns.WireFault, ...] = ("reset", "corrupt")
+    return {what: netns.unavailable(what) or "ok" for what in faults}
 
 
 def _namespaces() -> bool:
@@ -218,9 +163,7 @@ def _namespaces() -> bool:
     in one whenever it does, so every run has the same loopback)."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return False
-    done = subprocess.run(
-        ["unshare", "--net", "--", "ip", "link", "set", "lo", "up"], capture_output=True
-    )
+    done = subprocess.run(netns.isolated(["true"]), capture_output=True)
     return done.returncode == 0
 
 
@@ -233,9 +176,7 @@ def _command(plan: Path, run: Path, rounds: int | None, isolated: bool) -> list[
     alpha = [sys.executable, "-m", "alpha", "run", str(plan), "-o", str(run), "--json"]
     if rounds is not None:
         alpha += ["--rounds", str(rounds)]
-    if not isolated:
-        return alpha
-    return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *alpha]
+    return netns.isolated(alpha) if isolated else alpha
 
 
 class _Watched:
@@ -365,27 +306,14 @@ class Fault:
     failed_s: float | None = None  # to the end of the attempt it failed
 
 
-def _connections(namespace: int, pids: dict[int, int]) -> list[tuple[int, int, int, int]]:
-    """The established TCP connections between two participants, each once, as (local
-    port, peer port, role at the local end, role at the peer end)."""
-    done = subprocess.run(
-        ["nsenter", "-t", str(namespace), "-n", "ss", "-tnpH", "state", "established"],
-        capture_output=True,
-        text=True,
-    )
-    ends: dict[int, tuple[int, int]] = {}  # local port -> (peer port, role)
-    for line in done.stdout.splitlines():
-        found = _SS_ROW.search(line)
-        if found is None:
-            continue
-        owners = [pids[int(pid)] for pid in _PID.findall(found.group(5)) if int(pid) in pids]
-        if owners:
-            ends[int(found.group(2))] = (int(found.group(4)), owners[0])
-    pairs = []
-    for local, (peer, role) in ends.items():
-        if peer in ends and ends[peer][0] == local and local < peer:
-            pairs.append((local, peer, role, ends[peer][1]))
-    return sorted(pairs)
+def _connections(namespace: int, pids: dict[int, int]) -> list[tuple[netns.Connection, int, int]]:
+    """The established TCP connections between two participants, each once (from its end
+    with the lower port), with the roles at its two ends; none once the run has ended."""
+    try:
+        found = netns.connections(namespace, list(pids))
+    except ProcessLookupError:
+        return []
+    return [(c, pids[c.pid], pids[c.peer_pid]) for c in found if c.port < c.peer_port]
 
 
 def _inject(kind: str, chooser: random.Random, run: Path, namespace: int | None) -> Fault:
@@ -405,37 +333,25 @@ def _inject(kind: str, chooser: random.Random, run: Path, namespace: int | None)
     pairs = _connections(namespace, pids)
     if not pairs:
         return Fault(time.time(), kind, "", applied=False, note="no connection between roles")
-    local, peer, one, other = chooser.choice(pairs)
+    connection, one, other = chooser.choice(pairs)
     target = f"edge {min(one, other)}-{max(one, other)}"
-    enter = ["nsenter", "-t", str(namespace), "-n"]
     if kind == "reset":
         at = time.time()
-        done = subprocess.run(
-            [*enter, "ss", "-K", "src", "127.0.0.1", "sport", "=", str(local), "dst",
-             "127.0.0.1", "dport", "=", str(peer)],
-            capture_output=True,
-            text=True,
-        )  # fmt: skip
-        killed = str(local) in done.stdout
+        try:
+            killed = netns.reset_connection(namespace, connection)
+        except ProcessLookupError:  # the run ended meanwhile
+            killed = False
         return Fault(at, kind, target, applied=killed, note="" if killed else "already gone")
     offset = chooser.randrange(CORRUPT_WITHIN)  # a header field or a payload byte
     target += f", bytes {offset}-{offset + 3} of a segment"
-    rule = (
-        f"table ip {TABLE} {{ chain out {{ type filter hook output priority 0; policy accept; "
-        f"tcp sport {local} tcp dport {peer} meta length > {CORRUPT_LENGTH} "
-        f"limit rate 1/minute burst 1 packets counter @ih,{8 * offset},32 set 0x5aa55aa5; }}; }}"
-    )
     at = time.time()
-    done = subprocess.run([*enter, "nft", "-f", "-"], input=rule, text=True, capture_output=True)
-    if done.returncode:
-        return Fault(at, kind, target, applied=False, note=done.stderr.strip()[:200])
-    time.sleep(CORRUPT_BURST)
-    listed = subprocess.run(
-        [*enter, "nft", "list", "table", "ip", TABLE], capture_output=True, text=True
-    ).stdout
-    subprocess.run([*enter, "nft", "delete", "table", "ip", TABLE], capture_output=True)
-    hit = re.search(r"counter packets (\d+)", listed)
-    applied = hit is not None and int(hit.group(1)) > 0
+    try:
+        hit = netns.corrupt_segment(
+            namespace, connection, offset=offset, longer=CORRUPT_LENGTH, within=CORRUPT_BURST
+        )
+    except (ProcessLookupError, RuntimeError) as error:  # the run ended; nft refused the rule
+        return Fault(at, kind, target, applied=False, note=str(error)[:200])
+    applied = hit is not None
     return Fault(at, kind, target, applied=applied, note="" if applied else "no segment passed")
 
 

@@ -1,5 +1,6 @@
-"""A network namespace of the harness's own, and a TCP segment damaged inside it, for gates
-that break a frame on the wire of a whole ``alpha run`` (``gates/recovery.py``).
+"""A network namespace of the harness's own, and a TCP segment damaged or a connection reset
+inside it, for gates and benchmarks that break the wire of a whole ``alpha run``
+(``gates/recovery.py``, ``bench/chaos.py``).
 
 An ``alpha run`` whose participants talk over 127.0.0.1 has no relay to put a fault in. So the
 run goes in a network namespace made for it (:func:`isolated`: ``unshare --net``, its own
@@ -13,8 +14,9 @@ netem would change a share of them.
 Nothing here touches the host's network: every command but the namespace's own start runs
 through ``nsenter -t PID -n`` into the namespace of a process this harness started, and
 :func:`enter` refuses a process whose namespace is this process's own. No address outside
-127.0.0.0/8 is used. :func:`unavailable` says why a host cannot do this (no root, no
-``unshare``, no nftables), for a gate to skip with the reason.
+127.0.0.0/8 is used. :func:`unavailable` says why a host cannot make a fault (no root, no
+``unshare``, no nftables, a kernel that cannot destroy a socket), for a gate to skip with the
+reason.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final, final
+from typing import Final, Literal, final
 
 __all__ = [
     "CORRUPT_WORD",
@@ -35,11 +38,15 @@ __all__ = [
     "TOOLS",
     "Connection",
     "Probed",
+    "ProbedReset",
+    "WireFault",
     "connections",
     "corrupt_segment",
     "enter",
     "isolated",
     "probe",
+    "probe_reset",
+    "reset_connection",
     "unavailable",
 ]
 
@@ -52,6 +59,15 @@ there, so the segment is changed whatever it carried."""
 
 TOOLS: Final = ("unshare", "ip", "nsenter", "ss", "nft")
 """The programs this module runs (util-linux, iproute2, nftables)."""
+
+WireFault = Literal["corrupt", "reset"]
+"""A fault made on the wire: a segment rewritten (:func:`corrupt_segment`), or a connection
+destroyed (:func:`reset_connection`)."""
+
+_NEEDS: Final[dict[WireFault, tuple[str, ...]]] = {
+    "corrupt": TOOLS,
+    "reset": ("unshare", "ip", "nsenter", "ss"),  # no nftables rule
+}
 
 POLL: Final = 0.005
 """Seconds between two reads of the rule's counter: a segment passes within milliseconds of a
@@ -179,9 +195,30 @@ def corrupt_segment(
         subprocess.run([*prefix, "nft", "delete", "table", "ip", TABLE], capture_output=True)
 
 
+def reset_connection(namespace: int, connection: Connection) -> bool:
+    """Destroy ``connection.pid``'s end of ``connection`` (``ss -K``), so that its peer reads a
+    reset. Whether it was destroyed: False when no such connection was left (it had closed,
+    or this kernel cannot destroy a socket: ``ss -K`` then names none and says nothing).
+
+    Raises:
+        ValueError, ProcessLookupError: as :func:`enter`.
+    """
+    done = subprocess.run(
+        [*enter(namespace), "ss", "-K", "src", "127.0.0.0/8", "sport", "=", str(connection.port),
+         "dst", "127.0.0.0/8", "dport", "=", str(connection.peer_port)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    # ss -K lists each socket it destroyed (with -H, no header line): its port, or nothing.
+    return str(connection.port) in done.stdout
+
+
 # A socket pair in a namespace: it prints its two ports, then sends CHUNK-byte chunks on one
 # end every few milliseconds and reads them on the other, until a line comes on its stdin;
-# then prints how many chunks it sent and how many arrived changed.
+# then prints how many chunks it sent and how many arrived changed. At a second line it
+# prints what the reading end reads next (its repr, or the error's): after the sending end was
+# destroyed, a reset.
 _PAIR: Final = r"""
 import select, socket, sys, time
 chunk = bytes(range(256)) * 4
@@ -197,7 +234,49 @@ while time.monotonic() < ends and not select.select([sys.stdin], [], [], 0.005)[
         got += server.recv(len(chunk) - len(got))
     changed += got != chunk
 print(sent, changed, flush=True)
+sys.stdin.readline(); sys.stdin.readline()
+server.settimeout(float(sys.argv[1]))
+try:
+    print(repr(server.recv(1)), flush=True)
+except OSError as error:
+    print(repr(error), flush=True)
 """
+
+
+@contextmanager
+def _pair(seconds: float) -> Iterator[tuple[subprocess.Popen[str], int, bool]]:
+    """The socket pair of :data:`_PAIR` started in a namespace of its own (:func:`isolated`),
+    sending for at most ``seconds``: the process, the port of its sending end, and whether
+    its namespace is another than this process's. Killed on leaving.
+
+    Raises:
+        OSError: a program would not start; RuntimeError: the pair said nothing.
+    """
+    with subprocess.Popen(
+        isolated([sys.executable, "-c", _PAIR, str(seconds)]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as pair:
+        assert pair.stdout is not None
+        try:
+            ports = pair.stdout.readline().split()
+            if len(ports) != 2:
+                said = pair.stderr.read().strip() if pair.stderr else ""
+                raise RuntimeError(f"the pair said nothing: {said}")
+            other = os.readlink(f"/proc/{pair.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            yield pair, int(ports[0]), other
+        finally:
+            pair.kill()
+
+
+def _next_line(pair: subprocess.Popen[str]) -> str:
+    """Send the pair a line (its next step), and read the line it answers, stripped."""
+    assert pair.stdin is not None and pair.stdout is not None
+    pair.stdin.write("\n")
+    pair.stdin.flush()
+    return pair.stdout.readline().strip()
 
 
 @final
@@ -223,53 +302,73 @@ def probe(seconds: float = 5.0) -> Probed:
         OSError: a program would not start; RuntimeError: as :func:`corrupt_segment`, or
             the pair said nothing.
     """
-    with subprocess.Popen(
-        isolated([sys.executable, "-c", _PAIR, str(seconds)]),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as pair:
-        assert pair.stdin is not None and pair.stdout is not None
-        try:
-            ports = pair.stdout.readline().split()
-            if len(ports) != 2:
-                raise RuntimeError(
-                    f"the pair said nothing: {pair.stderr.read() if pair.stderr else ''}"
-                )
-            other = os.readlink(f"/proc/{pair.pid}/ns/net") != os.readlink("/proc/self/ns/net")
-            found = tuple(connections(pair.pid, [pair.pid]))
-            sending = [c for c in found if c.port == int(ports[0])]
-            applied = (
-                bool(sending)
-                and corrupt_segment(pair.pid, sending[0], offset=16, longer=200, within=seconds / 2)
-                is not None
-            )
-            tables = subprocess.run(
-                [*enter(pair.pid), "nft", "list", "tables"], capture_output=True, text=True
-            ).stdout.strip()
-            pair.stdin.write("\n")
-            pair.stdin.flush()
-            counts = pair.stdout.readline().split()
-        finally:
-            pair.kill()
+    with _pair(seconds) as (pair, sending_port, other):
+        found = tuple(connections(pair.pid, [pair.pid]))
+        sending = [c for c in found if c.port == sending_port]
+        applied = (
+            bool(sending)
+            and corrupt_segment(pair.pid, sending[0], offset=16, longer=200, within=seconds / 2)
+            is not None
+        )
+        tables = subprocess.run(
+            [*enter(pair.pid), "nft", "list", "tables"], capture_output=True, text=True
+        ).stdout.strip()
+        counts = _next_line(pair).split()
     sent, changed = (int(counts[0]), int(counts[1])) if len(counts) == 2 else (0, 0)
     return Probed(sent, changed, found, applied, other, tables)
 
 
-def unavailable() -> str:
-    """Why a segment cannot be damaged in a namespace of the harness's own here (a program
-    missing, ``unshare --net`` not permitted, nftables' payload statement refused or without
-    effect), tried once on a socket pair (:func:`probe`); ``""`` when it can."""
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+@final
+@dataclass(frozen=True, slots=True)
+class ProbedReset:
+    """What :func:`probe_reset` saw: the pair's connections as :func:`connections` found them,
+    whether :func:`reset_connection` destroyed the sending end, what the reading end read
+    next (a repr: ``ConnectionResetError(...)`` when the reset reached it), and whether the
+    namespace was another than this process's."""
+
+    found: tuple[Connection, ...]
+    destroyed: bool
+    read: str
+    other_namespace: bool
+
+
+def probe_reset(seconds: float = 2.0) -> ProbedReset:
+    """A socket pair in a namespace of its own (:func:`isolated`), idle after one chunk or
+    more, its sending end destroyed by :func:`reset_connection`; then what the other end
+    reads, within ``seconds``.
+
+    Raises:
+        OSError: a program would not start; RuntimeError: the pair said nothing.
+    """
+    with _pair(seconds) as (pair, sending_port, other):
+        found = tuple(connections(pair.pid, [pair.pid]))
+        sending = [c for c in found if c.port == sending_port]
+        _next_line(pair)  # the chunks stop: none is in flight when the end is destroyed
+        destroyed = bool(sending) and reset_connection(pair.pid, sending[0])
+        read = _next_line(pair)
+    return ProbedReset(found, destroyed, read, other)
+
+
+def unavailable(fault: WireFault = "corrupt") -> str:
+    """Why ``fault`` cannot be made in a namespace of the harness's own here (a program
+    missing, ``unshare --net`` not permitted; for ``"corrupt"`` nftables' payload statement
+    refused or without effect, for ``"reset"`` no socket destroyed or its peer reading no
+    reset), tried once on a socket pair (:func:`probe`, :func:`probe_reset`); ``""`` when it
+    can."""
+    missing = [tool for tool in _NEEDS[fault] if shutil.which(tool) is None]
     if missing:
         return f"{', '.join(missing)} not installed"
     try:
-        seen = probe()
+        seen = probe() if fault == "corrupt" else probe_reset()
     except (OSError, RuntimeError, ValueError) as error:
         return f"a network namespace could not be used: {error}"
     if not seen.other_namespace:
         return "unshare --net left the pair in this process's namespace"
-    if not seen.applied or seen.changed == 0:
-        return "the nftables rule changed no segment"
+    if isinstance(seen, Probed):
+        if not seen.applied or seen.changed == 0:
+            return "the nftables rule changed no segment"
+    elif not seen.destroyed:
+        return "ss -K destroyed no connection"
+    elif not seen.read.startswith("ConnectionResetError"):
+        return f"the peer read {seen.read}"
     return ""

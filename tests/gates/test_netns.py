@@ -1,17 +1,29 @@
-"""A namespace of the harness's own and one segment damaged in it (harness/netns.py), on real
-processes: a socket pair in a namespace made by ``isolated``, found by ``connections``, one of
-its segments rewritten by ``corrupt_segment`` and no other, the rule gone after; the host's
-own namespace is refused and its ruleset left as it was."""
+"""A namespace of the harness's own, one segment damaged in it and one connection reset
+(harness/netns.py), on real processes: a socket pair in a namespace made by ``isolated``, found
+by ``connections``, one of its segments rewritten by ``corrupt_segment`` and no other, the rule
+gone after; its sending end destroyed by ``reset_connection`` and a reset read at the other;
+the host's own namespace is refused and its ruleset left as it was."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
-from harness.netns import TOOLS, Connection, corrupt_segment, enter, probe, unavailable
+from harness.netns import (
+    TOOLS,
+    Connection,
+    corrupt_segment,
+    enter,
+    isolated,
+    probe,
+    probe_reset,
+    reset_connection,
+    unavailable,
+)
 
 
 def _host_ruleset() -> str:
@@ -54,3 +66,39 @@ def test_this_process_namespace_is_refused() -> None:
 def test_bytes_that_do_not_fit_the_segment_are_refused_before_anything_runs() -> None:
     with pytest.raises(ValueError, match="do not fit"):
         corrupt_segment(1, Connection(1, 1, 2, 1), offset=16, longer=71, within=0.1)
+
+
+@pytest.fixture
+def resettable() -> None:
+    why = unavailable("reset")
+    if why:
+        pytest.skip(why)
+
+
+@pytest.mark.usefixtures("resettable")
+def test_a_destroyed_end_of_a_pair_in_its_own_namespace_is_read_as_a_reset_by_its_peer() -> None:
+    seen = probe_reset()
+    assert seen.other_namespace
+    (one, other) = seen.found
+    assert (one.peer_port, other.peer_port) == (other.port, one.port)
+    assert seen.destroyed
+    assert seen.read.startswith("ConnectionResetError(")
+
+
+@pytest.mark.usefixtures("resettable")
+def test_a_connection_that_is_not_there_is_not_destroyed() -> None:
+    with subprocess.Popen(isolated(["sleep", "10"])) as sleeper:
+        try:
+            for _ in range(200):  # until unshare has made the namespace and exec'd sleep
+                if os.readlink(f"/proc/{sleeper.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                    break
+                time.sleep(0.01)
+            gone = Connection(1, sleeper.pid, 2, sleeper.pid)
+            assert reset_connection(sleeper.pid, gone) is False
+        finally:
+            sleeper.kill()
+
+
+def test_a_reset_in_this_process_namespace_is_refused() -> None:
+    with pytest.raises(ValueError, match="shares this process's network namespace"):
+        reset_connection(os.getpid(), Connection(1, os.getpid(), 2, os.getpid()))
