@@ -46,6 +46,7 @@ from alpha.records import ATTEMPTS_DIR, LOGS_DIR
 from gates.catalogue import Gate, Scenario, scenario_plan
 from harness import netns
 from harness.processes import role_pids, running
+from harness.runs import recorded_round
 
 if TYPE_CHECKING:
     from gates.run import Verdict
@@ -163,23 +164,6 @@ def _plan_file(where: Path, rate: str = RATE) -> Path:
     return path
 
 
-def _last_round(run: Path) -> int:
-    """The latest round role 0 recorded in the attempt now running (0: none yet)."""
-    try:
-        text = (run / "progress" / "role-000000.jsonl").read_text()
-    except OSError:
-        return 0
-    rounds = [0]
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if isinstance(record, dict) and record.get("kind") == "round":
-            rounds.append(int(record["round"]))
-    return max(rounds)
-
-
 Fault = tuple[int, int, str]  # (round, role, "SIGKILL" | "SIGSTOP" | "corrupt")
 
 
@@ -230,7 +214,7 @@ def _alpha_run(plan: Path, run: Path, faults: list[Fault], *argv: str, wire: boo
     ends = time.monotonic() + RUN_TIMEOUT
     try:
         while pending and child.poll() is None and time.monotonic() < ends:
-            if _last_round(run) >= pending[0][0]:
+            if recorded_round(run) >= pending[0][0]:
                 at = time.time()
                 done, why = _make(pending[0], run, child.pid if wire else None)
                 if done:

@@ -7,6 +7,7 @@ the run left behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -22,12 +23,19 @@ import trio
 
 from alpha.artifact import artifact_runtime
 from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
-from alpha.records import COMMIT_NAME, LOGS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
+from alpha.records import COMMIT_NAME, LOGS_DIR, PROGRESS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
 from alpha.wire import failure_of
 from harness.processes import running
 from harness.relay import Fault, Relay
 
-__all__ = ["HTTP_REQUEST", "STAGED_REPORTS", "Interrupt", "Outcome", "relayed_run"]
+__all__ = [
+    "HTTP_REQUEST",
+    "STAGED_REPORTS",
+    "Interrupt",
+    "Outcome",
+    "recorded_round",
+    "relayed_run",
+]
 
 #: How ``alpha.errors.RoundAborted`` names the original cause in its message: ``the run was
 #: aborted by role ORIGIN (relayed by role PEER): CLASS``; the relay part only when relayed.
@@ -39,6 +47,26 @@ _BUDGET = re.compile(r"past its (\w+) budget \(")
 #: A role's report waiting for the commit (``alpha.runtime.session``): never left by a run
 #: that ended, committed (renamed final) or not (discarded).
 STAGED_REPORTS = "role-*.json.staged"
+
+
+def recorded_round(run: Path) -> int:
+    """The latest round role 0 of the run folder ``run`` recorded in its progress records
+    (``docs/progress.md``) of the attempt now running; 0 when none is yet. A line still being
+    written is skipped."""
+    try:
+        text = (run / PROGRESS_DIR / "role-000000.jsonl").read_text()
+    except OSError:
+        return 0
+    rounds = [0]
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if isinstance(record, dict) and record.get("kind") == "round":
+            rounds.append(int(record["round"]))
+    return max(rounds)
+
 
 #: Called with (role, announced ports) after a role announced; given the run's folder first.
 Intruder = Callable[[int, tuple[int, ...]], Awaitable[None]]

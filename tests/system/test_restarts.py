@@ -22,6 +22,8 @@ from alpha.compiler.plan import load_plan
 from alpha.compiler.replicate import replicate
 from alpha.learner.data import load_digits
 from alpha.records.reports import ATTEMPTS_DIR
+from harness.processes import role_pids as running_roles
+from harness.runs import recorded_round
 from tests.support import ALPHA, ROOT, plans
 
 N = 4
@@ -61,35 +63,12 @@ def plan_file(
 
 
 def role_pids(run: Path) -> dict[int, int]:
-    """Each running participant of the run folder ``run``, by role: the process whose stderr
-    is ``run/logs/role-NNNNNN.log`` (cold or warm, whatever its command line)."""
-    logs = str(run.resolve() / "logs" / "role-")
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                target = os.readlink(entry / "fd" / "2")
-            except OSError:
-                continue
-            if target.startswith(logs) and target.endswith(".log"):
-                found[int(target[len(logs) : -4])] = int(entry.name)
-    return found
+    """Each running participant of the run folder ``run``, as ``{role: pid}``."""
+    return {role: pid for pid, role in running_roles(run).items()}
 
 
 def last_round(run: Path) -> int:
-    try:
-        text = (run / "progress" / "role-000000.jsonl").read_text()
-    except OSError:
-        return 0
-    rounds = [0]
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if record.get("kind") == "round":
-            rounds.append(record["round"])
-    return max(rounds)
+    return recorded_round(run)
 
 
 def run_with_faults(
