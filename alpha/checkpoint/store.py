@@ -259,6 +259,15 @@ def _owner_shards(staged: Path, owner: int, expect: str | None) -> tuple[list[Sh
     return decode_owner_manifest(data, owner, what), digest
 
 
+# What _plan_sha256 read of each published generation, by its folder's path. A generation
+# is immutable and sealed by its name (the name's seal is its root manifest's SHA-256), so
+# what was read once through the seal stays true of that name; without this a run that
+# publishes every few rounds decoded every kept manifest, each holding the whole history,
+# at every publication. Bounded: cleared past _PLAN_OF_MOST entries.
+_PLAN_OF: dict[str, str] = {}
+_PLAN_OF_MOST: Final = 4096
+
+
 def publish(
     folder: Path,
     round: int,
@@ -314,6 +323,11 @@ def publish(
                 ) from None
             raise
         fsync_folder(folder)
+    plan = about.get("plan_sha256")
+    if isinstance(plan, str):
+        if len(_PLAN_OF) >= _PLAN_OF_MOST:
+            _PLAN_OF.clear()
+        _PLAN_OF[str(final)] = plan  # what prune reads of it, known without reading it back
     return name, digest
 
 
@@ -381,15 +395,6 @@ def remove_staged(folder: Path, round: int, nonce: str) -> list[str]:
     if staged.is_dir() and not staged.is_symlink():
         _remove(staged, failures)
     return failures
-
-
-# What _plan_sha256 read of each published generation, by its folder's path. A generation
-# is immutable and sealed by its name (the name's seal is its root manifest's SHA-256), so
-# what was read once through the seal stays true of that name; without this a run that
-# publishes every few rounds decoded every kept manifest, each holding the whole history,
-# at every publication. Bounded: cleared past _PLAN_OF_MOST entries.
-_PLAN_OF: dict[str, str] = {}
-_PLAN_OF_MOST: Final = 4096
 
 
 def _plan_sha256(path: Path) -> str | None:
