@@ -160,3 +160,40 @@ def test_a_digest_not_the_recorded_one_is_refused() -> None:
     raises_exactly(CheckpointCorrupt, decode_json, data, "p", "0" * 64)
     raises_exactly(CheckpointCorrupt, decode_json, b"[1]", "p")
     raises_exactly(CheckpointCorrupt, decode_json, b"\xff", "p")
+
+
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+)
+_JSON = st.recursive(
+    st.one_of(_NUMBERS, st.booleans(), st.text(max_size=5)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    rows=st.one_of(
+        st.lists(st.lists(_NUMBERS, min_size=0, max_size=5), max_size=8),
+        st.lists(st.lists(_JSON, max_size=3), max_size=4),
+        st.lists(_JSON, max_size=4),
+    ),
+    rest=st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+)
+def test_a_root_manifests_history_is_encoded_fast_to_the_same_bytes(
+    rows: list[object], rest: dict[str, object]
+) -> None:
+    # The fast path for about.history (rows of numbers and nulls) writes canonical_json's
+    # bytes exactly; anything else there is encoded the plain way, to the same bytes.
+    value = {"format": 1, "round": 3, "about": {**rest, "history": rows}}
+    assert manifest_module._canonical_with_history(value) == manifest_module.canonical_json(value)
+
+
+def test_the_placeholder_spelt_by_another_value_leaves_the_plain_encoding() -> None:
+    placeholder = manifest_module._PLACEHOLDER
+    value = {"about": {"changed": placeholder, "history": [[0, 1.5, None, 0.5]]}}
+    assert manifest_module._canonical_with_history(value) == manifest_module.canonical_json(value)
