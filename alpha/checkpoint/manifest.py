@@ -418,7 +418,9 @@ def _history_text(rows: list[object], level: int) -> str | None:
 def _canonical_with_history(value: dict[str, object]) -> bytes:
     """:func:`canonical_json` of a root manifest, its ``about.history`` encoded fast."""
     about = value.get("about")
-    rows = about.get(HISTORY) if isinstance(about, dict) else None
+    if not isinstance(about, dict):
+        return canonical_json(value)
+    rows = about.get(HISTORY)
     if not isinstance(rows, list) or not all(type(row) is list for row in rows):
         return canonical_json(value)
     text = _history_text(rows, _HISTORY_LEVEL)
