@@ -230,6 +230,9 @@ def _alpha_run(plan: Path, run: Path, faults: list[Fault], *argv: str, wire: boo
         problems.append(f"the run did not end in {RUN_TIMEOUT:g} s")
     for reader in readers:
         reader.join(timeout=10)
+    for stream in (child.stdout, child.stderr):
+        if stream is not None:
+            stream.close()
     problems += [f"the run ended before the fault {fault}" for fault in pending]
     left = sorted(set(role_pids(run)) | set(running(run)))
     for pid in left:  # stop what the run left, so that the next gate starts clean

@@ -222,12 +222,13 @@ def reset_connection(namespace: int, connection: Connection) -> bool:
 _PAIR: Final = r"""
 import select, socket, sys, time
 chunk = bytes(range(256)) * 4
+stdin = select.poll(); stdin.register(sys.stdin, select.POLLIN)
 listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
 client = socket.create_connection(listener.getsockname()); server, _ = listener.accept()
 print(client.getsockname()[1], server.getsockname()[1], flush=True)
 sent = changed = 0
 ends = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < ends and not select.select([sys.stdin], [], [], 0.005)[0]:
+while time.monotonic() < ends and not stdin.poll(5):
     client.sendall(chunk); sent += 1
     got = b""
     while len(got) < len(chunk):

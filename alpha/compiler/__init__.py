@@ -114,6 +114,7 @@ if TYPE_CHECKING:
     )
     from alpha.compiler.plan_recovery import (
         DEFAULT_BACKOFF,
+        LOST_ROLE,
         MAX_BACKOFF,
         MAX_RESTARTS,
         RECOVERY_KEYS,
@@ -195,6 +196,7 @@ __all__ = [
     "LEARNER_KEYS",
     "LEARNER_KINDS",
     "LEARNER_PROGRAM",
+    "LOST_ROLE",
     "MAX_BACKOFF",
     "MAX_BATCH",
     "MAX_CONTRIBUTORS",
@@ -411,6 +413,7 @@ __getattr__, __dir__ = lazy(
             "MAX_RESTARTS",
             "RecoverySpec",
             "DEFAULT_BACKOFF",
+            "LOST_ROLE",
             "MAX_BACKOFF",
             "RECOVERY_KEYS",
             "read_recovery",
