@@ -22,7 +22,8 @@ Later layers add their families here, so the whole tree reads in one file.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import re
+from typing import ClassVar, Final
 
 from alpha.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
@@ -579,6 +580,20 @@ class RoundAborted(RoundFailed):
             f"role {role}: the run was aborted by role {origin}{via}: {cause}{where}{when}: "
             f"{detail}; see role {origin}'s log"
         )
+
+    @staticmethod
+    def origin_in(text: str) -> tuple[int, str] | None:
+        """The origin role and the original cause's class that a RoundAborted message in
+        ``text`` names (a participant's failure line quotes it), or None when it holds none:
+        the one reading of the message this class writes."""
+        found = _ABORTED_BY.search(text)
+        return None if found is None else (int(found[1]), found[2])
+
+
+# RoundAborted's message: "the run was aborted by role ORIGIN (relayed by role PEER): CLASS".
+_ABORTED_BY: Final = re.compile(
+    r"the run was aborted by role (\d+)(?: \(relayed by role \d+\))?: ([A-Za-z_]\w*)"
+)
 
 
 class CommitInvalid(RunFailed, ValueError):

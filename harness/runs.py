@@ -22,6 +22,7 @@ from typing import Final
 import trio
 
 from alpha.artifact import artifact_runtime
+from alpha.errors import RoundAborted
 from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
 from alpha.records import COMMIT_NAME, LOGS_DIR, PROGRESS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
 from alpha.wire import failure_of
@@ -36,10 +37,6 @@ __all__ = [
     "recorded_round",
     "relayed_run",
 ]
-
-#: How ``alpha.errors.RoundAborted`` names the original cause in its message: ``the run was
-#: aborted by role ORIGIN (relayed by role PEER): CLASS``; the relay part only when relayed.
-_ABORTED_BY = re.compile(r"the run was aborted by role (\d+)(?: \(relayed by role \d+\))?: (\w+)")
 
 #: How ``alpha.errors.BudgetExhausted`` names its budget: ``... past its NAME budget (S s)``.
 _BUDGET = re.compile(r"past its (\w+) budget \(")
@@ -114,8 +111,7 @@ class Outcome:
         origin, and the original cause's class; else None."""
         if self.cause(role) != "RoundAborted":
             return None
-        found = _ABORTED_BY.search(self.failure(role))
-        return None if found is None else (int(found[1]), found[2])
+        return RoundAborted.origin_in(self.failure(role))
 
     def budget(self, role: int) -> str | None:
         """For a role that failed with ``BudgetExhausted``: the budget it names; else None."""

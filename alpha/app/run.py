@@ -384,20 +384,9 @@ def run_plan(
         track.options = tuple(word for each in plan.overrides for word in each.argv)
         recovery = plan.recovery or RecoverySpec()
         chances = recovery.restarts if restarts is None else restarts
+        run = _Run(directory, out, interpreters, folder, warm, started, track)
         try:
-            return _attempts(
-                plan,
-                directory,
-                out,
-                interpreters,
-                resume,
-                folder,
-                warm,
-                started,
-                track,
-                chances,
-                recovery,
-            )
+            return _attempts(run, plan, resume, chances, recovery)
         except BaseException as error:
             stopped = interrupted_by(error)
             if stopped is None:
@@ -405,22 +394,28 @@ def run_plan(
             return _interrupted(plan, directory, track, stopped, started, out)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every attempt of one ``run_plan`` shares: the run folder, where lines go, how
+    roles start (``interpreters``, ``warm``), the checkpoint folder it holds (None: none), when
+    it started (``time.monotonic()``) and the track a signal's line is made from."""
+
+    directory: Path
+    out: TextIO
+    interpreters: Mapping[str, Sequence[str]] | None
+    folder: Path | None
+    warm: bool
+    started: float
+    track: RunTrack
+
+
 def _attempts(
-    plan: Plan,
-    directory: Path,
-    out: TextIO,
-    interpreters: Mapping[str, Sequence[str]] | None,
-    resume: Path | None,
-    folder: Path | None,
-    warm: bool,
-    started: float,
-    track: RunTrack,
-    restarts: int,
-    recovery: RecoverySpec,
+    run: _Run, plan: Plan, resume: Path | None, restarts: int, recovery: RecoverySpec
 ) -> RunSummary:
     """:func:`_run_plan` once, and again after each failure that may be retried, at most
     ``restarts`` more times, ``recovery.backoff`` seconds after it, after a lost role on one
     role fewer when ``recovery.lost_role`` is ``"drop"`` (docs/recovery.md)."""
+    directory, out, folder, track = run.directory, run.out, run.folder, run.track
     shutil.rmtree(directory / ATTEMPTS_DIR, ignore_errors=True)  # an earlier run's attempts
     attempts: list[dict[str, object]] = []
     recomputed = 0
@@ -431,9 +426,7 @@ def _attempts(
         began = time.time()
         if attempt:
             track.resume = at
-        summary = _run_plan(
-            each, directory, out, interpreters, at, folder, warm, started, track, epochs
-        )
+        summary = _run_plan(run, each, at, epochs)
         first = track.first
         reached = first + sum(1 for row in summary.history if row[0] >= first)
         record: dict[str, object] = {
@@ -584,20 +577,18 @@ def _interrupted(
 
 
 def _run_plan(
-    plan: Plan,
-    directory: Path,
-    out: TextIO,
-    interpreters: Mapping[str, Sequence[str]] | None,
-    resume: Path | None,
-    folder: Path | None,
-    warm: bool,
-    started: float,
-    track: RunTrack,
-    epochs: tuple[int, int] | None = None,
+    run: _Run, plan: Plan, resume: Path | None, epochs: tuple[int, int] | None = None
 ) -> RunSummary:
-    """One attempt of :func:`run_plan`, its checkpoint folder (if any) held; ``track``
+    """One attempt of :func:`run_plan`, its checkpoint folder (if any) held; ``run.track``
     follows it (for the line of a signal that stops it); ``epochs`` as
     :func:`_resume_point`'s, for an attempt after the first."""
+    directory, out, folder, track, started = (
+        run.directory,
+        run.out,
+        run.folder,
+        run.track,
+        run.started,
+    )
     digits = load_digits()
     spec = plan.checkpoint
     state = LearnerState.for_role(learner_setup(plan), digits, 0)
@@ -671,9 +662,9 @@ def _run_plan(
     launched = _launch_segment(
         each,
         directory,
-        interpreters,
+        run.interpreters,
         progress,
-        warm,
+        run.warm,
         on_checkpoint,
         on_first=lambda: first_round.append(time.time()),
     )

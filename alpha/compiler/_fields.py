@@ -163,16 +163,26 @@ def optional_int_at(table: Table, dotted: str, *, low: int, high: int) -> int | 
 
 
 def float_at(
-    table: Table, dotted: str, *, high: float | None = None, default: float | None = None
+    table: Table,
+    dotted: str,
+    *,
+    high: float | None = None,
+    default: float | None = None,
+    zero: bool = False,
 ) -> float:
-    """The finite number at ``dotted``, above 0 and (when ``high`` is given) at most ``high``;
-    an integer is read as a float. ``default`` when absent (None: required).
+    """The finite number at ``dotted``, above 0 (``zero``: 0 too) and (when ``high`` is given)
+    at most ``high``; an integer is read as a float. ``default`` when absent (None: required).
 
     Raises:
         PlanInvalid: absent and required, not a number (booleans refused), not finite, or out
             of range.
     """
-    allowed = "a finite number above 0" if high is None else f"a number in (0, {high:g}]"
+    low = "[0" if zero else "(0"
+    allowed = (
+        f"a finite number {'at least' if zero else 'above'} 0"
+        if high is None
+        else f"a number in {low}, {high:g}]"
+    )
     key = _key(dotted)
     if key not in table:
         if default is None:
@@ -182,7 +192,8 @@ def float_at(
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PlanInvalid(f"must be {allowed}, got {shown(value)}", field=dotted)
     number = float(value)
-    if not (math.isfinite(number) and number > 0 and (high is None or number <= high)):
+    above = number >= 0 if zero else number > 0
+    if not (math.isfinite(number) and above and (high is None or number <= high)):
         raise PlanInvalid(f"must be {allowed}, got {value!r}", field=dotted)
     return number
 

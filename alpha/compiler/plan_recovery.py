@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, final
 
-from alpha.compiler._fields import Table, int_at, one_of, refuse_unknown, table_at
+from alpha.compiler._fields import Table, float_at, int_at, one_of, refuse_unknown, table_at
 from alpha.errors import PlanInvalid
 
 __all__ = [
@@ -74,16 +74,9 @@ def read_recovery(
             field="recovery",
         )
     restarts = int_at(table, "recovery.restarts", low=0, high=MAX_RESTARTS, default=0)
-    backoff = table.get("backoff", DEFAULT_BACKOFF)
-    if (
-        isinstance(backoff, bool)
-        or not isinstance(backoff, int | float)
-        or not 0 <= backoff <= MAX_BACKOFF
-    ):
-        raise PlanInvalid(
-            f"must be a number of seconds in 0..{MAX_BACKOFF:g}, got {backoff!r}",
-            field="recovery.backoff",
-        )
+    backoff = float_at(
+        table, "recovery.backoff", high=MAX_BACKOFF, default=DEFAULT_BACKOFF, zero=True
+    )
     lost_role = one_of(table, "recovery.lost_role", LOST_ROLE, default="restart")
     if lost_role == "drop" and contributors is None:
         raise PlanInvalid(
@@ -91,4 +84,4 @@ def read_recovery(
             "the same bits; set learner.contributors, or lost_role = 'restart'",
             field="recovery.lost_role",
         )
-    return RecoverySpec(restarts=restarts, backoff=float(backoff), lost_role=lost_role)
+    return RecoverySpec(restarts=restarts, backoff=backoff, lost_role=lost_role)

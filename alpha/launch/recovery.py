@@ -57,8 +57,6 @@ _LOST: Final = (PeerLost, LauncherLost, NodeUnreachable, PortMissing)
 _REFUSED: Final = (FrameRefused, RegionRefused)
 # "role R: failed: Class: message", a participant's one line (alpha.wire.console).
 _FAILED_CLASS: Final = re.compile(r"failed: ([A-Za-z_][A-Za-z0-9_]*): ")
-# RoundAborted's message names the original cause's class after its origin.
-_ABORTED_BY: Final = re.compile(r"aborted by role \d+(?: \(relayed by role \d+\))?: ([A-Za-z_]\w*)")
 
 
 @final
@@ -109,9 +107,9 @@ def classify(outcome: RoleOutcome | None, cause: str = "") -> Classified:
     if found is not None:
         name = found.group(1)
         if name == RoundAborted.__name__:
-            origin = _ABORTED_BY.search(line)
+            origin = RoundAborted.origin_in(line)
             if origin is not None:
-                return Classified(classify_error(origin.group(1)), origin.group(1))
+                return Classified(classify_error(origin[1]), origin[1])
         return Classified(classify_error(name), name)
     if outcome.stopped:
         return Classified("lost", "stopped")

@@ -8,6 +8,8 @@ import inspect
 import signal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from alpha import errors
 from alpha.errors import AlphaError, InputInvalid, PortMissing
@@ -99,3 +101,21 @@ def test_what_the_launcher_saw_without_a_line() -> None:
 def test_a_launch_with_no_failed_role_that_did_not_commit_is_not_retried() -> None:
     found = classify(None, "the run did not commit: a report is missing")
     assert (found.kind, found.retried) == ("error", False)
+
+
+@given(
+    role=st.integers(0, 10**6),
+    peer=st.integers(0, 10**6),
+    origin=st.integers(0, 10**6),
+    cause=st.sampled_from(sorted(n for n in errors.__all__ if n != "RoundAborted")),
+    detail=st.text(max_size=40),
+)
+def test_the_origin_an_abort_names_is_read_back_from_its_own_message(
+    role: int, peer: int, origin: int, cause: str, detail: str
+) -> None:
+    aborted = errors.RoundAborted(
+        role=role, peer=peer, origin=origin, cause=cause, edge=None, round=None, detail=detail
+    )
+    line = failed_line(role, errors.error_line(aborted))
+    assert errors.RoundAborted.origin_in(line) == (origin, cause)
+    assert errors.RoundAborted.origin_in(failed_line(role, f"{cause}: {detail}")) is None
