@@ -6,12 +6,15 @@ or counted twice."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +23,13 @@ import pytest
 from alpha.checkpoint.store import published as list_published
 from alpha.compiler.plan import load_plan
 from alpha.compiler.replicate import replicate
+from alpha.failpoints import FAILPOINTS_ENV
 from alpha.learner.data import load_digits
 from alpha.records.reports import ATTEMPTS_DIR
 from harness.processes import role_pids as running_roles
+from harness.processes import state_of
 from harness.runs import recorded_round
-from tests.support import ALPHA, ROOT, plans
+from tests.support import ALPHA, ROOT, mount_tmpfs, plans
 
 N = 4
 ROUNDS = 12
@@ -39,6 +44,7 @@ def plan_file(
     rate: float = 0.01,
     contributors: int | None = None,
     backoff: float = 0.1,
+    folder: Path | None = None,
 ) -> Path:
     learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5}
     learner["batch"] = 8
@@ -54,7 +60,7 @@ def plan_file(
         budgets={"accept": 30.0, "receive": 3.0, "start": 30.0},
         work={"kind": "learn"},
         learner=learner,
-        checkpoint={"every": 2},
+        checkpoint={"every": 2} if folder is None else {"every": 2, "folder": str(folder)},
         extra=recovery,
     )
     path = tmp_path / "plan.toml"
@@ -192,3 +198,105 @@ def test_a_signal_between_attempts_stops_the_run_with_its_one_line(tmp_path: Pat
     assert code == 128 + signal.SIGINT, said
     assert said[-1].startswith("run: interrupted (SIGINT) at round ")
     assert not role_pids(run)
+
+
+def _until_stopped(pid: int) -> None:
+    """Wait until ``pid`` stopped itself at a failpoint (state T)."""
+    while state_of(pid) != "T":
+        assert state_of(pid) not in ("", "Z"), f"process {pid} ended before its failpoint"
+        time.sleep(0.01)
+
+
+def _damage(generation: Path) -> None:
+    """Flip one byte of every shard of ``generation``: what a failing disk does."""
+    shards = sorted((generation / "shards").iterdir())
+    assert shards
+    for shard in shards:
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+
+
+def test_a_generation_damaged_before_the_next_attempt_is_a_usage_failure_not_retried(
+    tmp_path: Path,
+) -> None:
+    """The generation the next attempt resumes from is damaged after alpha run checked it and
+    before its roles load it: each refuses it (CheckpointCorrupt, exit 2), which is the same
+    at any attempt, so the run ends there with nothing more tried."""
+    plan = plan_file(tmp_path, restarts=3)
+    run = tmp_path / "run"
+    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json"]
+    env = {**os.environ, FAILPOINTS_ENV: "run.compiling@0"}  # alpha run stops before compiling
+    with subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        _until_stopped(process.pid)  # attempt 0
+        os.kill(process.pid, signal.SIGCONT)
+        while last_round(run) < 5 or 2 not in role_pids(run):
+            assert process.poll() is None, "the run ended before its fault"
+            time.sleep(0.01)
+        os.kill(role_pids(run)[2], signal.SIGKILL)
+        _until_stopped(process.pid)  # attempt 1: its generation is chosen and checked
+        for generation in list_published(run / "checkpoints"):
+            _damage(generation)
+        while process.poll() is None:  # a later attempt, were there one, stops there too
+            if state_of(process.pid) == "T":
+                os.kill(process.pid, signal.SIGCONT)
+            time.sleep(0.01)
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == 1, err
+    summary = json.loads(out)
+    first, second = summary["attempts"]
+    assert (first["failure"], first["retried"]) in (("lost", True), ("budget", True))
+    assert (second["failure"], second["retried"]) == ("usage", False)
+    assert summary["failure"] == "usage"
+    assert "attempt 2" not in err
+    assert "CheckpointCorrupt" in summary["cause"], summary["cause"]
+    assert not role_pids(run)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 512 KiB tmpfs: room for the checkpoint folder's first generations, then filled."""
+    yield from mount_tmpfs(tmp_path / "tmpfs", "size=512k")
+
+
+def test_a_checkpoint_folder_that_fills_up_is_an_error_not_retried(
+    tmp_path: Path, small_tmpfs: Path
+) -> None:
+    """Role 0 stops after its first generation is published; the checkpoint folder's file
+    system is then filled, so the next generation cannot be written (CheckpointWriteFailed):
+    a fresh attempt would find the same full disk, so the run ends with one attempt."""
+    plan = plan_file(tmp_path, restarts=3, folder=small_tmpfs / "checkpoints")
+    run = tmp_path / "run"
+    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json"]
+    env = {**os.environ, FAILPOINTS_ENV: "checkpoint.published@0"}
+    with subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        while 0 not in role_pids(run) or state_of(role_pids(run)[0]) != "T":
+            assert process.poll() is None, "the run ended before its first generation"
+            time.sleep(0.01)
+        _fill(small_tmpfs)
+        os.kill(role_pids(run)[0], signal.SIGCONT)
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == 1, err
+    summary = json.loads(out)
+    (only,) = summary["attempts"]
+    assert (only["failure"], only["retried"]) == ("error", False)
+    assert "CheckpointWriteFailed" in summary["cause"], summary["cause"]
+    assert "No space left on device" in summary["cause"], summary["cause"]
+    assert not (run / ATTEMPTS_DIR).exists() and not role_pids(run)
+
+
+def _fill(folder: Path) -> None:
+    """Write into ``folder`` until its file system has no byte left."""
+    with (folder / "filler").open("wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(bytes(4096))
+        except OSError as error:
+            assert error.errno == errno.ENOSPC, error
+    with contextlib.suppress(OSError), (folder / "filler-tail").open("wb", buffering=0) as tail:
+        while True:
+            tail.write(b"x")
