@@ -272,12 +272,15 @@ class Replaced:
     roles: tuple[int, ...]
 
 
-def replace_gone(placement: Placement, gone: Node, why: str, *, drop: bool) -> Replaced:
+def replace_gone(
+    placement: Placement, gone: Node, why: str, *, drop: bool, source: str = "<deployment>"
+) -> Replaced:
     """``placement`` without the node ``gone`` (it does not answer; ``why`` quotes ssh): every
     role it ran moves to the first free spare; with none left and ``drop`` (``[recovery]
     lost_role = "drop"``, which needs ``learner.contributors``) those roles are dropped, the
     remaining roles keeping their nodes in order (role ``r`` of the smaller run on the ``r``-th
-    placement left), one role fewer for each role the gone node ran.
+    placement left), one role fewer for each role the gone node ran. ``source`` names the
+    deployment file in the message that asks for a spare.
 
     Raises:
         NodeUnreachable: no spare is left and the roles may not be dropped, or dropping them
@@ -298,7 +301,7 @@ def replace_gone(placement: Placement, gone: Node, why: str, *, drop: bool) -> R
             raise NodeUnreachable(f"{where}, and no other node is left to run a role")
         return Replaced(Placement(nodes, ()), None, roles)
     raise NodeUnreachable(
-        f"{where} and no spare is left to take {which}: add a node to the deployment "
-        'file\'s "spares" (docs/deploy.md), or run on fewer roles with [recovery] lost_role = '
-        '"drop" and learner.contributors'
+        f'{where} and no spare is left to take {which}: add a node to "spares" in {source} '
+        '(docs/deploy.md), or run on fewer roles with [recovery] lost_role = "drop" and '
+        "learner.contributors"
     )

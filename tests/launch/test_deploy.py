@@ -182,11 +182,17 @@ def test_with_no_spare_left_drop_runs_the_remaining_roles_on_their_nodes_in_orde
 
 def test_with_no_spare_left_and_no_drop_the_gone_node_is_one_clear_error() -> None:
     with pytest.raises(NodeUnreachable) as caught:
-        replace_gone(Placement((A, B, B), ()), B, "ssh: connect to host: refused", drop=False)
+        replace_gone(
+            Placement((A, B, B), ()),
+            B,
+            "ssh: connect to host: refused",
+            drop=False,
+            source="d.json",
+        )
     assert type(caught.value) is NodeUnreachable
     assert str(caught.value).startswith(
         "node b (10.0.0.9 port 22) does not answer (ssh: connect to host: refused) and no spare "
-        'is left to take roles 1, 2: add a node to the deployment file\'s "spares"'
+        'is left to take roles 1, 2: add a node to "spares" in d.json (docs/deploy.md)'
     )
 
 
