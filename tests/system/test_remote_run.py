@@ -24,7 +24,7 @@ from alpha.compiler.plan import load_plan
 from alpha.compiler.replicate import replicate
 from alpha.learner.data import load_digits
 from alpha.records.commit import COMMIT_NAME
-from alpha.records.progress import RoundRecord, encode
+from alpha.records.progress import RoundRecord, decode, encode
 from alpha.records.reports import ATTEMPTS_DIR, committed_reports
 from harness.sshd import Sshd, kill_host, running_sshd
 from tests.support import (
@@ -73,6 +73,14 @@ def history_rounds(run: Path) -> list[int]:
         return [int(row["round"]) for row in csv.DictReader(file)]
 
 
+def followed_rounds(run: Path) -> list[int]:
+    """The rounds of the progress records brought from role 0's node for the last attempt,
+    in the order they came: what the rounds bar showed."""
+    text = (run / "progress" / "role-000000.jsonl").read_bytes()
+    records = [decode(line) for line in text.splitlines()]
+    return [record.round for record in records if isinstance(record, RoundRecord)]
+
+
 def kill_once(sshd: Sshd) -> Callable[[], bool]:
     def act() -> bool:
         kill_host(sshd)
@@ -109,6 +117,7 @@ def test_a_run_on_a_deployment_equals_the_replicated_learner_and_leaves_nothing_
     (only,) = summary["attempts"]
     assert only["nodes"] == ["node-0", "node-1", "node-2"]
     # The rounds were followed from role 0's node, and none of the earlier records was read.
+    assert followed_rounds(run) == list(range(1, rounds + 1))
     assert history_rounds(run) == list(range(1, rounds + 1))
     with (run / "history.csv").open() as file:
         assert all(float(row["loss"]) != 9.0 for row in csv.DictReader(file))
@@ -150,8 +159,10 @@ def test_a_spare_takes_the_role_of_a_node_gone_mid_run_and_the_run_ends_on_the_f
         f"run: node node-1 does not answer (ssh: connect to host 127.0.0.1 port {nodes[1].port}"
     )
     assert said[0].endswith("); spare spare-0 takes role 1")
-    # Every round once, over both attempts; the failed attempt's records are kept apart.
+    # Every round once, over both attempts; the failed attempt's records are kept apart, and
+    # the next attempt followed its own rounds only (node 0 held the failed attempt's records).
     assert history_rounds(run) == list(range(1, ROUNDS + 1))
+    assert followed_rounds(run) == list(range(second["resumed_at"] + 1, ROUNDS + 1))
     assert (run / ATTEMPTS_DIR / "000" / "progress" / "role-000000.jsonl").is_file()
 
 
