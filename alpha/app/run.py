@@ -481,7 +481,8 @@ def _attempts(
                     say=lambda line: print(f"run: {line}", file=out),
                 )
             except NodeUnreachable as error:
-                return _unplaced(run, plan, summary, attempts, attempt, at, roles, error, began)
+                unplaced = (attempt, at, roles, began, recomputed)
+                return _unplaced(run, plan, summary, attempts, unplaced, error)
             roles, nodes = len(placed.nodes), pod_ids(placed.nodes)
         shrunk = roles != plan.participants
         each = plan if attempt == 0 and not shrunk else _as_attempt(plan, attempt, roles)
@@ -547,17 +548,16 @@ def _unplaced(
     plan: Plan,
     last: RunSummary | None,
     attempts: list[dict[str, object]],
-    attempt: int,
-    at: Path | None,
-    roles: int,
+    unplaced: tuple[int, Path | None, int, float, int],
     error: NodeUnreachable,
-    began: float,
 ) -> RunSummary:
-    """The end of a run on a deployment whose attempt ``attempt`` could not be placed: a node
-    does not answer and no spare is left (``error`` says which, and to add one). It is a
-    ``lost`` failure that no restart may end otherwise, recorded as the attempt's, with no
-    node; the run's summary is the last attempt's (its history and plots stand), or a bare one
-    when it is the first."""
+    """The end of a run on a deployment whose next attempt could not be placed: a node does
+    not answer and no spare is left (``error`` says which, and to add one). ``unplaced`` is
+    that attempt's number, where it would have resumed from, its roles, when it began
+    (``time.time()``) and the rounds recomputed so far. It is a ``lost`` failure that no
+    restart may end otherwise, recorded as the attempt's, with no node; the run's summary is
+    the last attempt's (its history and plots stand), or a bare one when it is the first."""
+    attempt, at, roles, began, recomputed = unplaced
     resumed_at = _round_of(at)
     attempts.append(
         {
@@ -579,7 +579,7 @@ def _unplaced(
         last = RunSummary(False, "", "", math.nan, 0.0, None)
     last.ok, last.cause = False, str(error)
     last.failure, last.failure_name = "lost", type(error).__name__
-    last.signal, last.attempts = None, attempts
+    last.signal, last.attempts, last.recomputed_rounds = None, attempts, recomputed
     last.wall_s = time.monotonic() - run.started
     return last
 

@@ -135,3 +135,31 @@ def test_with_no_spare_left_the_placement_is_kept_and_the_node_named(
         "node node-2 does not answer (ssh: refused) and no spare is left: the attempt runs on "
         "2 role(s), without role 2 (recovery.lost_role = 'drop')"
     ]
+
+
+def test_the_summary_names_the_nodes_of_each_attempt() -> None:
+    from alpha.app.run import RunSummary, _summary_rows
+    from alpha.compiler.plan import parse_plan
+
+    plan = parse_plan(
+        plan_text(
+            "deployed",
+            roles=2,
+            rounds=2,
+            topology={"shape": "tree", "fanout": 2},
+            work={"kind": "learn"},
+            learner={"kind": "linear", "rate": 0.05},
+        )
+    )
+    attempts: list[dict[str, object]] = [
+        {"attempt": 0, "failure": "lost", "nodes": ["node-0", "node-1"]},
+        {"attempt": 1, "failure": "", "nodes": ["node-0", "spare-0"]},
+    ]
+    summary = RunSummary(True, "ab", "ab", 0.5, 1.0, None, attempts=attempts)
+    rows = dict(_summary_rows(plan, summary))
+    assert rows["nodes of attempt 0"] == "node-0 node-1"
+    assert rows["nodes of attempt 1"] == "node-0 spare-0"
+    summary.attempts = attempts[:1]
+    assert dict(_summary_rows(plan, summary))["nodes"] == "node-0 node-1"
+    summary.attempts = [{"attempt": 0, "failure": "", "nodes": None}]  # on this host
+    assert "nodes" not in dict(_summary_rows(plan, summary))

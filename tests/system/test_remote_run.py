@@ -213,6 +213,7 @@ def test_with_no_spare_and_lost_role_restart_the_run_ends_with_one_line_naming_t
     failed, unplaced = summary["attempts"]
     assert (failed["failure"], failed["retried"]) == ("lost", True)
     assert (unplaced["failure"], unplaced["retried"], unplaced["nodes"]) == ("lost", False, None)
+    assert summary["recomputed_rounds"] == failed["reached"] - unplaced["resumed_at"]
     lines = [line for line in err.splitlines() if line.startswith("run: failed: ")]
     assert lines == [f"run: failed: {summary['cause']}"], err
     assert summary["cause"].startswith(
