@@ -283,7 +283,10 @@ def _each_at_once(work: Callable[[_T], NodeUnreachable | None], items: Sequence[
 def _by_sshd(nodes: Sequence[Node]) -> list[Node]:
     """One node per sshd (host and port), in order: nodes that are one sshd share its
     ``remote_root``."""
-    return list({(node.host, node.port): node for node in reversed(nodes)}.values())[::-1]
+    first: dict[tuple[str, int], Node] = {}
+    for node in nodes:
+        first.setdefault((node.host, node.port), node)
+    return list(first.values())
 
 
 def _ssh_line(stderr: bytes, returncode: int) -> str:
