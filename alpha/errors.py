@@ -617,7 +617,10 @@ class CommitUnknown(RunFailed):
 
 class NodeUnreachable(RunFailed):
     """A deployment's node cannot be reached or written over SSH, or an SSH forward did not
-    come up within its bound; the message names the node and quotes ssh."""
+    come up within its bound; the message names the node and quotes ssh. For ``alpha run
+    --deploy``, also a node that does not answer before an attempt when no spare is left to
+    take its roles: bring the node back, add a spare to the deployment file's ``spares``, or
+    let the run go on with fewer roles (``[recovery] lost_role = "drop"``, docs/deploy.md)."""
 
 
 class PortMissing(RunFailed):

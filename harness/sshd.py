@@ -18,6 +18,7 @@ Facts measured on this kind of machine: ``shared/notes/ssh-tunnel.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import itertools
 import os
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from harness.processes import children_of
+from harness.processes import children_of, descendants_of
 
 __all__ = [
     "MAX_NODES",
@@ -45,6 +46,7 @@ __all__ = [
     "SshdUnavailable",
     "free_port",
     "in_netns",
+    "kill_host",
     "namespace_nodes",
     "running_sshd",
 ]
@@ -106,6 +108,7 @@ class Sshd:
     client_key: Path  # the private key it accepts
     known_hosts: Path  # its host key, for [host]:port
     netns: str | None  # the network namespace it runs in, None for this process's own
+    pid: int | None = None  # the sshd's own process, once it runs
 
     def ssh_options(self) -> list[str]:
         """The options every ``ssh`` call against this sshd needs, as separate argv words:
@@ -354,6 +357,7 @@ def running_sshd(
         sshd = Sshd(host, port, user, client_key, known_hosts, netns)
         process, why = _start(sshd, config, log, deadline)
         if process is not None:
+            sshd = dataclasses.replace(sshd, pid=process.pid)
             break
         if why != "port taken":
             raise SshdFailed(why, log)
@@ -363,6 +367,32 @@ def running_sshd(
         yield sshd
     finally:
         _stop(process)
+
+
+def kill_host(sshd: Sshd) -> list[int]:
+    """Make the machine behind ``sshd`` gone, as a host that dies is: sshd and every process
+    under it (its sessions, the commands they run: a role's participant, a forward's end)
+    killed with SIGKILL, so that its port refuses connections and nothing it ran goes on.
+    Every process is stopped (SIGSTOP) first, from sshd down, so that none forks a process
+    the kill would miss. Returns the pids killed, sshd's first. The caller's
+    :func:`running_sshd` still reaps sshd at its exit.
+    """
+    assert sshd.pid is not None, "an Sshd that running_sshd started"
+    frozen = [sshd.pid]
+    with suppress(ProcessLookupError):
+        os.kill(sshd.pid, signal.SIGSTOP)
+    while True:
+        below = [pid for pid in descendants_of(sshd.pid) if pid not in frozen]
+        if not below:
+            break
+        for pid in below:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        frozen += below
+    for pid in frozen:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return frozen
 
 
 _sets = itertools.count()  # several sets in one process get distinct names and addresses

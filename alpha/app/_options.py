@@ -147,6 +147,25 @@ def add_interpreter_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_deploy_options(parser: argparse.ArgumentParser) -> None:
+    """``--deploy FILE`` and ``--ssh-option OPT`` (``alpha launch``, ``alpha run``)."""
+    parser.add_argument(
+        "--deploy",
+        default=None,
+        metavar="FILE",
+        help="run each role on the node a deployment file names, through SSH tunnels "
+        "(docs/deploy.md)",
+    )
+    parser.add_argument(
+        "--ssh-option",
+        action="append",
+        default=None,
+        metavar="OPT",
+        help="an extra word for every ssh call with --deploy (repeatable), e.g. "
+        "-o UserKnownHostsFile=FILE given as two options",
+    )
+
+
 def _tagged(option: str) -> Callable[[str], tuple[str, str]]:
     """An override option's argument as ``(option, text)``: it is read (as TOML) with the
     plan, so that a wrong one is refused as a plan's key is (``PlanInvalid``, docs/plans.md)."""

@@ -23,6 +23,7 @@ from typing import Final, NoReturn
 from alpha import __version__
 from alpha.app._options import (
     add_cold_option,
+    add_deploy_options,
     add_interpreter_option,
     add_json_option,
     add_output_option,
@@ -237,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="the main job: compile, launch, and compare with the replicated learner",
         description="Compile PLAN (default: the shipped digits plan), launch its participants "
-        "on this host with live progress, and compare the final parameters with the "
+        "on this host (or, with --deploy, on a deployment's nodes) with live progress, and "
+        "compare the final parameters with the "
         "replicated learner's, bit for bit. Exits 1 when they differ or a role fails.",
     )
     run.add_argument(
@@ -275,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the plan's [recovery] restarts, else 0; docs/recovery.md)",
     )
     add_interpreter_option(run)
+    add_deploy_options(run)  # with --restarts, a spare takes a gone node's roles
     add_cold_option(run)
     add_override_options(run)
     run.set_defaults(handler=_run)
@@ -315,21 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         "first.",
     )
     launch.add_argument("dir", metavar="DIR", help="a folder that `alpha compile` wrote")
-    launch.add_argument(
-        "--deploy",
-        default=None,
-        metavar="FILE",
-        help="run each role on the node a deployment file names, through SSH tunnels "
-        "(docs/deploy.md)",
-    )
-    launch.add_argument(
-        "--ssh-option",
-        action="append",
-        default=None,
-        metavar="OPT",
-        help="an extra word for every ssh call with --deploy (repeatable), e.g. "
-        "-o UserKnownHostsFile=FILE given as two options",
-    )
+    add_deploy_options(launch)
     add_interpreter_option(launch)
     add_cold_option(launch)
     add_json_option(launch, "the outcome")

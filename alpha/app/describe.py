@@ -51,7 +51,8 @@ def _group_facts(group: ParticipantGroup) -> dict[str, object]:
 
 
 def describe_deploy(args: argparse.Namespace) -> int:
-    """``alpha describe deploy FILE``: the deployment's transport, root and each role's node.
+    """``alpha describe deploy FILE``: the deployment's transport, root, each role's node and
+    the spares, in the order they are taken.
 
     Raises:
         DeployInvalid: the file does not read or a field is wrong (the first named).
@@ -66,6 +67,7 @@ def describe_deploy(args: argparse.Namespace) -> int:
             "roles": [
                 {"role": role, **_vars_of(node)} for role, node in enumerate(deployment.nodes)
             ],
+            "spares": [_vars_of(node) for node in deployment.spares],
         }
         print(json.dumps(facts, indent=2))
         return EXIT_OK
@@ -74,6 +76,11 @@ def describe_deploy(args: argparse.Namespace) -> int:
     for role, node in enumerate(deployment.nodes):
         print(
             f"role {role:<7} {node.pod_id} at {node.host} port {node.port}, GPU minor "
+            f"{node.minor}, key {node.ssh_key}"
+        )
+    for index, node in enumerate(deployment.spares):
+        print(
+            f"spare {index:<6} {node.pod_id} at {node.host} port {node.port}, GPU minor "
             f"{node.minor}, key {node.ssh_key}"
         )
     return EXIT_OK

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from alpha.errors import CheckpointCorrupt
 from alpha.exitcodes import signal_exit_code
@@ -39,6 +39,7 @@ __all__ = [
     "INTERRUPTS",
     "Interrupted",
     "RunTrack",
+    "found_in",
     "interrupt_line",
     "interrupted_by",
     "run_line",
@@ -113,6 +114,18 @@ def _leaves(error: BaseException) -> Iterator[BaseException]:
             yield from _leaves(inner)
     else:
         yield error
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def found_in(error: BaseException, kind: type[_E]) -> _E | None:
+    """``error`` itself when it is a ``kind``, else the first ``kind`` inside it when it is
+    a ``BaseExceptionGroup`` (what trio raises from a nursery); None when there is none."""
+    for leaf in _leaves(error):
+        if isinstance(leaf, kind):
+            return leaf
+    return None
 
 
 def signal_of(error: BaseException) -> int | None:

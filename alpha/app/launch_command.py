@@ -78,17 +78,15 @@ def _launch_dir(
         status.checking(participants, participants)
         return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm, status=status)
     from alpha.launch.deploy import load_deployment
-    from alpha.launch.remote import Tunnels, deploy_specs, stage_artifacts
+    from alpha.launch.remote import prepare_nodes
 
     deployment = load_deployment(deploy)
-    local, _ = launch_specs(directory)
+    local, deadline = launch_specs(directory)
     deployment.require_roles(len(local))
     print(f"launch: copying {len(local)} artifact(s) to their nodes", file=sys.stderr)
-    stage_artifacts(local, deployment, ssh_options)
-    specs, deadline = deploy_specs(directory, deployment, interpreters, ssh_options)
-    logs = directory / LOGS_DIR
-    logs.mkdir(exist_ok=True)
-    tunnels = Tunnels(deployment, logs, ssh_options)
+    specs, tunnels = prepare_nodes(
+        local, deployment, directory / LOGS_DIR, interpreters, ssh_options
+    )
     return launch_folder(
         directory,
         specs,

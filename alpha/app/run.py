@@ -7,6 +7,10 @@ holds the artifacts, every role's log and report, ``history.csv`` (every round's
 accuracies) and ``loss.png`` (their plots). A learner whose loss stops being finite has
 diverged: the run stops at that round everywhere (``LossNotFinite``), commits nothing, and
 still gets its summary, history and plots (exit 1).
+
+With ``--deploy FILE`` the roles run on the deployment's nodes (``alpha.app._remote_run``):
+role 0's progress records are brought into the run folder as they are written and the
+reports back once the launch is over, so that all of the above reads them unchanged.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import trio
 
 from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
+from alpha.app._remote_run import Deployed, RemoteAttempt, pod_ids
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
-from alpha.app.interrupted import Interrupted, RunTrack, interrupted_by, run_line
+from alpha.app.interrupted import Interrupted, RunTrack, found_in, interrupted_by, run_line
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
 from alpha.checkpoint.manifest import decode_history
@@ -57,18 +62,22 @@ from alpha.compiler.replicate import Replica, Start, replicate, require_learner
 from alpha.compiler.work_learn import learner_setup, plan_identity
 from alpha.core.membership import MAX_EPOCH
 from alpha.errors import (
+    AlphaError,
     CheckpointCorrupt,
     CommitInvalid,
     GenerationForeign,
     LearnerStateInvalid,
+    NodeUnreachable,
     PlanInvalid,
+    UsageError,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
 from alpha.failpoints import reach
 from alpha.files import hold_folder, output_folder, package_data
+from alpha.launch.deploy import load_deployment
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.launch.outcome import RoleOutcome
-from alpha.launch.recovery import Classified, classify
+from alpha.launch.recovery import Classified, classify, classify_error
 from alpha.learner.data import Digits, load_digits
 from alpha.learner.saving import (
     PARAMETERS,
@@ -240,6 +249,7 @@ class _Launched:
     records: list[RoundRecord]
     signal: int | None
     failure: RoleOutcome | None = None  # the first to fail, by the launcher's rules
+    error: AlphaError | None = None  # what failed the launch on its nodes (--deploy), if that
 
 
 def _launch_segment(
@@ -250,10 +260,13 @@ def _launch_segment(
     warm: bool,
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
     on_first: Callable[[], None] | None = None,
+    remote: RemoteAttempt | None = None,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
     each round's, and each generation it publishes while the run goes on; a status line shows
-    the phases before the first round (``PhaseStatus``)."""
+    the phases before the first round (``PhaseStatus``). With ``remote`` (``--deploy``) the
+    roles run on its nodes; a node that cannot be reached, written or read back fails the
+    launch (``error``), as a lost role does."""
     reach("run.compiling", 0)
     status = PhaseStatus(progress.out, "run")
     roles = parse_roles("all", plan.participants)
@@ -268,12 +281,23 @@ def _launch_segment(
     records_path = progress_path(directory)
     status.checking(0, len(roles))  # every artifact is checked whole: seconds for many roles
     try:
-        specs, deadline = launch_specs(directory, interpreters)
+        # On the nodes, the interpreters are theirs (deploy_specs), not this host's.
+        specs, deadline = launch_specs(directory, None if remote else interpreters)
     except BaseException:
         status.close()
         raise
     status.checking(len(roles), len(roles))
     records: list[RoundRecord] = []
+    if remote is not None:
+        status.note(f"run: copying {len(specs)} artifact(s) to their nodes")
+        try:
+            specs = remote.prepare(specs)
+        except NodeUnreachable as error:
+            status.close()
+            return _Launched(str(error), {}, records, None, error=error)
+        except BaseException:
+            status.close()
+            raise
 
     def first() -> None:
         status.close()
@@ -281,29 +305,42 @@ def _launch_segment(
             on_first()
 
     async def main() -> LaunchResult:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                partial(
-                    follow,
-                    records_path,
-                    progress,
-                    history=records,
-                    on_checkpoint=on_checkpoint,
-                    first=first,
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    partial(
+                        follow,
+                        records_path,
+                        progress,
+                        history=records,
+                        on_checkpoint=on_checkpoint,
+                        first=first,
+                    )
                 )
-            )
-            nursery.start_soon(status.ticking)
-            # A role failing after the commit point (role 0's pointer) stops no other role.
-            committed = (reports / COMMIT_NAME).exists
-            status.starting(0, len(specs))
-            result = await launch(
-                specs,
-                deadline=deadline,
-                warm=warm,
-                committed=committed,
-                on_announce=status.announced,
-            )
-            nursery.cancel_scope.cancel()
+                nursery.start_soon(status.ticking)
+                # A role failing after the commit point (role 0's pointer) stops no other
+                # role. On the nodes the commit record is role 0's node's, which the launcher
+                # does not see: every failure stops the others there.
+                committed = None if remote is not None else (reports / COMMIT_NAME).exists
+                status.starting(0, len(specs))
+                if remote is not None:
+                    await remote.start()
+                result = await launch(
+                    specs,
+                    deadline=deadline,
+                    warm=warm,
+                    committed=committed,
+                    on_announce=status.announced,
+                    route=None if remote is None else remote.route,
+                    shared=remote is None,
+                )
+                if remote is not None:
+                    # Before the follower's last read: the rounds written just before the end.
+                    await remote.finish(ended_well=result.first_to_fail is None)
+                nursery.cancel_scope.cancel()
+        finally:
+            if remote is not None:
+                await remote.aclose()
         return result
 
     try:
@@ -311,7 +348,11 @@ def _launch_segment(
     except BaseException as error:
         stopped = interrupted_by(error)
         if stopped is None:
-            raise
+            lost = None if remote is None else found_in(error, NodeUnreachable)
+            if lost is None:
+                raise
+            # A forward that did not come up, or reports that could not be read back.
+            return _Launched(str(lost), {}, records, None, error=lost)
         raise Interrupted(stopped.signal, records=records) from None
     finally:
         status.close()
@@ -341,10 +382,12 @@ def run_plan(
     *,
     warm: bool = True,
     restarts: int | None = None,
+    deploy: Deployed | None = None,
 ) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
-    forks them from the warm starter (:func:`alpha.launch.launcher.launch`).
+    forks them from the warm starter (:func:`alpha.launch.launcher.launch`). With ``deploy``
+    the roles run on its nodes (``docs/deploy.md``), ``interpreters`` naming the nodes' own.
 
     With a ``[checkpoint]`` table the run is still one launch, which publishes a generation
     every ``every`` rounds at a commit step of its own while the rounds go on, and the last at
@@ -382,9 +425,11 @@ def run_plan(
         track = RunTrack(plan.source, plan.rounds, folder=folder, resume=resume)
         track.directory = directory
         track.options = tuple(word for each in plan.overrides for word in each.argv)
+        if deploy is not None:
+            track.options += deploy.words
         recovery = plan.recovery or RecoverySpec()
         chances = recovery.restarts if restarts is None else restarts
-        run = _Run(directory, out, interpreters, folder, warm, started, track)
+        run = _Run(directory, out, interpreters, folder, warm, started, track, deploy)
         try:
             return _attempts(run, plan, resume, chances, recovery)
         except BaseException as error:
@@ -398,7 +443,8 @@ def run_plan(
 class _Run:
     """What every attempt of one ``run_plan`` shares: the run folder, where lines go, how
     roles start (``interpreters``, ``warm``), the checkpoint folder it holds (None: none), when
-    it started (``time.monotonic()``) and the track a signal's line is made from."""
+    it started (``time.monotonic()``), the track a signal's line is made from, and the
+    deployment its roles run on (None: this host)."""
 
     directory: Path
     out: TextIO
@@ -407,6 +453,7 @@ class _Run:
     warm: bool
     started: float
     track: RunTrack
+    deploy: Deployed | None = None
 
 
 def _attempts(
@@ -414,16 +461,32 @@ def _attempts(
 ) -> RunSummary:
     """:func:`_run_plan` once, and again after each failure that may be retried, at most
     ``restarts`` more times, ``recovery.backoff`` seconds after it, after a lost role on one
-    role fewer when ``recovery.lost_role`` is ``"drop"`` (docs/recovery.md)."""
+    role fewer when ``recovery.lost_role`` is ``"drop"`` (docs/recovery.md). With
+    ``run.deploy``, each attempt is first placed on the nodes that answer (a spare taking a
+    gone node's roles, or those roles dropped), and a node gone with no spare left ends the
+    run (docs/deploy.md)."""
     directory, out, folder, track = run.directory, run.out, run.folder, run.track
     shutil.rmtree(directory / ATTEMPTS_DIR, ignore_errors=True)  # an earlier run's attempts
     attempts: list[dict[str, object]] = []
     recomputed = 0
     attempt, at, roles = 0, resume, plan.participants
+    summary: RunSummary | None = None
     while True:
-        each = plan if attempt == 0 else _as_attempt(plan, attempt, roles)
-        epochs = None if attempt == 0 else (plan.epoch, each.epoch)
         began = time.time()
+        nodes: list[str] | None = None
+        if run.deploy is not None:
+            try:
+                placed = run.deploy.place(
+                    drop=recovery.lost_role == "drop",
+                    say=lambda line: print(f"run: {line}", file=out),
+                )
+            except NodeUnreachable as error:
+                unplaced = (attempt, at, roles, began, recomputed)
+                return _unplaced(run, plan, summary, attempts, unplaced, error)
+            roles, nodes = len(placed.nodes), pod_ids(placed.nodes)
+        shrunk = roles != plan.participants
+        each = plan if attempt == 0 and not shrunk else _as_attempt(plan, attempt, roles)
+        epochs = None if attempt == 0 else (plan.epoch, each.epoch)
         if attempt:
             track.resume = at
         summary = _run_plan(run, each, at, epochs)
@@ -441,6 +504,7 @@ def _attempts(
             "failure": summary.failure,
             "cause": summary.cause,
             "retried": False,
+            "nodes": nodes,
         }
         attempts.append(record)
         summary.attempts = attempts
@@ -459,7 +523,9 @@ def _attempts(
         kept = keep_attempt(directory, attempt)
         attempt += 1
         fewer = ""
-        if summary.failure == "lost" and recovery.lost_role == "drop" and roles > 1:
+        # On the nodes, the next attempt's probe decides: a role is dropped only with its node.
+        dropping = run.deploy is None and recovery.lost_role == "drop"
+        if summary.failure == "lost" and dropping and roles > 1:
             roles -= 1
             fewer = f" on {roles} roles (recovery.lost_role = 'drop')"
         where = "the start" if at is None else f"{at} (round {resumed_at})"
@@ -475,6 +541,47 @@ def _attempts(
             file=out,
         )
         time.sleep(recovery.backoff)
+
+
+def _unplaced(
+    run: _Run,
+    plan: Plan,
+    last: RunSummary | None,
+    attempts: list[dict[str, object]],
+    unplaced: tuple[int, Path | None, int, float, int],
+    error: NodeUnreachable,
+) -> RunSummary:
+    """The end of a run on a deployment whose next attempt could not be placed: a node does
+    not answer and no spare is left (``error`` says which, and to add one). ``unplaced`` is
+    that attempt's number, where it would have resumed from, its roles, when it began
+    (``time.time()``) and the rounds recomputed so far. It is a ``lost`` failure that no
+    restart may end otherwise, recorded as the attempt's, with no node; the run's summary is
+    the last attempt's (its history and plots stand), or a bare one when it is the first."""
+    attempt, at, roles, began, recomputed = unplaced
+    resumed_at = _round_of(at)
+    attempts.append(
+        {
+            "attempt": attempt,
+            "epoch": plan.epoch + attempt,
+            "roles": roles,
+            "resumed_at": resumed_at,
+            "reached": resumed_at,
+            "started_unix": began,
+            "first_round_unix": None,
+            "ended_unix": time.time(),
+            "failure": "lost",
+            "cause": str(error),
+            "retried": False,
+            "nodes": None,
+        }
+    )
+    if last is None:
+        last = RunSummary(False, "", "", math.nan, 0.0, None)
+    last.ok, last.cause = False, str(error)
+    last.failure, last.failure_name = "lost", type(error).__name__
+    last.signal, last.attempts, last.recomputed_rounds = None, attempts, recomputed
+    last.wall_s = time.monotonic() - run.started
+    return last
 
 
 def _as_attempt(plan: Plan, attempt: int, roles: int) -> Plan:
@@ -667,6 +774,7 @@ def _run_plan(
         run.warm,
         on_checkpoint,
         on_first=lambda: first_round.append(time.time()),
+        remote=None if run.deploy is None else run.deploy.attempt(directory, run.interpreters),
     )
     cause, found = launched.cause, launched.reports
     if cause:
@@ -674,6 +782,9 @@ def _run_plan(
         history += [_row(entry) for entry in launched.records]
         diverged = diverged_round(history)
         classified = classify(launched.failure, cause)
+        if launched.error is not None:  # a node of the deployment, not a role, failed it
+            name = type(launched.error).__name__
+            classified = Classified(classify_error(name), name)
         go_on = resume
         if folder is not None:
             for end in rounds:
@@ -681,7 +792,8 @@ def _run_plan(
                     print(f"run: checkpoint: {failure}", file=out)
             base = _failed_generation(folder, nonce, rounds)
             said, go_on = _published_after_failure(folder, base, previous, resume)
-            cause += "; " + _go_on_line(plan, said, go_on)
+            also = () if run.deploy is None else run.deploy.words
+            cause += "; " + _go_on_line(plan, said, go_on, also)
         if diverged is not None:
             summary = _diverged(
                 plan, directory, digits, start, history, resumes, diverged, started, out
@@ -835,8 +947,9 @@ def _published_after_failure(
     return said, go_on
 
 
-def _go_on_line(plan: Plan, said: str, go_on: Path | None) -> str:
-    """``said``, and the command that goes on from ``go_on`` (None: run it again)."""
+def _go_on_line(plan: Plan, said: str, go_on: Path | None, also: Sequence[str] = ()) -> str:
+    """``said``, and the command that goes on from ``go_on`` (None: run it again), with the
+    words ``also`` after the overrides (``--deploy FILE``)."""
     if go_on is None:
         return f"{said}: run it again from the start"
     source = Path(plan.source)
@@ -844,6 +957,8 @@ def _go_on_line(plan: Plan, said: str, go_on: Path | None) -> str:
         return f"{said}: go on with this plan and --resume {shlex.quote(str(go_on))}"
     command = f"alpha run {shlex.quote(str(source))} --resume {shlex.quote(str(go_on))}"
     command += "".join(f" {shlex.join(each.argv)}" for each in plan.overrides)
+    if also:
+        command += f" {shlex.join(also)}"
     return f"{said}: go on with {command}"
 
 
@@ -929,6 +1044,8 @@ def run_command(args: argparse.Namespace) -> int:
         resume_round=args.round,
         overrides=args.overrides,
         restarts=args.restarts,
+        deploy=args.deploy,
+        ssh_options=args.ssh_option or (),
     )
 
 
@@ -943,21 +1060,40 @@ def main_run(
     resume_round: int | None = None,
     overrides: Sequence[tuple[str, str]] | None = None,
     restarts: int | None = None,
+    deploy: str | None = None,
+    ssh_options: Sequence[str] = (),
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
     generation of that round in the checkpoint folder ``resume``; ``overrides`` are the
     ``(option, text)`` pairs of ``--roles``, ``--fanout``, ``--rounds`` and ``--set``;
-    ``restarts`` (``--restarts K``) overrides the plan's ``[recovery] restarts``."""
+    ``restarts`` (``--restarts K``) overrides the plan's ``[recovery] restarts``; ``deploy``
+    (``--deploy FILE``) runs the roles on a deployment's nodes, each ssh call given
+    ``ssh_options`` first (``docs/deploy.md``).
+
+    Raises:
+        UsageError: ``--ssh-option`` without ``--deploy``.
+        DeployInvalid: the deployment file is wrong, or does not list one node per role.
+    """
+    if ssh_options and deploy is None:
+        raise UsageError("run: --ssh-option is for ssh calls, which only --deploy makes")
     plan = load_plan(
         resolve_plan(plan_path) if plan_path else DEFAULT_PLAN, overrides=overrides_of(overrides)
     )
     require_learner(plan)  # a sum check is refused before any folder is made
     require_buildable(plan.participants, "run")
-    # An AArch64 role on this x86-64 host runs under qemu: found now, not after the compile.
-    interpreters = local_interpreters(
-        plan_targets(plan.participants, plan.default_target, plan.target_roles), interpreters
-    )
+    deployed = None
+    if deploy is not None:
+        # A wrong file, or one that does not place every role, is refused before anything.
+        deployment = load_deployment(deploy)
+        deployment.require_roles(plan.participants)
+        deployed = Deployed(deployment, deploy, tuple(ssh_options))
+    else:
+        # An AArch64 role on this x86-64 host runs under qemu: found now, not after the
+        # compile.
+        interpreters = local_interpreters(
+            plan_targets(plan.participants, plan.default_target, plan.target_roles), interpreters
+        )
     if resume is not None and resume_round is not None:
         # A round no generation has is refused here, before any folder is made.
         resume = str(resume_generation(Path(resume), resume_round, plan.name, sys.stderr))
@@ -970,6 +1106,7 @@ def main_run(
             resume=None if resume is None else Path(resume),
             warm=warm,
             restarts=restarts,
+            deploy=deployed,
         )
     if summary.signal is not None:
         print(f"run: {summary.cause}", file=sys.stderr)  # its one line
@@ -1020,6 +1157,12 @@ def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
         causes = ", ".join(f"{failed.count(kind)} {kind}" for kind in sorted(set(failed)))
         rows.append(("attempts", f"{len(summary.attempts)} ({len(failed)} failed: {causes})"))
         rows.append(("rounds recomputed", str(summary.recomputed_rounds)))
+    placed = [each for each in summary.attempts if isinstance(each.get("nodes"), list)]
+    for each in placed:  # --deploy: the node of each role, in role order
+        nodes = each["nodes"]
+        assert isinstance(nodes, list)
+        name = "nodes" if len(summary.attempts) == 1 else f"nodes of attempt {each['attempt']}"
+        rows.append((name, " ".join(str(node) for node in nodes)))
     rows.append(("wall time", f"{summary.wall_s:.1f} s"))
     if summary.curve is not None:
         rows.append(("loss curve", str(summary.curve)))

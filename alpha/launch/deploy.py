@@ -6,24 +6,28 @@ A deployment is JSON::
     {"transport": "ssh-tunnel",
      "remote_root": "/tmp/alpha-hybrid-your-unique-run",
      "nodes": [{"pod_id": "coordinator", "host": "root@10.0.0.1", "port": 22,
-                "ssh_key": "/keys/id_ed25519", "minor": 0}, ...]}
+                "ssh_key": "/keys/id_ed25519", "minor": 0}, ...],
+     "spares": [{"pod_id": "spare-0", ...}]}
 
 ``nodes`` are in logical role order: node ``r`` runs role ``r``, so reversing the list swaps
-which machine runs which role. Every field is checked when the file is read, and the first
-wrong one is named (``nodes[1].port``) in a :class:`DeployInvalid`. A host is refused if it
-could be read as an ssh option (it starts with ``-``) or holds anything but the characters of
-a user, a host name or an address.
+which machine runs which role. ``spares`` (optional) are nodes of the same form that run no
+role until ``alpha run --deploy`` finds a node gone before an attempt: the next spare then
+takes every role of that node (:func:`replace_gone`, ``docs/deploy.md``). Every field is
+checked when the file is read, and the first wrong one is named (``nodes[1].port``,
+``spares[0].pod_id``) in a :class:`DeployInvalid`. A host is refused if it could be read as an
+ssh option (it starts with ``-``) or holds anything but the characters of a user, a host name
+or an address.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Final
 
-from alpha.errors import DeployInvalid
+from alpha.errors import DeployInvalid, NodeUnreachable
 from alpha.files import read_regular_file
 
 if TYPE_CHECKING:
@@ -34,8 +38,11 @@ __all__ = [
     "TRANSPORTS",
     "Deployment",
     "Node",
+    "Placement",
+    "Replaced",
     "load_deployment",
     "parse_deployment",
+    "replace_gone",
 ]
 
 TRANSPORTS: Final = ("ssh-tunnel",)
@@ -44,6 +51,7 @@ MAX_DEPLOY_BYTES: Final = 1 << 20
 MAX_PATH_CHARS: Final = 4096
 MAX_MINOR: Final = 2**31 - 1
 _KEYS: Final = ("transport", "remote_root", "nodes")
+_OPTIONAL_KEYS: Final = ("spares",)
 _NODE_KEYS: Final = ("pod_id", "host", "port", "ssh_key", "minor")
 _POD_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 # [user@]host: a POSIX user name, then a host name, an IPv4 address or a bracketed IPv6 one.
@@ -72,9 +80,15 @@ class Deployment:
     remote_root: str
     nodes: tuple[Node, ...]
     source: str
+    spares: tuple[Node, ...] = ()  # in the file's order: the first free one is taken first
 
     def node(self, role: int) -> Node:
         return self.nodes[role]
+
+    def placed(self, nodes: tuple[Node, ...]) -> Deployment:
+        """This deployment with ``nodes`` running its roles (node ``r`` role ``r``): what
+        one attempt of ``alpha run --deploy`` stages, starts and routes through."""
+        return replace(self, nodes=nodes)
 
     def require_roles(self, participants: int) -> None:
         """
@@ -111,19 +125,22 @@ def _int(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def _refuse_unknown(table: dict[str, object], where: str, known: tuple[str, ...]) -> None:
+def _refuse_unknown(
+    table: dict[str, object], where: str, known: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> None:
     for key in table:
-        if key not in known:
+        if key not in known and key not in optional:
             field = f"{where}.{key}" if where else key
-            raise DeployInvalid(f"is not a field; the fields are {', '.join(known)}", field=field)
+            fields = ", ".join((*known, *optional))
+            raise DeployInvalid(f"is not a field; the fields are {fields}", field=field)
     for key in known:
         if key not in table:
             field = f"{where}.{key}" if where else key
             raise DeployInvalid("is required", field=field)
 
 
-def _node(value: object, index: int) -> Node:
-    where = f"nodes[{index}]"
+def _node(value: object, index: int, array: str = "nodes") -> Node:
+    where = f"{array}[{index}]"
     if not isinstance(value, dict):
         raise DeployInvalid(f"must be an object, got {type(value).__name__}", field=where)
     _refuse_unknown(value, where, _NODE_KEYS)
@@ -161,7 +178,7 @@ def parse_deployment(text: str, *, source: str = "<deployment>") -> Deployment:
         raise DeployInvalid(f"{source} is not JSON: {error}") from None
     if not isinstance(data, dict):
         raise DeployInvalid(f"{source} must hold a JSON object")
-    _refuse_unknown(data, "", _KEYS)
+    _refuse_unknown(data, "", _KEYS, _OPTIONAL_KEYS)
     transport = data["transport"]
     if transport not in TRANSPORTS:
         raise DeployInvalid(
@@ -173,12 +190,36 @@ def parse_deployment(text: str, *, source: str = "<deployment>") -> Deployment:
     nodes = data["nodes"]
     if not isinstance(nodes, list) or not nodes:
         raise DeployInvalid("must be a non-empty list, one node per role", field="nodes")
+    placed = tuple(_node(node, index) for index, node in enumerate(nodes))
     return Deployment(
         transport=transport,
         remote_root=remote_root,
-        nodes=tuple(_node(node, index) for index, node in enumerate(nodes)),
+        nodes=placed,
         source=source,
+        spares=_spares(data.get("spares", []), placed),
     )
+
+
+def _spares(value: object, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """The ``spares`` array: nodes as strict as ``nodes``' own, each named apart from every
+    node and other spare (the lines that say which spare took a role, and each attempt's
+    ``nodes`` in ``alpha run --json``, name them by ``pod_id`` alone)."""
+    if not isinstance(value, list):
+        raise DeployInvalid(
+            f"must be a list of nodes (possibly empty), got {type(value).__name__}",
+            field="spares",
+        )
+    spares = tuple(_node(spare, index, "spares") for index, spare in enumerate(value))
+    named = {node.pod_id for node in nodes}
+    for index, spare in enumerate(spares):
+        if spare.pod_id in named:
+            raise DeployInvalid(
+                f"{spare.pod_id!r} already names a node or an earlier spare: a spare's pod_id "
+                "is its own",
+                field=f"spares[{index}].pod_id",
+            )
+        named.add(spare.pod_id)
+    return spares
 
 
 def load_deployment(path: str | PathLike[str]) -> Deployment:
@@ -197,3 +238,70 @@ def load_deployment(path: str | PathLike[str]) -> Deployment:
     except UnicodeDecodeError as error:
         raise DeployInvalid(f"{source} is not UTF-8: {error}") from None
     return parse_deployment(text, source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Which node runs each role of one attempt of ``alpha run --deploy``, and the spares still
+    free: ``nodes[r]`` runs role ``r`` (the deployment's ``nodes`` at first), ``spares`` in the
+    file's order, the first taken first."""
+
+    nodes: tuple[Node, ...]
+    spares: tuple[Node, ...]
+
+    @classmethod
+    def of(cls, deployment: Deployment) -> Placement:
+        return cls(deployment.nodes, deployment.spares)
+
+    def in_use(self) -> tuple[Node, ...]:
+        """Each node that runs a role, once, in the order of its first role."""
+        return tuple(dict.fromkeys(self.nodes))
+
+    def roles_of(self, node: Node) -> tuple[int, ...]:
+        return tuple(role for role, each in enumerate(self.nodes) if each == node)
+
+
+@dataclass(frozen=True, slots=True)
+class Replaced:
+    """What :func:`replace_gone` did about one gone node: the placement after it, the spare
+    that took the node's roles (None: they were dropped) and those roles (numbered as they
+    were before)."""
+
+    placement: Placement
+    spare: Node | None
+    roles: tuple[int, ...]
+
+
+def replace_gone(
+    placement: Placement, gone: Node, why: str, *, drop: bool, source: str = "<deployment>"
+) -> Replaced:
+    """``placement`` without the node ``gone`` (it does not answer; ``why`` quotes ssh): every
+    role it ran moves to the first free spare; with none left and ``drop`` (``[recovery]
+    lost_role = "drop"``, which needs ``learner.contributors``) those roles are dropped, the
+    remaining roles keeping their nodes in order (role ``r`` of the smaller run on the ``r``-th
+    placement left), one role fewer for each role the gone node ran. ``source`` names the
+    deployment file in the message that asks for a spare.
+
+    Raises:
+        NodeUnreachable: no spare is left and the roles may not be dropped, or dropping them
+            would leave no role; the message names the node, quotes ``why`` and says to add a
+            spare.
+    """
+    roles = placement.roles_of(gone)
+    named = ", ".join(str(role) for role in roles)
+    which = f"role{'s' if len(roles) > 1 else ''} {named}"
+    where = f"node {gone.pod_id} ({gone.host} port {gone.port}) does not answer ({why})"
+    if placement.spares:
+        spare, *rest = placement.spares
+        nodes = tuple(spare if node == gone else node for node in placement.nodes)
+        return Replaced(Placement(nodes, tuple(rest)), spare, roles)
+    if drop:
+        nodes = tuple(node for node in placement.nodes if node != gone)
+        if not nodes:
+            raise NodeUnreachable(f"{where}, and no other node is left to run a role")
+        return Replaced(Placement(nodes, ()), None, roles)
+    raise NodeUnreachable(
+        f'{where} and no spare is left to take {which}: add a node to "spares" in {source} '
+        '(docs/deploy.md), or run on fewer roles with [recovery] lost_role = "drop" and '
+        "learner.contributors"
+    )

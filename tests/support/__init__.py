@@ -7,11 +7,13 @@ and is never imported as a module.
 
 from .channels import BUDGETS, connected
 from .cli import ALPHA, run_alpha
+from .deploy import deployment_file, left_running, ssh_options
 from .errors import raises_exactly
 from .identity import IDENTITY, SECRET
 from .mounts import mount_tmpfs
 from .paths import FIXTURES, PLANS, ROOT
 from .plans import plan_of, plan_text, toml_value
+from .runs import Fault, run_with_faults
 
 __all__ = [
     "ALPHA",
@@ -21,11 +23,16 @@ __all__ = [
     "PLANS",
     "ROOT",
     "SECRET",
+    "Fault",
     "connected",
+    "deployment_file",
+    "left_running",
     "mount_tmpfs",
     "plan_of",
     "plan_text",
     "raises_exactly",
     "run_alpha",
+    "run_with_faults",
+    "ssh_options",
     "toml_value",
 ]

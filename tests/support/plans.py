@@ -10,6 +10,7 @@ written last, so it belongs to the last table written (an optimizer's constants 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
 from alpha.compiler.plan import Plan, parse_plan
@@ -108,3 +109,39 @@ def checkpointed_text(
         checkpoint=checkpoint,
         extra=extra,
     )
+
+
+def recovery_plan(
+    path: Path,
+    *,
+    roles: int,
+    rounds: int,
+    restarts: int,
+    rate: float = 0.01,
+    contributors: int | None = None,
+    backoff: float = 0.1,
+    folder: Path | None = None,
+) -> Path:
+    """Write to ``path`` the plan the restart tests run: a small learner on a tree of fan-out
+    2, a generation every 2 rounds (in ``folder``, else the run folder's), ``[recovery]`` with
+    ``restarts`` and ``backoff``; with ``contributors``, ``learner.contributors`` and
+    ``lost_role = 'drop'`` (else the default, ``'restart'``). A file, since ``'drop'`` reads
+    the plan file again."""
+    learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5, "batch": 8}
+    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = {backoff}\n"
+    if contributors is not None:
+        learner["contributors"] = contributors
+        recovery += "lost_role = 'drop'\n"
+    text = plan_text(
+        "restarts",
+        roles=roles,
+        rounds=rounds,
+        topology={"shape": "tree", "fanout": 2},
+        budgets={"accept": 30.0, "receive": 3.0, "start": 30.0},
+        work={"kind": "learn"},
+        learner=learner,
+        checkpoint={"every": 2} if folder is None else {"every": 2, "folder": str(folder)},
+        extra=recovery,
+    )
+    path.write_text(text)
+    return path

@@ -31,7 +31,7 @@ from alpha.records.commit import COMMIT_NAME
 from alpha.records.reports import committed_reports
 from harness.processes import running, state_of
 from harness.sshd import Sshd, connect_error, namespace_nodes, running_sshd
-from tests.support import ALPHA
+from tests.support import ALPHA, deployment_file, left_running, ssh_options
 
 pytestmark = pytest.mark.slow
 
@@ -56,37 +56,6 @@ batch = 8
 """
 
 
-def _deployment(path: Path, remote_root: Path, nodes: list[tuple[Sshd, int]]) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "transport": "ssh-tunnel",
-                "remote_root": str(remote_root),
-                "nodes": [
-                    {
-                        "pod_id": f"node-{index}",
-                        "host": sshd.destination(),
-                        "port": sshd.port,
-                        "ssh_key": str(sshd.client_key),
-                        "minor": minor,
-                    }
-                    for index, (sshd, minor) in enumerate(nodes)
-                ],
-            }
-        )
-    )
-    return path
-
-
-def _options(*sshds: Sshd) -> list[str]:
-    """--ssh-option words: the fixtures' known hosts (one option naming every file: ssh keeps
-    the first value it is given) and no other configuration; keys come from the deployment."""
-    words = ["-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes"]
-    files = " ".join(str(sshd.known_hosts) for sshd in sshds)
-    words += ["-o", f"UserKnownHostsFile={files}"]
-    return [f"--ssh-option={word}" for word in words]
-
-
 def _launch(compiled: Path, deployment: Path, *sshds: Sshd) -> int:
     return main(
         [
@@ -95,7 +64,7 @@ def _launch(compiled: Path, deployment: Path, *sshds: Sshd) -> int:
             "--deploy",
             str(deployment),
             f"--interpreter=x86_64={sys.executable}",
-            *_options(*sshds),
+            *ssh_options(*sshds),
         ]
     )
 
@@ -111,17 +80,9 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _left_running(remote: Path, *sshds: Sshd) -> list[int]:
-    """Participants started from ``remote`` and ssh processes talking to the sshds."""
-    found = running(remote)
-    for sshd in sshds:
-        found += [pid for pid in running(str(sshd.port), whole=True) if pid not in found]
-    return found
-
-
 def _until_gone(remote: Path, *sshds: Sshd, within: float) -> list[int]:
     deadline = time.monotonic() + within
-    while (left := _left_running(remote, *sshds)) and time.monotonic() < deadline:
+    while (left := left_running(remote, *sshds)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -148,10 +109,10 @@ def test_a_learner_run_through_ssh_tunnels_equals_the_replicated_learner(tmp_pat
     plan, compiled = _compiled(tmp_path, 3)
     remote = tmp_path / "remote"
     with running_sshd(tmp_path / "sshd") as sshd:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         assert _launch(compiled, deployment, sshd) == EXIT_OK
         # The launcher ended every forward and session it opened.
-        assert _left_running(remote, sshd) == []
+        assert left_running(remote, sshd) == []
     # The roles ran from the remote root, and wrote their reports there, beside the one
     # shared runtime they bind.
     runtime = json.loads((compiled / "run.json").read_text())["runtime"]["file"]
@@ -203,7 +164,7 @@ def test_staging_copies_the_shared_runtime_once_per_node(
     _, compiled = _compiled(tmp_path, 1)
     runtime = json.loads((compiled / "run.json").read_text())["runtime"]["file"]
     specs, _ = launch_specs(compiled)
-    options = [word.removeprefix("--ssh-option=") for word in _options()]
+    options = [word.removeprefix("--ssh-option=") for word in ssh_options()]
     for sshds in (1, 2):
         remote = tmp_path / f"remote-{sshds}"
         said = _counting_ssh(tmp_path / f"ssh-{sshds}", monkeypatch)
@@ -213,7 +174,8 @@ def test_staging_copies_the_shared_runtime_once_per_node(
                 for n in range(sshds)
             ]
             nodes = [(started[0], 0), (started[-1], 1)]  # one sshd for both nodes, or one each
-            deployment = load_deployment(_deployment(tmp_path / "deploy.json", remote, nodes))
+            path = deployment_file(tmp_path / "deploy.json", remote, nodes)
+            deployment = load_deployment(path)
             known = [f"UserKnownHostsFile={' '.join(str(s.known_hosts) for s in started)}"]
             stage_artifacts(specs, deployment, [*options[:-2], "-o", *known])
         copies = [line for line in said.read_text().splitlines() if "cat >" in line]
@@ -238,7 +200,7 @@ def test_a_relay_killed_mid_run_aborts_every_role_within_its_budget(tmp_path: Pa
     remote = tmp_path / "remote"
     logs = compiled / "logs"
     with running_sshd(tmp_path / "sshd") as sshd:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         killed: list[tuple[float, int]] = []
 
         def kill_the_relay() -> None:
@@ -279,7 +241,7 @@ def test_a_lost_ssh_session_is_its_roles_failure_and_aborts_the_run(
     remote = tmp_path / "remote"
     logs = compiled / "logs"
     with running_sshd(tmp_path / "sshd") as sshd:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         killed: list[int] = []
 
         def kill_the_session() -> None:
@@ -313,9 +275,9 @@ def test_a_participant_stops_when_its_session_ends_though_the_relay_stands(
     remote = tmp_path / "remote"
     logs = compiled / "logs"
     with running_sshd(tmp_path / "sshd") as sshd:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         argv = [*ALPHA, "launch", str(compiled), "--deploy"]
-        argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *_options(sshd)]
+        argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *ssh_options(sshd)]
         launcher = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         forwards: list[int] = []
         try:
@@ -353,9 +315,9 @@ def test_a_launcher_stopped_by_a_signal_ends_every_session_and_forward(
     plan, compiled = _compiled(tmp_path, 100000)
     remote = tmp_path / "remote"
     with running_sshd(tmp_path / "sshd") as sshd:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         argv = [*ALPHA, "launch", str(compiled), "--deploy"]
-        argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *_options(sshd)]
+        argv += [str(deployment), f"--interpreter=x86_64={sys.executable}", *ssh_options(sshd)]
         launcher = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -400,12 +362,12 @@ def test_a_node_that_refuses_connections_is_one_clear_error(
     _, compiled = _compiled(tmp_path, 1)
     remote = tmp_path / "remote"
     with running_sshd(tmp_path / "sshd") as sshd, socket.socket() as closed:
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
         _with_port(deployment, 1, closed.getsockname()[1])
         capsys.readouterr()
         assert _launch(compiled, deployment, sshd) == EXIT_FAILURE
-        assert _left_running(remote, sshd) == []
+        assert left_running(remote, sshd) == []
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("alpha: error: cannot copy role 1's artifact to node-1 (root@127.0.0.1")
     assert "Connection refused" in err
@@ -422,7 +384,7 @@ def test_a_node_that_never_answers_is_one_clear_error_within_its_connect_timeout
         running_sshd(tmp_path / "sshd") as sshd,
         socket.create_server(("127.0.0.1", 0)) as silent,  # accepts, never says a word
     ):
-        deployment = _deployment(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
+        deployment = deployment_file(tmp_path / "deploy.json", remote, [(sshd, 0), (sshd, 1)])
         _with_port(deployment, 1, silent.getsockname()[1])
         capsys.readouterr()
         started = time.monotonic()
@@ -433,7 +395,7 @@ def test_a_node_that_never_answers_is_one_clear_error_within_its_connect_timeout
                 "--deploy",
                 str(deployment),
                 f"--interpreter=x86_64={sys.executable}",
-                *_options(sshd),
+                *ssh_options(sshd),
                 "--ssh-option=-o",
                 f"--ssh-option=ConnectTimeout={connect_timeout}",  # before the default 10 s
             ]
@@ -475,7 +437,7 @@ def test_across_network_namespaces_the_relay_is_the_only_route(
                 refused = connect_error(nodes[there].address, sshds[there].port, nodes[here].name)
                 assert refused == errno.ENETUNREACH
             placed = [sshds[k] for k in order]  # node of role r: placed[r]
-            deployment = _deployment(tmp_path / "deploy.json", remote, [(s, 0) for s in placed])
+            deployment = deployment_file(tmp_path / "deploy.json", remote, [(s, 0) for s in placed])
             seen: dict[int, set[str]] = {0: set(), 1: set()}
             done = threading.Event()
 
@@ -496,7 +458,7 @@ def test_across_network_namespaces_the_relay_is_the_only_route(
                 done.set()
                 watcher.join()
             assert seen == {role: {nodes[order[role]].name} for role in (0, 1)}
-            assert _left_running(remote, s0, s1) == []
+            assert left_running(remote, s0, s1) == []
         _, reports = committed_reports(remote / "reports", plan.tree.children)
         assert {r["digests"]["w"] for r in reports.values()} == {
             replicate(plan, load_digits()).digest

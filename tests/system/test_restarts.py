@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from alpha.records.reports import ATTEMPTS_DIR
 from harness.processes import role_pids as running_roles
 from harness.processes import state_of
 from harness.runs import recorded_round
-from tests.support import ALPHA, ROOT, mount_tmpfs, plans
+from tests.support import ALPHA, ROOT, Fault, mount_tmpfs, plans
+from tests.support import run_with_faults as run_faulted
 
 N = 4
 ROUNDS = 12
@@ -46,26 +47,16 @@ def plan_file(
     backoff: float = 0.1,
     folder: Path | None = None,
 ) -> Path:
-    learner: dict[str, object] = {"kind": "mlp", "hidden": 8, "rate": rate, "seed": 5}
-    learner["batch"] = 8
-    recovery = f"[recovery]\nrestarts = {restarts}\nbackoff = {backoff}\n"
-    if contributors is not None:
-        learner["contributors"] = contributors
-        recovery += "lost_role = 'drop'\n"
-    text = plans.plan_text(
-        "restarts",
+    return plans.recovery_plan(
+        tmp_path / "plan.toml",
         roles=N,
         rounds=ROUNDS,
-        topology={"shape": "tree", "fanout": 2},
-        budgets={"accept": 30.0, "receive": 3.0, "start": 30.0},
-        work={"kind": "learn"},
-        learner=learner,
-        checkpoint={"every": 2} if folder is None else {"every": 2, "folder": str(folder)},
-        extra=recovery,
+        restarts=restarts,
+        rate=rate,
+        contributors=contributors,
+        backoff=backoff,
+        folder=folder,
     )
-    path = tmp_path / "plan.toml"
-    path.write_text(text)
-    return path
 
 
 def role_pids(run: Path) -> dict[int, int]:
@@ -83,21 +74,19 @@ def run_with_faults(
     """``alpha run PLAN -o RUN --json ARGV``, sending each ``(round, role, signal)`` of
     ``faults`` in turn to that role once role 0 recorded that round (of whichever attempt
     runs then: a fault's round counts from the run's start); its exit code, summary, stderr."""
-    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json", *argv]
-    with subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
-        pending = list(faults)
-        while pending and process.poll() is None:
-            at, role, number = pending[0]
+
+    def send(role: int, number: signal.Signals) -> Callable[[], bool]:
+        def act() -> bool:
             pid = role_pids(run).get(role)
-            if pid is not None and last_round(run) >= at:
-                os.kill(pid, number)
-                pending.pop(0)
-            time.sleep(0.01)
-        out, err = process.communicate(timeout=300)
-    assert not pending, f"the run ended before faults {pending}: {err}"
-    return process.returncode, json.loads(out), err
+            if pid is None:
+                return False  # not up yet
+            os.kill(pid, number)
+            return True
+
+        return act
+
+    acts: list[Fault] = [(at, send(role, number)) for at, role, number in faults]
+    return run_faulted(["run", str(plan), "-o", str(run), "--json", *argv], run, acts)
 
 
 def fault_free(plan: Path) -> str:
