@@ -482,14 +482,23 @@ def _attempts(
                 )
             except NodeUnreachable as error:
                 unplaced = (attempt, at, roles, began, recomputed)
-                return _unplaced(run, plan, summary, attempts, unplaced, error)
+                return _unstarted(run, plan, summary, attempts, unplaced, error)
             roles, nodes = len(placed.nodes), pod_ids(placed.nodes)
         shrunk = roles != plan.participants
-        each = plan if attempt == 0 and not shrunk else _as_attempt(plan, attempt, roles)
-        epochs = None if attempt == 0 else (plan.epoch, each.epoch)
         if attempt:
             track.resume = at
-        summary = _run_plan(run, each, at, epochs)
+        try:
+            each = plan if attempt == 0 and not shrunk else _as_attempt(plan, attempt, roles)
+            epochs = None if attempt == 0 else (plan.epoch, each.epoch)
+            summary = _run_plan(run, each, at, epochs)
+        except AlphaError as error:
+            if summary is None:
+                raise  # the first attempt's: nothing ran, the command's own refusal
+            # A later attempt that could not start (its generation damaged since it was
+            # chosen, its checkpoint folder full, the plan file changed): the run ends here,
+            # with the attempts so far in its summary.
+            unstarted = (attempt, at, roles, began, recomputed)
+            return _unstarted(run, plan, summary, attempts, unstarted, error)
         first = track.first
         reached = first + sum(1 for row in summary.history if row[0] >= first)
         record: dict[str, object] = {
@@ -543,22 +552,28 @@ def _attempts(
         time.sleep(recovery.backoff)
 
 
-def _unplaced(
+def _unstarted(
     run: _Run,
     plan: Plan,
     last: RunSummary | None,
     attempts: list[dict[str, object]],
-    unplaced: tuple[int, Path | None, int, float, int],
-    error: NodeUnreachable,
+    unstarted: tuple[int, Path | None, int, float, int],
+    error: AlphaError,
 ) -> RunSummary:
-    """The end of a run on a deployment whose next attempt could not be placed: a node does
-    not answer and no spare is left (``error`` says which, and to add one). ``unplaced`` is
-    that attempt's number, where it would have resumed from, its roles, when it began
-    (``time.time()``) and the rounds recomputed so far. It is a ``lost`` failure that no
-    restart may end otherwise, recorded as the attempt's, with no node; the run's summary is
-    the last attempt's (its history and plots stand), or a bare one when it is the first."""
-    attempt, at, roles, began, recomputed = unplaced
-    resumed_at = _round_of(at)
+    """The end of a run whose next attempt could not start: on a deployment, a node does not
+    answer and no spare is left (``error``, a ``NodeUnreachable``, says which, and to add
+    one); or ``error`` refused the attempt before any role ran. ``unstarted`` is that
+    attempt's number, where it would have resumed from, its roles, when it began
+    (``time.time()``) and the rounds recomputed so far. Its failure is ``error``'s class
+    (``lost`` for a node), recorded as the attempt's, with no node and no restart after it:
+    the run's summary is the last attempt's (its history and plots stand), or a bare one when
+    it is the first."""
+    attempt, at, roles, began, recomputed = unstarted
+    try:
+        resumed_at = _round_of(at)
+    except AlphaError:  # the generation it would resume from is what refused it
+        resumed_at = run.track.first
+    kind = classify_error(type(error).__name__)
     attempts.append(
         {
             "attempt": attempt,
@@ -569,7 +584,7 @@ def _unplaced(
             "started_unix": began,
             "first_round_unix": None,
             "ended_unix": time.time(),
-            "failure": "lost",
+            "failure": kind,
             "cause": str(error),
             "retried": False,
             "nodes": None,
@@ -577,8 +592,8 @@ def _unplaced(
     )
     if last is None:
         last = RunSummary(False, "", "", math.nan, 0.0, None)
-    last.ok, last.cause = False, str(error)
-    last.failure, last.failure_name = "lost", type(error).__name__
+    last.ok, last.distributed, last.cause = False, "", str(error)
+    last.failure, last.failure_name = kind, type(error).__name__
     last.signal, last.attempts, last.recomputed_rounds = None, attempts, recomputed
     last.wall_s = time.monotonic() - run.started
     return last
@@ -1115,7 +1130,7 @@ def main_run(
             print(f"run: diverged: {summary.cause}", file=sys.stderr)
         else:
             print(f"run: failed: {summary.cause}", file=sys.stderr)
-            print(f"run: logs are in {folder / 'logs'}", file=sys.stderr)
+            print(f"run: logs are in {_last_logs(folder)}", file=sys.stderr)
     if as_json:
         print(json.dumps(_summary_json(plan, folder, summary), indent=2, sort_keys=True))
     else:
@@ -1123,6 +1138,17 @@ def main_run(
     if summary.signal is not None:
         return 128 + summary.signal
     return EXIT_OK if summary.ok else EXIT_FAILURE
+
+
+def _last_logs(folder: Path) -> Path:
+    """Where the logs of the last attempt that ran are: the run folder's, or, when a later
+    attempt could not start (its files were moved away first), that attempt's under
+    ``attempts/``."""
+    logs = folder / LOGS_DIR
+    if any(logs.glob("*.log")):
+        return logs
+    kept = sorted((folder / ATTEMPTS_DIR).glob(f"*/{LOGS_DIR}"))
+    return kept[-1] if kept else logs
 
 
 def _rounds_done(summary: RunSummary) -> int:

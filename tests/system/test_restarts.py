@@ -289,3 +289,40 @@ def _fill(folder: Path) -> None:
     with contextlib.suppress(OSError), (folder / "filler-tail").open("wb", buffering=0) as tail:
         while True:
             tail.write(b"x")
+
+
+def test_an_attempt_that_cannot_start_ends_the_run_with_every_attempt_summed_up(
+    tmp_path: Path,
+) -> None:
+    """The generation the next attempt would resume from is damaged during the backoff: alpha
+    run refuses it when it opens it again (CheckpointCorrupt, before any role of the attempt
+    runs), and the run ends there with both attempts in its summary, not with a bare error."""
+    plan = plan_file(tmp_path, restarts=3, backoff=2.0)
+    run = tmp_path / "run"
+    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json"]
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None and process.stdout is not None
+        while last_round(run) < 5 or 2 not in role_pids(run):
+            assert process.poll() is None, "the run ended before its fault"
+            time.sleep(0.01)
+        os.kill(role_pids(run)[2], signal.SIGKILL)
+        said = []
+        for line in process.stderr:
+            said.append(line)
+            if " resumes from " in line:  # in the 2 s of backoff
+                for generation in list_published(run / "checkpoints"):
+                    _damage(generation)
+        out = process.stdout.read()
+        code = process.wait(timeout=60)
+    assert code == 1, said
+    summary = json.loads(out)
+    first, second = summary["attempts"]
+    assert first["retried"] is True and first["failure"] in ("lost", "budget")
+    assert (second["failure"], second["retried"], second["nodes"]) == ("usage", False, None)
+    assert summary["failure"] == "usage" and summary["ok"] is False
+    assert summary["cause"].startswith("checkpoint gen-"), summary["cause"]
+    assert said[-2].startswith("run: failed: checkpoint gen-"), said
+    assert said[-1] == f"run: logs are in {run / ATTEMPTS_DIR / '000' / 'logs'}\n"
+    assert not role_pids(run)
