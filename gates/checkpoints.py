@@ -26,6 +26,7 @@ class included):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -41,6 +42,7 @@ import trio
 
 from alpha.records import LOGS_DIR, log_name
 from gates.catalogue import Gate, Scenario, scenario_plan
+from harness.mounts import MountUnavailable, tmpfs
 
 if TYPE_CHECKING:
     from gates.run import Verdict
@@ -236,19 +238,12 @@ def _control(state: _Work) -> str:
 
 
 def _enospc(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:
-    tmpfs = where / "tmpfs"
-    tmpfs.mkdir(parents=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(tmpfs)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        reason = mounted.stderr.strip() or f"mount exited {mounted.returncode}"
-        return "skipped", None, [], f"skipped: mount -t tmpfs is not permitted here ({reason})"
-    try:
-        folder = tmpfs / "ckpt"
+    with contextlib.ExitStack() as stack:
+        try:
+            small = stack.enter_context(tmpfs(where / "tmpfs", f"size={TMPFS_BYTES}"))
+        except MountUnavailable as reason:
+            return "skipped", None, [], f"skipped: mount -t tmpfs is not permitted here ({reason})"
+        folder = small / "ckpt"
         run = where / "run"
         said = _run(_plan_file(where, folder, rounds=3), run)
         problems = []
@@ -277,8 +272,6 @@ def _enospc(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]
             problems.append("a staged generation was left behind")
         problems += _left_running(where)
         return observed, said.seconds, problems, ""
-    finally:
-        subprocess.run(["umount", "-l", str(tmpfs)], check=False)
 
 
 def _concurrent(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:

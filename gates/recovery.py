@@ -22,6 +22,17 @@ rewritten in the run's own network namespace, ``harness.netns``):
 - ``recovery.exhausted`` (``lost``): ``--restarts 1``, role 1 SIGKILLed in round 3 and role 3
   in round 7 (of the attempt then running): two attempts, the second not retried, the run
   fails naming "no restart left".
+- ``recovery.unusable`` (``usage``): ``alpha run`` stops itself before each attempt's compile
+  (the failpoint ``run.compiling``); role 2 SIGKILLed in round 5, ``--restarts 3``; while
+  ``alpha run`` is stopped before attempt 1 (its generation chosen and checked) every
+  published generation's shards are damaged: attempt 1's roles refuse the generation
+  (``CheckpointCorrupt``), which no restart can end otherwise, so the run ends after two
+  attempts, the second not retried.
+- ``recovery.failing`` (``error``): the checkpoint folder is a small tmpfs; role 0 stops once
+  its first generation is published (the failpoint ``checkpoint.published``), the tmpfs is
+  filled, and role 0 goes on: the next generation cannot be written
+  (``CheckpointWriteFailed``), which a fresh attempt would meet again, so one attempt, not
+  retried. Skipped, with the reason, where ``mount`` is not permitted.
 """
 
 from __future__ import annotations
@@ -42,10 +53,13 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import trio
 
+from alpha.checkpoint import published
+from alpha.failpoints import FAILPOINTS_ENV
 from alpha.records import ATTEMPTS_DIR, LOGS_DIR
 from gates.catalogue import Gate, Scenario, scenario_plan
 from harness import netns
-from harness.processes import role_pids, running
+from harness.mounts import MountUnavailable, fill, tmpfs
+from harness.processes import role_pids, running, state_of
 from harness.runs import recorded_round
 
 if TYPE_CHECKING:
@@ -73,6 +87,9 @@ DIVERGING: Final = "1e6"
 RUN_TIMEOUT: Final = 240.0
 """Seconds an ``alpha run`` of the scenario may take: about 4 s without a fault on a 2-core
 host, and two attempts with a stopped role's budget, on a loaded host, a few times that."""
+TMPFS_BYTES: Final = 512 * 1024
+"""The failing gate's tmpfs: room for the scenario's first generations (a few KiB each, each
+manifest holding the history), filled once the first is published."""
 CORRUPT_WITHIN: Final = 10.0
 """Seconds the corrupting rule may wait for its segment: the run moves several rounds a second."""
 # Role 0's totals are DATA frames of several KiB; every other frame is a few hundred bytes.
@@ -120,6 +137,22 @@ def gates() -> tuple[Gate, ...]:
             scenario=RECOVERY,
         ),
         Gate(
+            "recovery.unusable",
+            "usage",
+            (),
+            "role 2 SIGKILLed in round 5, --restarts 3; the generations damaged while alpha "
+            "run waits before attempt 1: its roles refuse the generation; never retried",
+            scenario=RECOVERY,
+        ),
+        Gate(
+            "recovery.failing",
+            "error",
+            (0,),
+            "the checkpoint folder's tmpfs filled after the first generation, --restarts 3: "
+            "the next generation cannot be written; never retried",
+            scenario=RECOVERY,
+        ),
+        Gate(
             "recovery.exhausted",
             "lost",
             (1, 3),
@@ -157,24 +190,62 @@ class _Ran:
         return "", ""
 
 
-def _plan_file(where: Path, rate: str = RATE) -> Path:
+def _plan_file(where: Path, rate: str = RATE, folder: Path | None = None) -> Path:
     where.mkdir(parents=True, exist_ok=True)
     path = where / "plan.toml"
-    path.write_text(RECOVERY.plan.format(rate=rate, folder=where / "ckpt"))
+    path.write_text(RECOVERY.plan.format(rate=rate, folder=folder or where / "ckpt"))
     return path
 
 
-Fault = tuple[int, int, str]  # (round, role, "SIGKILL" | "SIGSTOP" | "corrupt")
+# (round, role, what): "SIGKILL", "SIGSTOP" or "corrupt" a role's; "continue" (alpha run
+# itself, stopped at a failpoint, goes on), "damage" (the same, once every published
+# generation's shards are damaged) and "fill" (role 0, stopped at a failpoint, goes on once
+# the checkpoint folder's file system is full) wait for their process to stop first.
+Fault = tuple[int, int, str]
+ITSELF: Final = -1  # a fault's role that is alpha run itself
+_AT_FAILPOINT: Final = ("continue", "damage", "fill")
 
 
-def _make(fault: Fault, run: Path, namespace: int | None) -> tuple[bool, str]:
-    """Make ``fault`` once its role runs; (made, why not). False with no reason: not yet."""
+def _damage(folder: Path) -> None:
+    """Flip one byte of every shard of every published generation in ``folder``."""
+    for generation in published(folder):
+        for shard in sorted((generation / "shards").iterdir()):
+            data = bytearray(shard.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            shard.write_bytes(bytes(data))
+
+
+def _make(
+    fault: Fault, run: Path, namespace: int | None, itself: int, folder: Path
+) -> tuple[bool, str]:
+    """Make ``fault`` once its role runs (``itself``: alpha run's pid; ``folder``: the
+    checkpoint folder); (made, why not). False with no reason: not yet."""
     _, role, kind = fault
     pids = {r: pid for pid, r in role_pids(run).items()}
+    if kind in _AT_FAILPOINT:
+        pid = itself if role == ITSELF else pids.get(role)
+        if pid is None or state_of(pid) != "T":
+            return False, ""
+        if kind == "damage":
+            _damage(folder)
+        elif kind == "fill":
+            fill(folder.parent)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:  # the launcher stopped the run meanwhile
+            who = "alpha run" if role == ITSELF else f"role {role}"
+            return (
+                True,
+                f"{who} ended at its failpoint",
+            )
+        return True, ""
     if role not in pids:
         return False, ""
     if kind != "corrupt":
-        os.kill(pids[role], signal.Signals[kind])
+        try:
+            os.kill(pids[role], signal.Signals[kind])
+        except ProcessLookupError:  # it ended between the look and the signal: not yet
+            return False, ""
         return True, ""
     assert namespace is not None
     ours = [c for c in netns.connections(namespace, list(pids.values())) if c.pid == pids[role]]
@@ -186,13 +257,25 @@ def _make(fault: Fault, run: Path, namespace: int | None) -> tuple[bool, str]:
     return True, "" if hit is not None else "no segment passed the corrupting rule"
 
 
-def _alpha_run(plan: Path, run: Path, faults: list[Fault], *argv: str, wire: bool = False) -> _Ran:
+def _alpha_run(
+    plan: Path,
+    run: Path,
+    faults: list[Fault],
+    *argv: str,
+    wire: bool = False,
+    failpoints: str = "",
+    checkpoints: Path | None = None,
+) -> _Ran:
     """``alpha run PLAN -o RUN --json ARGV`` (in a network namespace of its own when
-    ``wire``), making each fault of ``faults`` in turn once role 0 recorded its round."""
+    ``wire``; with ``failpoints`` as ``ALPHA_FAILPOINTS``), making each fault of ``faults``
+    in turn once role 0 recorded its round. Once every fault is made, alpha run stopped at a
+    failpoint again goes on (a later attempt's ``run.compiling``): only a fault stops it.
+    ``checkpoints`` is the plan's checkpoint folder (None: ``_plan_file``'s default)."""
+    folder = checkpoints or run.parent / "ckpt"
     command = [sys.executable, "-m", "alpha", "run", str(plan), "-o", str(run), "--json", *argv]
     if wire:
         command = netns.isolated(command)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), FAILPOINTS_ENV: failpoints}
     child = subprocess.Popen(
         command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -216,12 +299,16 @@ def _alpha_run(plan: Path, run: Path, faults: list[Fault], *argv: str, wire: boo
         while pending and child.poll() is None and time.monotonic() < ends:
             if recorded_round(run) >= pending[0][0]:
                 at = time.time()
-                done, why = _make(pending[0], run, child.pid if wire else None)
+                done, why = _make(pending[0], run, child.pid if wire else None, child.pid, folder)
                 if done:
                     made.append(at)
                     pending.pop(0)
                 if why:
                     problems.append(why)
+            time.sleep(0.01)
+        while failpoints and child.poll() is None and time.monotonic() < ends:
+            if state_of(child.pid) == "T":
+                os.kill(child.pid, signal.SIGCONT)
             time.sleep(0.01)
         child.wait(timeout=max(1.0, ends - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -392,6 +479,62 @@ def _diverged(gate: Gate, where: Path) -> tuple[str, float | None, list[str], st
     return observed, time.monotonic() - started, problems, ""
 
 
+def _not_retried(ran: _Ran, expected: list[tuple[str, bool]], kind: str, name: str) -> list[str]:
+    """The attempts failed as ``expected`` (class, retried), the run's failure is ``kind``
+    and its cause names ``name``, it exited 1 with ``ok`` false, and nothing was left."""
+    problems = _common(ran)
+    failures = [(each["failure"], each["retried"]) for each in ran.attempts]
+    if failures != expected:
+        problems.append(f"the attempts were {failures}, not {expected}")
+    if ran.summary.get("failure") != kind:
+        problems.append(f"the run's failure is {ran.summary.get('failure')}, not {kind}")
+    cause = str(ran.summary.get("cause") or "")
+    if name not in cause:
+        problems.append(f"the run's cause does not name {name}: {cause[:200]}")
+    if ran.code != 1 or ran.summary.get("ok") is not False:
+        problems.append(f"alpha run exited {ran.code}, not 1 with the run failed")
+    return problems
+
+
+def _unusable(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:
+    # The damage waits for alpha run's stop before attempt 1, whose progress starts empty.
+    faults: list[Fault] = [(0, ITSELF, "continue"), (5, 2, "SIGKILL"), (0, ITSELF, "damage")]
+    ran = _alpha_run(
+        _plan_file(where), where / "run", faults, "--restarts", "3", failpoints="run.compiling@0"
+    )
+    problems = _not_retried(ran, [("lost", True), ("usage", False)], "usage", "CheckpointCorrupt")
+    # The run's own failure first (attempt 0's lost was only the way to attempt 1).
+    attempts = ",".join(str(each["failure"]) for each in ran.attempts) or "none"
+    observed = f"{ran.summary.get('failure') or 'none'} (attempts {attempts})"
+    return observed, _seconds(ran), problems, ""
+
+
+def _failing(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:
+    with contextlib.ExitStack() as stack:
+        try:
+            small = stack.enter_context(tmpfs(where / "tmpfs", f"size={TMPFS_BYTES}"))
+        except MountUnavailable as reason:
+            return "skipped", None, [], f"skipped: mount -t tmpfs is not permitted here ({reason})"
+        folder = small / "ckpt"
+        run = where / "run"
+        ran = _alpha_run(
+            _plan_file(where, folder=folder),
+            run,
+            [(0, 0, "fill")],
+            "--restarts",
+            "3",
+            failpoints="checkpoint.published@0",
+            checkpoints=folder,
+        )
+        problems = _not_retried(ran, [("error", False)], "error", "CheckpointWriteFailed")
+        if "No space left on device" not in str(ran.summary.get("cause") or ""):
+            problems.append("the run's cause does not say 'No space left on device'")
+        if (run / ATTEMPTS_DIR).exists():
+            problems.append("an attempts/ folder was made")
+        observed = ",".join(str(each["failure"]) for each in ran.attempts) or "none"
+        return observed, _seconds(ran), problems, ""
+
+
 def _exhausted(gate: Gate, where: Path) -> tuple[str, float | None, list[str], str]:
     faults: list[Fault] = [(3, 1, "SIGKILL"), (7, 3, "SIGKILL")]
     ran = _alpha_run(_plan_file(where), where / "run", faults, "--restarts", "1")
@@ -431,6 +574,8 @@ async def run_recovery_gate(
         "refused": lambda: _refused(gate, folder, digest),
         "diverged": lambda: _diverged(gate, folder),
         "exhausted": lambda: _exhausted(gate, folder),
+        "unusable": lambda: _unusable(gate, folder),
+        "failing": lambda: _failing(gate, folder),
     }
     folder.mkdir(parents=True, exist_ok=True)
     name = gate.name.removeprefix("recovery.")

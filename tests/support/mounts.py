@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from harness.mounts import MountUnavailable, tmpfs
 
 
 def mount_tmpfs(where: Path, options: str) -> Iterator[Path]:
     """Mount a tmpfs with ``options`` (``size=64k``, ``ro,size=128k``) at ``where``, yield it,
     and unmount it after; the test is skipped where ``mount`` is not permitted (it needs
     root). A generator, for a fixture to ``yield from``."""
-    where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    with contextlib.ExitStack() as stack:
+        try:
+            folder = stack.enter_context(tmpfs(where, options))
+        except MountUnavailable as error:
+            pytest.skip(f"cannot mount a tmpfs here: {error}")
+        yield folder

@@ -6,9 +6,7 @@ or counted twice."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import errno
 import json
 import os
 import signal
@@ -26,6 +24,7 @@ from alpha.compiler.replicate import replicate
 from alpha.failpoints import FAILPOINTS_ENV
 from alpha.learner.data import load_digits
 from alpha.records.reports import ATTEMPTS_DIR
+from harness.mounts import fill
 from harness.processes import role_pids as running_roles
 from harness.processes import state_of
 from harness.runs import recorded_round
@@ -266,7 +265,7 @@ def test_a_checkpoint_folder_that_fills_up_is_an_error_not_retried(
         while 0 not in role_pids(run) or state_of(role_pids(run)[0]) != "T":
             assert process.poll() is None, "the run ended before its first generation"
             time.sleep(0.01)
-        _fill(small_tmpfs)
+        fill(small_tmpfs)
         os.kill(role_pids(run)[0], signal.SIGCONT)
         out, err = process.communicate(timeout=300)
     assert process.returncode == 1, err
@@ -276,53 +275,3 @@ def test_a_checkpoint_folder_that_fills_up_is_an_error_not_retried(
     assert "CheckpointWriteFailed" in summary["cause"], summary["cause"]
     assert "No space left on device" in summary["cause"], summary["cause"]
     assert not (run / ATTEMPTS_DIR).exists() and not role_pids(run)
-
-
-def _fill(folder: Path) -> None:
-    """Write into ``folder`` until its file system has no byte left."""
-    with (folder / "filler").open("wb", buffering=0) as file:
-        try:
-            while True:
-                file.write(bytes(4096))
-        except OSError as error:
-            assert error.errno == errno.ENOSPC, error
-    with contextlib.suppress(OSError), (folder / "filler-tail").open("wb", buffering=0) as tail:
-        while True:
-            tail.write(b"x")
-
-
-def test_an_attempt_that_cannot_start_ends_the_run_with_every_attempt_summed_up(
-    tmp_path: Path,
-) -> None:
-    """The generation the next attempt would resume from is damaged during the backoff: alpha
-    run refuses it when it opens it again (CheckpointCorrupt, before any role of the attempt
-    runs), and the run ends there with both attempts in its summary, not with a bare error."""
-    plan = plan_file(tmp_path, restarts=3, backoff=2.0)
-    run = tmp_path / "run"
-    command = [*ALPHA, "run", str(plan), "-o", str(run), "--json"]
-    with subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
-        assert process.stderr is not None and process.stdout is not None
-        while last_round(run) < 5 or 2 not in role_pids(run):
-            assert process.poll() is None, "the run ended before its fault"
-            time.sleep(0.01)
-        os.kill(role_pids(run)[2], signal.SIGKILL)
-        said = []
-        for line in process.stderr:
-            said.append(line)
-            if " resumes from " in line:  # in the 2 s of backoff
-                for generation in list_published(run / "checkpoints"):
-                    _damage(generation)
-        out = process.stdout.read()
-        code = process.wait(timeout=60)
-    assert code == 1, said
-    summary = json.loads(out)
-    first, second = summary["attempts"]
-    assert first["retried"] is True and first["failure"] in ("lost", "budget")
-    assert (second["failure"], second["retried"], second["nodes"]) == ("usage", False, None)
-    assert summary["failure"] == "usage" and summary["ok"] is False
-    assert summary["cause"].startswith("checkpoint gen-"), summary["cause"]
-    assert said[-2].startswith("run: failed: checkpoint gen-"), said
-    assert said[-1] == f"run: logs are in {run / ATTEMPTS_DIR / '000' / 'logs'}\n"
-    assert not role_pids(run)
