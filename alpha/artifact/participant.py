@@ -204,7 +204,9 @@ def _run_payload(
             _log_failed(description.role, error_line(error))
             return EXIT_USAGE
         if segment.save is not None:
-            carried = carried_history(start, segment.first)
+            # Only role 0 writes a generation's history: the others need not read it (tens
+            # of thousands of rows each, at every restart of a long run).
+            carried = carried_history(start, segment.first) if description.role == 0 else ([], [])
             # The learner's own: its schedule's generation steps within the run call it.
             saver = learner.saver = Saver(learner, segment, description.role, carried)
     try:

@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, final
 
 import numpy as np
 
@@ -48,6 +48,7 @@ __all__ = [
     "ArraySpecs",
     "GenerationName",
     "HistoryRow",
+    "HistoryText",
     "RecordedHistory",
     "RootManifest",
     "Shard",
@@ -63,6 +64,7 @@ __all__ = [
     "encode_owner_manifest",
     "encode_pointer",
     "encode_root_manifest",
+    "encode_rows",
     "generation_name",
     "owner_manifest_name",
     "owner_ranges",
@@ -399,37 +401,92 @@ _HISTORY_LEVEL: Final = 2  # the root manifest's "about" is at level 1, its "his
 _PLACEHOLDER: Final = "\x00history\x00"
 
 
-def _history_text(rows: list[object], level: int) -> str | None:
-    """``rows`` as canonical_json writes them at nesting ``level``, or None when they are not
-    all lists of numbers and nulls (the text is then canonical_json's to make)."""
+def _row_texts(rows: Sequence[object], level: int) -> list[str] | None:
+    """Each row of ``rows`` as canonical_json writes it inside the list at nesting ``level``
+    (without the separating comma), or None when they are not all non-empty lists of numbers
+    and nulls (the text is then canonical_json's to make)."""
     if not rows:
-        return "[]"
+        return []
     compact = json.dumps(rows, separators=(",", ":"), allow_nan=False)
     if '"' in compact or "{" in compact or compact.count("[") != len(rows) + 1:
         return None  # a string, an object or a nested list: not rows of numbers
     if "[]" in compact:
         return None  # an empty row is written "[]" by the indented encoder
     row, item = "\n" + " " * (level + 1), "\n" + " " * (level + 2)
-    body = compact[2:-2].replace("],[", "\x01").replace(",", "," + item)
-    body = body.replace("\x01", row + "]," + row + "[" + item)
-    return "[" + row + "[" + item + body + row + "]" + "\n" + " " * level + "]"
+    return [
+        row + "[" + item + values.replace(",", "," + item) + row + "]"
+        for values in compact[2:-2].split("],[")
+    ]
+
+
+def _history_text(rows: Sequence[object], level: int) -> str | None:
+    """``rows`` as canonical_json writes them at nesting ``level``, or None when they are not
+    all lists of numbers and nulls."""
+    texts = _row_texts(rows, level)
+    if texts is None:
+        return None
+    return _listed(",".join(texts), level)
+
+
+def _listed(joined: str, level: int) -> str:
+    """The list whose rows' texts, comma-joined, are ``joined``, at nesting ``level``."""
+    return "[" + joined + "\n" + " " * level + "]" if joined else "[]"
+
+
+@final
+class HistoryText:
+    """A generation's ``about.history`` that only grows, with its canonical text kept as it
+    grows: each row is encoded once, when it is added, instead of every row again at every
+    generation (a run publishing every few rounds for tens of thousands of rounds spent a
+    third of role 0's time there). :func:`root_manifest` writes it as it writes the plain
+    list ``rows``, to the same bytes (tests/checkpoint/test_manifest.py)."""
+
+    def __init__(self, rows: Sequence[Sequence[object]] = ()) -> None:
+        self.rows: list[list[object]] = []
+        self._joined: str | None = ""  # the rows' texts joined; None: not rows of numbers
+        self.extend(rows)
+
+    def extend(self, rows: Sequence[Sequence[object]]) -> None:
+        """Add ``rows`` (each ``[round, loss, train_accuracy, holdout_accuracy]``, a value
+        that is not finite as None, as :func:`encode_history` makes them) after the others."""
+        added = [list(row) for row in rows]
+        if not added:
+            return
+        self.rows += added
+        texts = None if self._joined is None else _row_texts(added, _HISTORY_LEVEL)
+        if texts is None or self._joined is None:
+            self._joined = None
+        else:
+            self._joined += ("," if self._joined else "") + ",".join(texts)
+
+    def text(self) -> str | None:
+        """The rows as canonical_json writes ``about.history``; None when they are not rows
+        of numbers and nulls."""
+        return None if self._joined is None else _listed(self._joined, _HISTORY_LEVEL)
 
 
 def _canonical_with_history(value: dict[str, object]) -> bytes:
-    """:func:`canonical_json` of a root manifest, its ``about.history`` encoded fast."""
+    """:func:`canonical_json` of a root manifest, its ``about.history`` (a list, or a
+    :class:`HistoryText`) encoded fast."""
     about = value.get("about")
     if not isinstance(about, dict):
         return canonical_json(value)
     rows = about.get(HISTORY)
-    if not isinstance(rows, list) or not all(type(row) is list for row in rows):
+    if isinstance(rows, HistoryText):
+        text = rows.text()
+        if text is None:
+            return canonical_json({**value, "about": {**about, HISTORY: rows.rows}})
+    elif not isinstance(rows, list) or not all(type(row) is list for row in rows):
         return canonical_json(value)
-    text = _history_text(rows, _HISTORY_LEVEL)
+    else:
+        text = _history_text(rows, _HISTORY_LEVEL)
     if text is None:
         return canonical_json(value)
     marked = canonical_json({**value, "about": {**about, HISTORY: _PLACEHOLDER}}).decode()
     placeholder = json.dumps(_PLACEHOLDER)
-    if marked.count(placeholder) != 1:
-        return canonical_json(value)  # another value spells the placeholder too
+    if marked.count(placeholder) != 1:  # another value spells the placeholder too
+        plain = rows.rows if isinstance(rows, HistoryText) else rows
+        return canonical_json({**value, "about": {**about, HISTORY: plain}})
     return marked.replace(placeholder, text, 1).encode()
 
 
@@ -550,15 +607,17 @@ def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def encode_rows(rows: Sequence[HistoryRow]) -> list[list[float | int | None]]:
+    """``rows`` as :data:`HISTORY` holds them: JSON values (canonical JSON has no NaN: a
+    value that is not finite is null)."""
+    return [[int(r), _number(a), _number(b), _number(c)] for r, a, b, c in rows]
+
+
 def encode_history(
     rows: Sequence[HistoryRow], resumes: Sequence[int]
 ) -> dict[str, list[list[float | int | None]] | list[int]]:
-    """``about``'s :data:`HISTORY` and :data:`RESUMES` for ``rows`` and ``resumes``: JSON
-    values (canonical JSON has no NaN: a value that is not finite is null)."""
-    return {
-        HISTORY: [[int(r), _number(a), _number(b), _number(c)] for r, a, b, c in rows],
-        RESUMES: [int(each) for each in resumes],
-    }
+    """``about``'s :data:`HISTORY` and :data:`RESUMES` for ``rows`` and ``resumes``."""
+    return {HISTORY: encode_rows(rows), RESUMES: [int(each) for each in resumes]}
 
 
 def _float(value: object) -> float | None:

@@ -29,8 +29,10 @@ import numpy.typing as npt
 from alpha.checkpoint.manifest import (
     HISTORY,
     RESUMES,
+    HistoryText,
     decode_history,
     encode_history,
+    encode_rows,
     generation_name,
     owner_ranges,
 )
@@ -268,7 +270,11 @@ class Saver:
         self.published = ""
         self.manifest_sha256 = ""
         self.record: dict[str, object] = json.loads(io.record) if io.record else {}
-        self.history, self.resumes = carried
+        rows, self.resumes = carried
+        # Every round's row up to the last generation, encoded once each (HistoryText): the
+        # carried ones, then this launch's as each generation takes them in.
+        self.history = HistoryText(rows)
+        self.taken = 0  # the rows of state.history the history has taken
         # A pointer that could not move at a generation within the launch: nothing more is
         # published, the rounds go on and commit, and role 0 fails with it after the commit.
         self.unpointed: CheckpointWriteFailed | None = None
@@ -305,11 +311,16 @@ class Saver:
         k[at : at + DIGEST_BYTES] = np.frombuffer(bytes.fromhex(digest), dtype=np.uint8)
 
     def _about(self, round: int) -> dict[str, object]:
-        own = encode_history([row for row in self.state.history if row[0] < round], [])
+        rows = self.state.history  # this launch's rows, their rounds rising
+        end = self.taken
+        while end < len(rows) and rows[end][0] < round:
+            end += 1
+        self.history.extend(encode_rows(rows[self.taken : end]))
+        self.taken = end
         return {
             **about(self.state),
             **self.record,
-            HISTORY: [*self.history, *own[HISTORY]],
+            HISTORY: self.history,
             RESUMES: list(self.resumes),
         }
 

@@ -197,3 +197,41 @@ def test_the_placeholder_spelt_by_another_value_leaves_the_plain_encoding() -> N
     placeholder = manifest_module._PLACEHOLDER
     value = {"about": {"changed": placeholder, "history": [[0, 1.5, None, 0.5]]}}
     assert manifest_module._canonical_with_history(value) == manifest_module.canonical_json(value)
+
+
+_ROW = st.tuples(
+    st.integers(0, 10**9),
+    st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False), st.integers(-5, 5)),
+    st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+    st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+).map(list)
+
+
+@given(
+    chunks=st.lists(st.lists(_ROW, max_size=5), max_size=6),
+    rest=st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+)
+def test_a_history_grown_chunk_by_chunk_is_written_as_the_whole_list_is(
+    chunks: list[list[list[object]]], rest: dict[str, object]
+) -> None:
+    # HistoryText encodes each row once, as it is added; at any point its manifest bytes are
+    # canonical_json's of the plain list of every row so far.
+    grown = manifest_module.HistoryText()
+    rows: list[list[object]] = []
+    for chunk in chunks:
+        grown.extend(chunk)
+        rows += chunk
+        value = {"format": 1, "round": 3, "about": {**rest, "history": grown}}
+        plain = {"format": 1, "round": 3, "about": {**rest, "history": rows}}
+        expected = manifest_module.canonical_json(plain)
+        assert manifest_module._canonical_with_history(value) == expected
+        assert grown.rows == rows
+
+
+def test_a_history_of_other_values_is_written_the_plain_way() -> None:
+    grown = manifest_module.HistoryText([[0, 1.5, None, 0.5]])
+    grown.extend([["not a number"]])
+    value = {"about": {"history": grown}}
+    plain = {"about": {"history": [[0, 1.5, None, 0.5], ["not a number"]]}}
+    assert grown.text() is None
+    assert manifest_module._canonical_with_history(value) == manifest_module.canonical_json(plain)
