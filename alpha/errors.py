@@ -43,6 +43,7 @@ __all__ = [
     "ChoiceUninformed",
     "CommitInvalid",
     "CommitUnknown",
+    "ContractBroken",
     "ContractInvalid",
     "Corrupted",
     "CoverageBroken",
@@ -74,6 +75,7 @@ __all__ = [
     "KeyScheduleInvalid",
     "LauncherLost",
     "LearnerInputInvalid",
+    "LearnerModuleInvalid",
     "LearnerStateInvalid",
     "LossNotFinite",
     "NoRealization",
@@ -458,6 +460,31 @@ class LearnerStateInvalid(InputInvalid, ValueError):
     arrays with a name missing or extra or of the wrong shape or dtype, or a starting point
     whose parameters or round do not fit the plan. The message names what is wrong; nothing
     was changed."""
+
+
+class LearnerModuleInvalid(InputInvalid, ValueError):
+    """A learner module (``docs/learners.md``) cannot be used: its file cannot be read, it does
+    not compile or run, a function of the interface is missing, or what one returned is not
+    what the interface says (a layout of no array, a shape that is not positive ints). The
+    message names the module and what is wrong; fix the module and compile again."""
+
+    def __init__(self, module: str, message: str) -> None:
+        self.module = module
+        super().__init__(f"learner module {module}: {message}")
+
+
+class ContractBroken(LearnerModuleInvalid):
+    """A learner module's source uses an operation outside contract arithmetic (a BLAS product
+    such as ``@`` or ``np.dot``, a reduction whose order numpy chooses such as ``np.sum``, a
+    transcendental such as ``np.exp``, randomness but the seeded one Alpha hands over), so its
+    run could differ between hosts. ``path``, ``line`` and ``operation`` say where and what;
+    use the operations of ``alpha.learner.contract`` instead (``docs/learners.md``)."""
+
+    def __init__(self, path: str, line: int, operation: str, why: str) -> None:
+        self.path = path
+        self.line = line
+        self.operation = operation
+        LearnerModuleInvalid.__init__(self, path, f"line {line}: {operation}: {why}")
 
 
 class RoleDescriptionInvalid(InputInvalid, ValueError):

@@ -43,6 +43,10 @@ OUTSIDE_FACE = {
         "manifest's names from it (MANIFEST_NAME, encode_manifest, decode_manifest)"
     ),
     "alpha.launch.warm_server": "the warm starter's process, run as a script by alpha.launch.warm",
+    "alpha.learner.contract": (
+        "the operations a learner module computes with, imported by learner modules as a "
+        "module (import alpha.learner.contract as c): its names are that module's API"
+    ),
 }
 
 # (face, name) re-exported from another folder, with the reason.

@@ -62,7 +62,7 @@ def model_of(about: Mapping[str, object], arrays: Mapping[str, Array], where: st
             f"{where}: about.model {model!r} does not name a model with parameters "
             f"{_PARAMETERS!r}: its arrays cannot be named"
         )
-    found = Model(hidden, dtype)  # type: ignore[arg-type]
+    found = Model.shipped(hidden, dtype)  # type: ignore[arg-type]
     if w.shape != (found.size,) or str(w.dtype) != dtype:
         raise CheckpointCorrupt(
             f"{where}: its parameters are {w.dtype!s} {list(w.shape)}, but about.model "

@@ -88,7 +88,7 @@ def model_of(plan: Plan) -> Model:
             '"learn" trains (alpha compile and alpha launch run this one)',
             field="work.kind",
         )
-    return Model(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+    return Model.shipped(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
 
 
 def learner_setup(plan: Plan) -> LearnerSetup:

@@ -146,7 +146,7 @@ def learner_from_payload(data: object) -> LearnerState:
             pixels, labels = decode_shard(data["shard"])
         try:
             state = LearnerState(
-                model=Model(hidden, dtype),
+                model=Model.shipped(hidden, dtype),
                 seed=seed,
                 rate=float(rate),
                 batch=batch,

@@ -55,7 +55,7 @@ def expected_tensors(model: Model, flat: np.ndarray) -> dict[str, np.ndarray]:
 
 
 models = st.builds(
-    Model,
+    Model.shipped,
     hidden=st.one_of(st.none(), st.integers(1, 40)),
     dtype=st.sampled_from(["float32", "float64"]),
 )
@@ -103,7 +103,7 @@ def save(
     return folder / name
 
 
-MLP = Model(hidden=5, dtype="float32")
+MLP = Model.shipped(5, "float32")
 ABOUT = {"model": {"hidden": 5, "dtype": "float32"}, "run": "digits"}
 
 

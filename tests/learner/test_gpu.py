@@ -37,7 +37,7 @@ def test_the_kernels_compile_without_fused_multiply_add(dtype: str, tmp_path: Pa
 @pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_gpu_contribution_equals_the_host_one_bit_for_bit(dtype: str) -> None:
-    model = Model(32, dtype)
+    model = Model.shipped(32, dtype)
     gpu = GpuContributor(model)
     try:
         rng = np.random.default_rng(11)

@@ -41,7 +41,7 @@ def test_the_sum_check_declares_exactly_its_implemented_operations() -> None:
 
 @pytest.mark.parametrize("hidden", [None, 16])
 def test_the_learner_declares_exactly_its_implemented_operations(hidden: int | None) -> None:
-    declared = learner_operations(Model(hidden, "float32"))
+    declared = learner_operations(Model.shipped(hidden, "float32"))
     assert list(declared) == list(LEARNER_OPS)
     assert {op.kind for op in declared.values()} == {"local"}
     # Only the MLP's contribution has GPU kernels; the linear model's is refused on a GPU.

@@ -89,7 +89,7 @@ def test_the_order_is_part_of_the_result() -> None:
 
 
 def test_the_gradient_is_the_derivative_of_the_loss() -> None:
-    model = Model(12, "float64")
+    model = Model.shipped(12, "float64")
     w = initial_parameters(model, 5)
     rng = np.random.default_rng(1)
     x = rng.random((6, 64))
@@ -104,9 +104,9 @@ def test_the_gradient_is_the_derivative_of_the_loss() -> None:
 
 
 def test_initial_parameters_do_not_depend_on_the_platform_generator_paths() -> None:
-    first = initial_parameters(Model(32, "float32"), 7)
-    assert np.array_equal(first, initial_parameters(Model(32, "float32"), 7))
-    assert not np.array_equal(first, initial_parameters(Model(32, "float32"), 8))
+    first = initial_parameters(Model.shipped(32, "float32"), 7)
+    assert np.array_equal(first, initial_parameters(Model.shipped(32, "float32"), 7))
+    assert not np.array_equal(first, initial_parameters(Model.shipped(32, "float32"), 8))
 
 
 def test_accuracy_is_clearly_above_chance() -> None:
