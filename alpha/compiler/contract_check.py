@@ -64,25 +64,119 @@ ALLOWED_IMPORTS: Final = {
 #: that are exact (comparisons, selections, argmax) or correctly rounded (the IEEE basic
 #: operations and square root), element by element.
 NUMPY_ALLOWED: Final = frozenset(
-    """
-    zeros zeros_like ones ones_like empty empty_like full full_like array asarray arange eye
-    concatenate stack hstack vstack reshape transpose swapaxes expand_dims squeeze
-    broadcast_to flip roll tile repeat take copy where newaxis
-    float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 intp bool_ dtype ndarray
-    add subtract multiply divide true_divide negative positive abs absolute sqrt square
-    reciprocal sign floor ceil trunc rint outer
-    equal not_equal less less_equal greater greater_equal
-    logical_and logical_or logical_not logical_xor isfinite isnan isinf
-    argmax argmin count_nonzero nonzero any all shape size ndim array_equal
-    """.split()
+    [
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "empty",
+        "empty_like",
+        "full",
+        "full_like",
+        "array",
+        "asarray",
+        "arange",
+        "eye",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "reshape",
+        "transpose",
+        "swapaxes",
+        "expand_dims",
+        "squeeze",
+        "broadcast_to",
+        "flip",
+        "roll",
+        "tile",
+        "repeat",
+        "take",
+        "copy",
+        "where",
+        "newaxis",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "intp",
+        "bool_",
+        "dtype",
+        "ndarray",
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "true_divide",
+        "negative",
+        "positive",
+        "abs",
+        "absolute",
+        "sqrt",
+        "square",
+        "reciprocal",
+        "sign",
+        "floor",
+        "ceil",
+        "trunc",
+        "rint",
+        "outer",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "logical_xor",
+        "isfinite",
+        "isnan",
+        "isinf",
+        "argmax",
+        "argmin",
+        "count_nonzero",
+        "nonzero",
+        "any",
+        "all",
+        "shape",
+        "size",
+        "ndim",
+        "array_equal",
+    ]
 )
 
 #: math's names a learner module may use: correctly rounded or exact ones, and constants.
 MATH_ALLOWED: Final = frozenset(
-    """
-    sqrt isqrt isfinite isnan isinf fabs floor ceil trunc copysign prod fsum gcd comb perm
-    inf nan pi e tau
-    """.split()
+    [
+        "sqrt",
+        "isqrt",
+        "isfinite",
+        "isnan",
+        "isinf",
+        "fabs",
+        "floor",
+        "ceil",
+        "trunc",
+        "copysign",
+        "prod",
+        "fsum",
+        "gcd",
+        "comb",
+        "perm",
+        "inf",
+        "nan",
+        "pi",
+        "e",
+        "tau",
+    ]
 )
 
 # What a method of that name computes, whatever its receiver: the reductions and products
