@@ -309,9 +309,9 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS:
-            if node.func.id not in self.modules:  # not a name the module bound itself
-                self.refuse(node, f"{node.func.id}()", _BUILTINS[node.func.id])
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if name in _BUILTINS and name not in self.modules:  # not a name it bound itself
+            self.refuse(node, f"{name}()", _BUILTINS[name])
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
