@@ -16,6 +16,7 @@ from alpha.compiler._fields import (
     optional_int_at,
     refuse_unknown,
     shown,
+    str_at,
     table_at,
 )
 from alpha.errors import PlanInvalid
@@ -48,9 +49,17 @@ PARTITIONS: Final = ("none", "optimizer", "gradients", "parameters")
 #: each send a contribution toward role 0, which folds them all.
 MAX_CONTRIBUTORS: Final = 4096
 
-#: Learner models, and the data sets a learner can read (shipped in alpha/data/, docs/data.md).
-LEARNER_KINDS: Final = ("mlp", "linear")
+#: Learner models: the shipped MLP and linear model, or a learner module of the user's
+#: (``module``, docs/learners.md); and the data sets shipped in alpha/data/ (docs/data.md): any
+#: other ``dataset`` is a ``.npz`` file, pinned by ``dataset_sha256``.
+LEARNER_KINDS: Final = ("mlp", "linear", "module")
 DATASETS: Final = ("digits",)
+
+#: A learner module or data set's path, as a plan writes it.
+MAX_PATH_CHARS: Final = 4096
+
+#: Options handed to a learner module: more than this many is a table of data, not options.
+MAX_OPTIONS: Final = 64
 
 #: An MLP's hidden width. 4096 units over the digits' 64 features are far more than the data can
 #: use; the bound keeps a typo from allocating a huge state in every role.
@@ -83,6 +92,9 @@ LEARNER_KEYS: Final = (
     "epsilon",
     "partition",
     "contributors",
+    "module",
+    "options",
+    "dataset_sha256",
 )
 # The optimizers' constants, in documentation order; each is a key of [learner].
 _OPTIMIZER_KEYS: Final = ("momentum", "beta1", "beta2", "epsilon")
@@ -108,6 +120,11 @@ class LearnerSpec:
             (``"gradients"``), or also the parameters (``"parameters"``).
         contributors: the logical contributors whose contributions each round sums, whatever
             the number of roles that host them; None: one per role.
+        module: with ``kind = "module"``, the learner module as the plan names it: a ``.py``
+            file (relative to the plan's folder) or a dotted module name; else ``""``.
+        options: with ``kind = "module"``, the ``[learner.options]`` it is handed, sorted by
+            name (numbers, strings, booleans and lists of them); else ``()``.
+        dataset_sha256: with a ``dataset`` that is a file, its pinned SHA-256; else ``""``.
 
     Raises:
         Nothing: values are checked when a plan is read; construct through :func:`parse_plan`.
@@ -123,6 +140,9 @@ class LearnerSpec:
     optimizer: Optimizer = SGD
     partition: str = "none"
     contributors: int | None = None
+    module: str = ""
+    options: tuple[tuple[str, object], ...] = ()
+    dataset_sha256: str = ""
 
 
 def read_learner(root: Table, work_kind: str, dtype: str) -> LearnerSpec | None:
@@ -152,18 +172,99 @@ def read_learner(root: Table, work_kind: str, dtype: str) -> LearnerSpec | None:
             f"is a field of learner.kind = 'mlp' only; this learner is {kind!r}",
             field="learner.hidden",
         )
+    module, options = _module(table, kind)
+    dataset, dataset_sha256 = _dataset(table)
     return LearnerSpec(
         kind=kind,
         hidden=hidden,
         rate=float_at(table, "learner.rate"),
         seed=int_at(table, "learner.seed", low=0, high=MAX_SEED, default=0),
-        dataset=one_of(table, "learner.dataset", DATASETS, default=DATASETS[0]),
+        dataset=dataset,
         batch=int_at(table, "learner.batch", low=1, high=MAX_BATCH, default=_DEFAULT_BATCH),
         holdout=float_at(table, "learner.holdout", high=MAX_HOLDOUT, default=_DEFAULT_HOLDOUT),
         optimizer=_read_optimizer(table, dtype),
         partition=one_of(table, "learner.partition", PARTITIONS, default="none"),
         contributors=optional_int_at(table, "learner.contributors", low=1, high=MAX_CONTRIBUTORS),
+        module=module,
+        options=options,
+        dataset_sha256=dataset_sha256,
     )
+
+
+def _path_at(table: Table, dotted: str) -> str:
+    """A path or module name at ``dotted``: a non-empty string of at most MAX_PATH_CHARS."""
+    value = str_at(table, dotted)
+    if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
+        raise PlanInvalid(
+            f"must name a file or module in 1 to {MAX_PATH_CHARS} characters, got {value!r}",
+            field=dotted,
+        )
+    return value
+
+
+def _module(table: Table, kind: str) -> tuple[str, tuple[tuple[str, object], ...]]:
+    """``module`` and ``options``, which come with ``kind = "module"`` (and only with it)."""
+    if kind != "module":
+        for key in ("module", "options"):
+            if key in table:
+                raise PlanInvalid(
+                    f'is a field of learner.kind = "module" only; this learner is {kind!r}',
+                    field=f"learner.{key}",
+                )
+        return "", ()
+    if "module" not in table:
+        raise PlanInvalid(
+            'learner.kind = "module" needs the module: a .py file beside the plan or a '
+            "dotted module name (docs/learners.md)",
+            field="learner.module",
+        )
+    module = _path_at(table, "learner.module")
+    options = table_at(table, "learner.options") or {}
+    if len(options) > MAX_OPTIONS:
+        raise PlanInvalid(f"holds more than {MAX_OPTIONS} options", field="learner.options")
+    for name, value in options.items():
+        if not _option_value(value):
+            raise PlanInvalid(
+                f"must be a number, a string, a boolean or a list of them, got {shown(value)}",
+                field=f"learner.options.{name}",
+            )
+    return module, tuple(
+        (name, tuple(value) if isinstance(value, list) else value)
+        for name, value in sorted(options.items())
+    )
+
+
+def _option_value(value: object) -> bool:
+    scalar = (bool, int, float, str)
+    if isinstance(value, list):
+        return all(isinstance(each, scalar) for each in value)
+    return isinstance(value, scalar)
+
+
+def _dataset(table: Table) -> tuple[str, str]:
+    """``dataset`` (a shipped name or a ``.npz`` file) and ``dataset_sha256``, which pins a
+    file (and only a file)."""
+    dataset = _path_at(table, "learner.dataset") if "dataset" in table else DATASETS[0]
+    pinned = str_at(table, "learner.dataset_sha256", default="")
+    if dataset in DATASETS:
+        if "dataset_sha256" in table:
+            raise PlanInvalid(
+                f"pins a data set file; {dataset!r} ships with alpha and is pinned by it",
+                field="learner.dataset_sha256",
+            )
+        return dataset, ""
+    if not dataset.endswith(".npz"):
+        raise PlanInvalid(
+            f"must be one of {', '.join(DATASETS)} or a .npz file, got {dataset!r}",
+            field="learner.dataset",
+        )
+    if len(pinned) != 64 or not set(pinned) <= set("0123456789abcdef"):
+        raise PlanInvalid(
+            f"must be the SHA-256 of {dataset} as 64 lowercase hex digits (sha256sum "
+            f"{dataset}), got {pinned!r}",
+            field="learner.dataset_sha256",
+        )
+    return dataset, pinned
 
 
 def _read_optimizer(table: Table, dtype: str) -> Optimizer:

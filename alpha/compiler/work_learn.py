@@ -30,6 +30,7 @@ from alpha.compiler.forms import (
     Targets,
     Transfer,
 )
+from alpha.compiler.learner_module import learner_program
 from alpha.compiler.plan import LearnerSpec, Plan
 from alpha.core.digests import learner_digest
 from alpha.core.targets import HOSTS
@@ -80,7 +81,9 @@ def model_of(plan: Plan) -> Model:
     """The model a plan's learner trains, in the plan's dtype.
 
     Raises:
-        PlanInvalid: the plan has no learner.
+        PlanInvalid: the plan has no learner, or its module is not found or read.
+        ContractBroken: its module's source breaks the numerical contract.
+        LearnerModuleInvalid: its module does not load or its layout is not one.
     """
     if plan.learner is None:
         raise PlanInvalid(
@@ -88,7 +91,10 @@ def model_of(plan: Plan) -> Model:
             '"learn" trains (alpha compile and alpha launch run this one)',
             field="work.kind",
         )
-    return Model.shipped(plan.learner.hidden if plan.learner.kind == "mlp" else None, plan.dtype)
+    learner = plan.learner
+    if learner.kind != "module":
+        return Model.shipped(learner.hidden if learner.kind == "mlp" else None, plan.dtype)
+    return Model(learner_program(plan), plan.dtype, options=learner.options)
 
 
 def learner_setup(plan: Plan) -> LearnerSetup:
@@ -399,6 +405,12 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         config["partition"] = learner.partition
     if learner.contributors is not None:
         config["contributors"] = learner.contributors
+    if learner.kind == "module":
+        # The module's text is the learner's code: its digest is in the identity, as the
+        # bundled package's is (docs/identity.md); so are the options it is handed.
+        program = learner_program(plan)
+        config["module"] = {"name": program.name, "sha256": program.sha256}
+        config["options"] = dict(learner.options)
     segment = plan.segment
     if segment is not None:
         # Where the segment starts (the generation's root manifest binds the whole state it

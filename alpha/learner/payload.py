@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha.errors import ArtifactInvalid
+from alpha.errors import ArtifactInvalid, LearnerModuleInvalid
 from alpha.learner.data import decode_shard, encode_shard
 from alpha.learner.gpu import GpuContributor
 from alpha.learner.model import FEATURES, Model
 from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
+from alpha.learner.program import from_source
 from alpha.learner.saving import SegmentIO
 from alpha.learner.state import LearnerState
 
@@ -40,6 +41,12 @@ def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> di
     }
     if state.holdout_pixels is not None and state.holdout_labels is not None:
         data["holdout"] = encode_shard(state.holdout_pixels, state.holdout_labels)
+    program = state.model.program
+    if not program.builtin:
+        # A user's module travels as its text: the participant runs it from the artifact,
+        # never from a disk of its own (docs/learners.md).
+        data["program"] = {"name": program.name, "source": program.source}
+        data["options"] = [[name, value] for name, value in state.model.options]
     if state.gpu_uuid is not None:
         data["gpu"] = state.gpu_uuid
     if segment is not None:
@@ -146,7 +153,7 @@ def learner_from_payload(data: object) -> LearnerState:
             pixels, labels = decode_shard(data["shard"])
         try:
             state = LearnerState(
-                model=Model.shipped(hidden, dtype),
+                model=_model_from(data, hidden, dtype),
                 seed=seed,
                 rate=float(rate),
                 batch=batch,
@@ -172,6 +179,35 @@ def learner_from_payload(data: object) -> LearnerState:
     except KeyError as error:
         raise ArtifactInvalid(f"learner: missing field {error}") from None
     return state
+
+
+def _model_from(data: dict[str, object], hidden: int | None, dtype: str) -> Model:
+    """The model a payload names: a shipped one (``hidden``), or the module it carries.
+
+    Raises:
+        ArtifactInvalid: the program or its options are malformed, or the module does not load.
+    """
+    raw = data.get("program")
+    if raw is None:
+        return Model.shipped(hidden, dtype)
+    if not isinstance(raw, dict) or set(raw) != {"name", "source"}:
+        raise ArtifactInvalid("learner: program must be {name, source}")
+    name, source = raw["name"], raw["source"]
+    options = data.get("options")
+    if not isinstance(name, str) or not isinstance(source, str) or not isinstance(options, list):
+        raise ArtifactInvalid(
+            "learner: a program's name and source are strings, its options a list"
+        )
+    pairs = []
+    for entry in options:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+            raise ArtifactInvalid(f"learner: an option is [name, value], got {entry!r}")
+        value = entry[1]
+        pairs.append((entry[0], tuple(value) if isinstance(value, list) else value))
+    try:
+        return Model(from_source(name, source), dtype, options=tuple(pairs))
+    except LearnerModuleInvalid as error:
+        raise ArtifactInvalid(f"learner: {error}") from None
 
 
 def _optimizer_from(data: object) -> Optimizer:
