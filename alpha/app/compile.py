@@ -48,7 +48,7 @@ from alpha.schedule.local import encode
 from alpha.schedule.role import Edge, RoleDescription
 
 if TYPE_CHECKING:
-    from alpha.learner.data import Digits, Split
+    from alpha.learner.data import Dataset, Split
     from alpha.learner.saving import SegmentIO
 
 __all__ = [
@@ -127,7 +127,7 @@ class CompileResult:
 
 
 def compiled_identity(
-    plan: Plan, digits: Digits | None = None, *, code: bytes | None = None
+    plan: Plan, digits: Dataset | None = None, *, code: bytes | None = None
 ) -> RunIdentity:
     """The identity ``plan``'s artifacts carry: the plan's run identity with its learner part
     bound to the code that computes the run (``alpha.core.digests.bind_code``), by default the
@@ -237,11 +237,11 @@ def compile_plan(
     digits = None
     parts = None
     if plan.work_kind == "learn":
+        from alpha.compiler.datasets import dataset_of
         from alpha.compiler.work_learn import learner_setup
-        from alpha.learner.data import load_digits
         from alpha.learner.state import split_of
 
-        digits = load_digits()
+        digits = dataset_of(plan)
         parts = split_of(learner_setup(plan), digits)
     identity = compiled_identity(plan, digits, code=code)
     created = not directory.exists()
@@ -297,7 +297,7 @@ def _write_artifacts(
     chosen: list[int],
     protocol: Protocol,
     identity: RunIdentity,
-    digits: Digits | None,
+    digits: Dataset | None,
     parts: Split | None,
     progress: Callable[[int, int], None] | None,
     written: list[Path],

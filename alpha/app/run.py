@@ -55,6 +55,7 @@ from alpha.checkpoint.store import (
     published,
     remove_staged,
 )
+from alpha.compiler.datasets import dataset_of
 from alpha.compiler.plan import Plan, RecoverySpec, Segment, load_plan, overrides_of
 from alpha.compiler.plan_membership import roles_group
 from alpha.compiler.plan_overrides import override
@@ -78,7 +79,7 @@ from alpha.launch.deploy import load_deployment
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.launch.outcome import RoleOutcome
 from alpha.launch.recovery import Classified, classify, classify_error
-from alpha.learner.data import Digits, load_digits
+from alpha.learner.data import Dataset
 from alpha.learner.saving import (
     PARAMETERS,
     check_fits,
@@ -153,7 +154,7 @@ def _generation_rounds(first: int, rounds: int, every: int | None) -> list[int]:
 
 def _resume_point(
     plan: Plan,
-    digits: Digits,
+    digits: Dataset,
     path: Path,
     identity: dict[str, object],
     epochs: tuple[int, int] | None = None,
@@ -649,7 +650,7 @@ def _replicate_from_origin(
     resumed from: a run that ends on the fault-free bits equals the uninterrupted learner."""
     if not summary.distributed or summary.failure or summary.signal is not None:
         return
-    digits = load_digits()
+    digits = dataset_of(plan)
     start = None
     if resume is not None:
         state = LearnerState.for_role(learner_setup(plan), digits, 0)
@@ -711,7 +712,7 @@ def _run_plan(
         run.track,
         run.started,
     )
-    digits = load_digits()
+    digits = dataset_of(plan)
     spec = plan.checkpoint
     state = LearnerState.for_role(learner_setup(plan), digits, 0)
     identity = plan_identity(plan, digits, state)
@@ -982,7 +983,7 @@ def _base_of(path: Path) -> str | None:
     return None if parsed is None else parsed.base
 
 
-def _replicated(plan: Plan, digits: Digits, start: Start | None, out: TextIO) -> Replica:
+def _replicated(plan: Plan, digits: Dataset, start: Start | None, out: TextIO) -> Replica:
     """The replicated learner from ``start``, with its own progress display."""
     replaying = RoundProgress(
         out, plan.rounds, label="replicated ", start=0 if start is None else start.round
@@ -1008,7 +1009,7 @@ def _plots(
 def _diverged(
     plan: Plan,
     directory: Path,
-    digits: Digits,
+    digits: Dataset,
     start: Start | None,
     history: list[tuple[int, float, float, float]],
     resumes: list[int],
@@ -1243,7 +1244,7 @@ def main_replicate(
     rounds and where it diverged, if it did); exit 1 when the learner diverged. ``overrides``
     as for :func:`main_run`."""
     plan = load_plan(resolve_plan(plan_path), overrides=overrides_of(overrides))
-    replica = _replicated(plan, load_digits(), None, sys.stderr)
+    replica = _replicated(plan, dataset_of(plan), None, sys.stderr)
     if as_json:
         print(
             json.dumps(

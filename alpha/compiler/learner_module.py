@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from alpha.compiler.contract_check import check_contract
-from alpha.compiler.plan import Plan
 from alpha.errors import LearnerModuleInvalid, PlanInvalid
 from alpha.files import read_regular_file
 from alpha.learner.program import Program, builtin, from_source
+
+if TYPE_CHECKING:  # a type only: the plan's module is above this one
+    from alpha.compiler.plan import Plan
 
 __all__ = ["MAX_MODULE_BYTES", "learner_program", "module_file", "program_of_source"]
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from alpha.compiler.plan import Plan
 from alpha.compiler.work_learn import learner_setup, require_learner
 from alpha.core.combine import ordered_sum
-from alpha.learner.data import Digits, features
+from alpha.learner.data import Dataset, features
 from alpha.learner.model import evaluate, initial_parameters
 from alpha.learner.optimizer import LearnerStateInvalid, OptimizerState
 from alpha.learner.state import LearnerState, logical_tree, split_of
@@ -70,7 +70,7 @@ RoundHook = Callable[[int, float, float], None]
 
 def replicate(
     plan: Plan,
-    digits: Digits,
+    digits: Dataset,
     on_round: RoundHook | None = None,
     *,
     start: Start | None = None,
@@ -127,11 +127,11 @@ def replicate(
             LearnerState.for_role(setup, digits, 0, parts) for _ in range(learner.contributors)
         ]
         for k, state in enumerate(states):
-            state.pixels, state.labels = parts.shard(k)
+            state.x, state.labels = parts.shard(k)
     for state in states:
         state.first_round = first
     scratch = np.zeros(model.contribution_size, dtype=model.dtype)
-    held = features(parts.holdout_pixels, model.dtype)
+    held = features(parts.holdout_x, model.dtype, digits.divisor)
     replica = Replica(parameters, optimizer=optimizer.arrays, rounds=first)
     samples = learner.batch * (learner.contributors or n)
     for index in range(last - first):

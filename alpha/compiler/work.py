@@ -20,7 +20,7 @@ from alpha.compiler.work_sum_check import sum_check_identity, sum_check_protocol
 from alpha.core.digests import contract_digest, membership_digest
 from alpha.core.identity import RunIdentity
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits
+from alpha.learner.data import Dataset
 
 __all__ = [
     "WORKS",
@@ -41,7 +41,7 @@ class Work:
 
     kind: str
     protocol: Callable[[Plan], Protocol]
-    identity: Callable[[Plan, Digits | None], bytes]
+    identity: Callable[[Plan, Dataset | None], bytes]
 
 
 WORKS: Final[Mapping[str, Work]] = {
@@ -90,7 +90,7 @@ def contract_digest_of(plan: Plan) -> bytes:
     )
 
 
-def run_identity(plan: Plan, digits: Digits | None = None) -> RunIdentity:
+def run_identity(plan: Plan, digits: Dataset | None = None) -> RunIdentity:
     """The identity every frame of ``plan``'s run carries: its work's learner part (a
     learner's includes its data: ``digits``, or the shipped data set read here), the contract
     and the membership.

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from pathlib import PurePath
 from typing import Final
 
 from alpha.checkpoint.manifest import owner_ranges
+from alpha.compiler.datasets import dataset_file, dataset_of
 from alpha.compiler.forms import (
     Combine,
     Everyone,
@@ -36,8 +38,8 @@ from alpha.core.digests import learner_digest
 from alpha.core.targets import HOSTS
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits, load_digits
-from alpha.learner.model import STATS, Model, initial_parameters
+from alpha.learner.data import Dataset
+from alpha.learner.model import CLASSES, FEATURES, STATS, Model, initial_parameters
 from alpha.learner.optimizer import SGD
 from alpha.learner.state import LearnerSetup, LearnerState, state_specs
 from alpha.schedule.learner_regions import CHECKPOINT as K
@@ -92,9 +94,14 @@ def model_of(plan: Plan) -> Model:
             field="work.kind",
         )
     learner = plan.learner
+    shape = (FEATURES, CLASSES)
+    if dataset_file(plan) is not None:
+        found = dataset_of(plan)
+        shape = (found.features, found.classes)
     if learner.kind != "module":
-        return Model.shipped(learner.hidden if learner.kind == "mlp" else None, plan.dtype)
-    return Model(learner_program(plan), plan.dtype, options=learner.options)
+        hidden = learner.hidden if learner.kind == "mlp" else None
+        return Model.shipped(hidden, plan.dtype, *shape)
+    return Model(learner_program(plan), plan.dtype, *shape, options=learner.options)
 
 
 def learner_setup(plan: Plan) -> LearnerSetup:
@@ -364,17 +371,17 @@ def require_learner(plan: Plan) -> LearnerSpec:
     return plan.learner
 
 
-def learn_identity(plan: Plan, digits: Digits | None) -> bytes:
+def learn_identity(plan: Plan, digits: Dataset | None) -> bytes:
     """The learner part of a ``learn`` plan's run identity, over ``digits`` or, when None, the
     shipped data set (read here).
 
     Raises:
         PlanInvalid: whatever ``require_learner`` refuses.
     """
-    return learner_digest_of(plan, digits or load_digits())
+    return learner_digest_of(plan, digits or dataset_of(plan))
 
 
-def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
+def learner_digest_of(plan: Plan, digits: Dataset) -> bytes:
     """The learner part of a ``learn`` plan's run identity: the learner's program,
     configuration, initial parameters, rate and data (``work.run_identity`` adds the
     contract and the membership).
@@ -396,9 +403,11 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         "rounds": plan.rounds,
         "holdout": learner.holdout,
         "seed": learner.seed,
-        "dataset": learner.dataset,
+        "dataset": _dataset_name(learner),
         "participants": plan.participants,
     }
+    if learner.dataset_sha256:
+        config["dataset_sha256"] = learner.dataset_sha256
     if learner.optimizer != SGD:
         config["optimizer"] = {"kind": learner.optimizer.kind, **learner.optimizer.constants}
     if learner.partition != "none":
@@ -428,21 +437,41 @@ def learner_digest_of(plan: Plan, digits: Digits) -> bytes:
         config=config,
         initial_state=[initial_parameters(model_of(plan), learner.seed)],
         rate=learner.rate,
-        samples=[digits.pixels, digits.labels],
+        samples=[digits.x, digits.labels],
     )
 
 
-def plan_identity(plan: Plan, digits: Digits, state: LearnerState) -> dict[str, object]:
+def _dataset_name(learner: LearnerSpec) -> str:
+    """The data set as an identity names it: the shipped name, or a file's name (not the path
+    the plan reaches it by: its pinned digest says which file it is)."""
+    return learner.dataset if not learner.dataset_sha256 else PurePath(learner.dataset).name
+
+
+def _plain(value: object) -> object:
+    """An option's value as JSON holds it (a tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def plan_identity(plan: Plan, digits: Dataset, state: LearnerState) -> dict[str, object]:
     """What a generation records of the plan that wrote it, field by field
     (``docs/checkpoints.md``): everything that decides what the state after a round is, and
     the run's name. A resume compares these with its own plan's. ``learner.partition`` is not
     among them: every partition computes the same bits (``docs/learner.md``)."""
     learner = plan.learner
     assert learner is not None
-    data = hashlib.sha256(digits.pixels.tobytes() + digits.labels.tobytes()).hexdigest()
+    data = hashlib.sha256(digits.x.tobytes() + digits.labels.tobytes()).hexdigest()
+    kind: dict[str, object] = {
+        "kind": learner.kind,
+        "hidden": learner.hidden,
+        "dataset": _dataset_name(learner),
+    }
+    if learner.kind == "module":
+        program = learner_program(plan)
+        kind["module"] = {"name": program.name, "sha256": program.sha256}
+        kind["options"] = {name: _plain(value) for name, value in learner.options}
     return {
         "run": plan.name,
-        "learner": {"kind": learner.kind, "hidden": learner.hidden, "dataset": learner.dataset},
+        "learner": kind,
         "contract": {"dtype": plan.dtype, "delivery": plan.delivery, "operation": plan.operation},
         "membership": {"group": str(plan.group), "epoch": plan.epoch},
         "topology": {"shape": plan.shape, "fanout": plan.tree.fanout},

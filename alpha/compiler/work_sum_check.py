@@ -32,7 +32,7 @@ from alpha.core.budgets import DEFAULT_BUDGETS, Budgets
 from alpha.core.digests import learner_digest
 from alpha.core.targets import HOSTS
 from alpha.errors import PlanInvalid
-from alpha.learner.data import Digits
+from alpha.learner.data import Dataset
 from alpha.schedule.operations import SELECTORS, SUM_CHECK_OPS
 
 __all__ = [
@@ -58,7 +58,7 @@ every host. (Not the contract's combine operations, ``alpha.core.identity.OPERAT
 _EXACT: Final = {"float32": 2**24, "float64": 2**53}
 
 
-def sum_check_identity(plan: Plan, digits: Digits | None) -> bytes:
+def sum_check_identity(plan: Plan, digits: Dataset | None) -> bytes:
     """The learner part of a sum check's run identity: its program, size, choice and rounds
     (``digits`` is not read: the sum check has no data)."""
     return learner_digest(

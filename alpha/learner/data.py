@@ -29,6 +29,7 @@ import hashlib
 import io
 import math
 import os
+import zipfile
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,13 +53,14 @@ __all__ = [
     "DIGITS_SHA256",
     "FEATURE_DTYPES",
     "MAX_SEED",
-    "Digits",
+    "Dataset",
     "Split",
     "batch_indices",
     "decode_shard",
     "encode_shard",
     "features",
     "holdout_count",
+    "load_dataset",
     "load_digits",
     "shipped_digits",
     "split",
@@ -82,6 +84,9 @@ DIGITS_CLASSES: Final = 10
 #: A pixel counts the "on" bits of a 4x4 block of a 32x32 bitmap, so it is 0..16.
 DIGITS_MAX_PIXEL: Final = 16
 
+#: The shipped data set's name in a plan (``learner.dataset``).
+DIGITS_NAME: Final = "digits"
+
 #: Where the data set ships: package data of ``alpha`` (``alpha/data/digits/`` in a checkout and
 #: in an installed wheel alike), found by :func:`shipped_digits`. An artifact does not bundle
 #: it; a role gets its shard embedded instead (:func:`encode_shard`).
@@ -99,8 +104,28 @@ FEATURE_DTYPES: Final = ("float32", "float64")
 #: A split's seed is the learner's seed, an unsigned 64-bit value (as in the learner digest).
 MAX_SEED: Final = 2**64 - 1
 
+#: The element types a data set's features may be stored in (``x`` of a ``.npz``): integers
+#: and floats of a portable width. A learner computes with ``x`` converted to the contract's
+#: dtype, one correctly rounded conversion per value.
+STORAGE_DTYPES: Final = ("uint8", "uint16", "int8", "int16", "int32", "float32", "float64")
+
+#: A data set's size, at most: the samples (a role's shard is an array in every round's
+#: working set), features per sample and classes (labels travel as uint16).
+MAX_SAMPLES: Final = 1 << 24
+MAX_FEATURES: Final = 1 << 16
+MAX_CLASSES: Final = 1 << 16
+
+#: The largest ``.npz`` a plan may name: it is read whole, checked and split at compile time.
+MAX_DATASET_BYTES: Final = 1 << 31
+
+#: The keys of a ``.npz`` data set: ``x`` (samples x features), ``y`` (the labels, integers
+#: from 0) and, optionally, ``classes`` (an integer above every label; default: the largest
+#: label plus one).
+NPZ_KEYS: Final = ("x", "y", "classes")
+
 # The keys of an encoded shard, exactly; anything else is not a shard this module wrote.
-_SHARD_KEYS: Final = frozenset(("samples", "pixels", "labels", "sha256"))
+_SHARD_KEYS: Final = frozenset(("samples", "features", "dtype", "x", "labels", "sha256"))
+_LABELS: Final = np.dtype("<u2")  # a shard's labels, whatever the data set's
 
 # A SHA-256 as this module writes it: 64 lowercase hex digits.
 _SHA256_HEX_CHARS: Final = 64
@@ -110,6 +135,8 @@ _HEX_DIGITS: Final = frozenset("0123456789abcdef")
 _DATASET_FIELD: Final = "learner.dataset"
 
 U8Array = npt.NDArray[np.uint8]
+Features = npt.NDArray[np.generic]  # a data set's x, of one of STORAGE_DTYPES
+Labels = npt.NDArray[np.unsignedinteger]  # its labels, uint8 or uint16
 I64Array = npt.NDArray[np.int64]
 _Scalar = TypeVar("_Scalar", bound=np.generic)
 
@@ -121,35 +148,47 @@ def _frozen(array: npt.NDArray[_Scalar]) -> npt.NDArray[_Scalar]:
     return out
 
 
-def _check_samples(pixels: object, labels: object, where: str) -> tuple[U8Array, U8Array]:
-    """``pixels`` and ``labels`` if they are a digits sample set; otherwise the reason why not.
-
-    Returns:
-        The two arrays, unchanged.
+def _check_samples(
+    x: object, labels: object, where: str, classes: int, divisor: int, name: str
+) -> None:
+    """Nothing if ``x`` and ``labels`` are a data set's samples; otherwise the reason why not.
 
     Raises:
         ValueError: with the reason, for the caller to wrap in its own error class.
     """
-    if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:
-        raise ValueError(f"{where}: pixels must be a uint8 array, got {_shown(pixels)}")
-    if not isinstance(labels, np.ndarray) or labels.dtype != np.uint8:
-        raise ValueError(f"{where}: labels must be a uint8 array, got {_shown(labels)}")
-    if pixels.ndim != 2 or pixels.shape[1] != DIGITS_FEATURES:
+    if not isinstance(x, np.ndarray) or x.dtype.name not in STORAGE_DTYPES:
         raise ValueError(
-            f"{where}: pixels must have shape [N, {DIGITS_FEATURES}], got {list(pixels.shape)}"
+            f"{where}: x must be an array of one of {', '.join(STORAGE_DTYPES)}, got {_shown(x)}"
         )
-    if labels.shape != (pixels.shape[0],):
+    if not isinstance(labels, np.ndarray) or labels.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"{where}: labels must be a uint8 or uint16 array, got {_shown(labels)}")
+    if x.ndim != 2 or not 1 <= x.shape[1] <= MAX_FEATURES:
         raise ValueError(
-            f"{where}: labels must have shape [{pixels.shape[0]}] (one per sample), "
+            f"{where}: x must have shape [N, F] with 1 <= F <= {MAX_FEATURES}, got {list(x.shape)}"
+        )
+    if labels.shape != (x.shape[0],):
+        raise ValueError(
+            f"{where}: labels must have shape [{x.shape[0]}] (one per sample), "
             f"got {list(labels.shape)}"
         )
-    if pixels.shape[0] == 0:
-        raise ValueError(f"{where}: there must be at least one sample")
-    if pixels.size and int(pixels.max()) > DIGITS_MAX_PIXEL:
-        raise ValueError(f"{where}: a pixel is {int(pixels.max())}, past {DIGITS_MAX_PIXEL}")
-    if int(labels.max()) >= DIGITS_CLASSES:
-        raise ValueError(f"{where}: a label is {int(labels.max())}, past {DIGITS_CLASSES - 1}")
-    return pixels, labels
+    if not 1 <= x.shape[0] <= MAX_SAMPLES:
+        raise ValueError(f"{where}: there must be 1 to {MAX_SAMPLES} samples, got {x.shape[0]}")
+    if x.dtype.kind == "f" and not bool(np.isfinite(x).all()):
+        raise ValueError(f"{where}: a feature is not finite")
+    if int(labels.max()) >= classes:
+        raise ValueError(f"{where}: a label is {int(labels.max())}, past {classes - 1}")
+    if divisor != 1 and (x.dtype.kind != "u" or int(x.max()) > divisor):
+        raise ValueError(f"{where}: a value is past {divisor}, or not an unsigned integer")
+    if name == DIGITS_NAME and (
+        x.dtype != np.uint8
+        or labels.dtype != np.uint8
+        or x.shape[1] != DIGITS_FEATURES
+        or (classes, divisor) != (DIGITS_CLASSES, DIGITS_MAX_PIXEL)
+    ):
+        raise ValueError(
+            f"{where}: the digits are uint8 [N, {DIGITS_FEATURES}] pixels of 0..16 and uint8 "
+            "labels of 0..9"
+        )
 
 
 def _shown(value: object) -> str:
@@ -161,35 +200,50 @@ def _shown(value: object) -> str:
 
 @final
 @dataclass(frozen=True, slots=True)
-class Digits:
-    """The digits data set (or any set of digits samples), read-only.
+class Dataset:
+    """A data set, read-only: the shipped digits, or a ``.npz`` of the user's
+    (:func:`load_dataset`).
 
     Attributes:
-        pixels: uint8 ``[N, 64]``, each 0..16, an 8x8 image row by row.
-        labels: uint8 ``[N]``, each 0..9.
+        x: ``[N, F]`` features, of one of :data:`STORAGE_DTYPES` (the digits: uint8 pixels
+            0..16, an 8x8 image row by row).
+        labels: ``[N]`` uint8 or uint16, each below ``classes`` (the digits: 0..9).
+        classes: the number of classes, above every label.
+        divisor: what a learner's inputs are ``x`` divided by (:func:`features`): 16 for the
+            digits' pixels (an exact division), 1 for a user's features.
+        name: ``"digits"``, or the file's name, for messages.
 
-    Both are read-only contiguous copies of what was passed in.
+    Both arrays are read-only contiguous copies of what was passed in.
 
     Raises:
-        PlanInvalid: (``field="learner.dataset"``) the arrays are not uint8, their shapes do
-            not agree, there are no samples, or a pixel or label is out of range.
+        PlanInvalid: (``field="learner.dataset"``) the arrays are of another dtype, their
+            shapes do not agree, there are no samples, a feature is not finite, a label is not
+            below ``classes``; for the digits, a pixel or label out of range.
     """
 
-    pixels: U8Array
-    labels: U8Array
+    x: Features
+    labels: Labels
+    classes: int = DIGITS_CLASSES
+    divisor: int = DIGITS_MAX_PIXEL
+    name: str = DIGITS_NAME
 
     def __post_init__(self) -> None:
         try:
-            _check_samples(self.pixels, self.labels, "digits")
+            _check_samples(self.x, self.labels, self.name, self.classes, self.divisor, self.name)
         except ValueError as why:
             raise PlanInvalid(str(why), field=_DATASET_FIELD) from None
-        object.__setattr__(self, "pixels", _frozen(self.pixels))
+        object.__setattr__(self, "x", _frozen(self.x))
         object.__setattr__(self, "labels", _frozen(self.labels))
 
     @property
     def samples(self) -> int:
         """The number of samples, ``N``."""
-        return int(self.pixels.shape[0])
+        return int(self.x.shape[0])
+
+    @property
+    def features(self) -> int:
+        """Features per sample, ``F``."""
+        return int(self.x.shape[1])
 
 
 @final
@@ -203,8 +257,8 @@ class Split:
         participants: the number of roles the training part is dealt to.
         train_indices: int64, the data set's sample indices of the training part, in order.
         holdout_indices: int64, those of the held-out part, in order.
-        train_pixels, train_labels: the training part (uint8), in ``train_indices`` order.
-        holdout_pixels, holdout_labels: the held-out part (uint8), in ``holdout_indices`` order.
+        train_x, train_labels: the training part (uint8), in ``train_indices`` order.
+        holdout_x, holdout_labels: the held-out part (uint8), in ``holdout_indices`` order.
 
     Raises:
         Nothing: construct through :func:`split`.
@@ -213,12 +267,12 @@ class Split:
     participants: int
     train_indices: I64Array
     holdout_indices: I64Array
-    train_pixels: U8Array
-    train_labels: U8Array
-    holdout_pixels: U8Array
-    holdout_labels: U8Array
+    train_x: Features
+    train_labels: Labels
+    holdout_x: Features
+    holdout_labels: Labels
 
-    def shard(self, role: int) -> tuple[U8Array, U8Array]:
+    def shard(self, role: int) -> tuple[Features, Labels]:
         """Role ``role``'s training samples: training positions ``role, role + n, role + 2n, ...``.
 
         Args:
@@ -239,7 +293,7 @@ class Split:
             )
         step = self.participants
         return (
-            np.ascontiguousarray(self.train_pixels[role::step]).copy(),
+            np.ascontiguousarray(self.train_x[role::step]).copy(),
             np.ascontiguousarray(self.train_labels[role::step]).copy(),
         )
 
@@ -253,7 +307,7 @@ def shipped_digits() -> Path:
     return package_data(DIGITS_RESOURCE)
 
 
-def load_digits(path: Path | None = None) -> Digits:
+def load_digits(path: Path | None = None) -> Dataset:
     """Read the digits data set, refusing any file but the one pinned by :data:`DIGITS_SHA256`.
 
     Args:
@@ -308,7 +362,7 @@ def load_digits(path: Path | None = None) -> Digits:
     return _parse_digits(raw, where)
 
 
-def _parse_digits(raw: bytes, where: Path) -> Digits:
+def _parse_digits(raw: bytes, where: Path) -> Dataset:
     """The samples of the pinned gzip CSV (its hash already checked).
 
     Raises:
@@ -328,10 +382,84 @@ def _parse_digits(raw: bytes, where: Path) -> Digits:
         )
     if int(table.min()) < 0 or int(table.max()) > DIGITS_MAX_PIXEL:
         raise PlanInvalid(f"{str(where)!r} has a value outside 0..16", field=_DATASET_FIELD)
-    return Digits(
-        pixels=table[:, :DIGITS_FEATURES].astype(np.uint8),
+    return Dataset(
+        x=table[:, :DIGITS_FEATURES].astype(np.uint8),
         labels=table[:, DIGITS_FEATURES].astype(np.uint8),
     )
+
+
+def load_dataset(path: Path, sha256: str, shown: str = "") -> Dataset:
+    """Read the ``.npz`` data set at ``path`` (:data:`NPZ_KEYS`), refusing it unless its bytes
+    hash to ``sha256``; ``shown`` is how messages name it (default: the path).
+
+    ``x`` must be ``[N, F]`` of one of :data:`STORAGE_DTYPES`, every value finite; ``y`` ``[N]``
+    integers from 0; ``classes``, when present, an integer above every label (default: the
+    largest label plus one, at least 2). The labels become uint8 (up to 256 classes) or
+    uint16. Nothing but arrays is read (no pickled objects).
+
+    Raises:
+        PlanInvalid: (``field="learner.dataset_sha256"``) the file's SHA-256 is another;
+            (``field="learner.dataset"``) it is missing, unreadable, larger than
+            :data:`MAX_DATASET_BYTES`, not a ``.npz``, or its arrays are not a data set
+            (the key and what is wrong named).
+    """
+    from alpha.files import read_regular_file  # the one reader of a file a user named
+
+    named = shown or str(path)
+    try:
+        raw = read_regular_file(path, MAX_DATASET_BYTES)
+    except OSError as why:
+        raise PlanInvalid(
+            f"cannot read the data set {named}: {why.strerror or why}", field=_DATASET_FIELD
+        ) from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != sha256:
+        raise PlanInvalid(
+            f"the data set {named} has SHA-256 {digest}, not the {sha256} the plan pins: it "
+            "changed, or the plan names another file (pin the file you mean with its "
+            "sha256sum)",
+            field="learner.dataset_sha256",
+        )
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as found:
+            arrays = {key: found[key] for key in found.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as why:
+        raise PlanInvalid(f"{named} is not a .npz of arrays: {why}", field=_DATASET_FIELD) from None
+    missing = [key for key in ("x", "y") if key not in arrays]
+    extra = sorted(set(arrays) - set(NPZ_KEYS))
+    if missing or extra:
+        raise PlanInvalid(
+            f"{named} must hold the arrays x and y (and optionally classes); "
+            f"{'missing ' + ', '.join(missing) if missing else 'unknown ' + ', '.join(extra)}",
+            field=_DATASET_FIELD,
+        )
+    x, y = arrays["x"], arrays["y"]
+    if y.ndim != 1 or y.dtype.kind not in "iu" or (y.size and int(y.min()) < 0):
+        raise PlanInvalid(
+            f"{named}: y must be a 1-d array of integers from 0, got {_shown(y)}",
+            field=_DATASET_FIELD,
+        )
+    top = int(y.max()) + 1 if y.size else 0
+    classes = max(2, top)
+    if "classes" in arrays:
+        given = arrays["classes"]
+        if (
+            given.shape != ()
+            or given.dtype.kind not in "iu"
+            or not top <= int(given) <= MAX_CLASSES
+        ):
+            raise PlanInvalid(
+                f"{named}: classes must be one integer in {max(2, top)}..{MAX_CLASSES} (above "
+                f"every label), got {given!r}",
+                field=_DATASET_FIELD,
+            )
+        classes = max(2, int(given))
+    if classes > MAX_CLASSES:
+        raise PlanInvalid(
+            f"{named}: a label is {top - 1}, past {MAX_CLASSES - 1}", field=_DATASET_FIELD
+        )
+    labels = y.astype(np.uint8 if classes <= 256 else np.uint16)
+    return Dataset(x, labels, classes=classes, divisor=1, name=named)
 
 
 def holdout_count(samples: int, holdout: float) -> int:
@@ -343,7 +471,7 @@ def holdout_count(samples: int, holdout: float) -> int:
     return math.ceil(float(holdout) * float(samples))
 
 
-def split(digits: Digits, *, participants: int, holdout: float, seed: int) -> Split:
+def split(digits: Dataset, *, participants: int, holdout: float, seed: int) -> Split:
     """Split ``digits`` into a held-out part and a training part dealt round-robin to roles.
 
     ``order = Generator(PCG64(seed)).permutation(N)``; the held-out part is the last
@@ -399,9 +527,9 @@ def split(digits: Digits, *, participants: int, holdout: float, seed: int) -> Sp
         participants=participants,
         train_indices=_frozen(train_indices),
         holdout_indices=_frozen(holdout_indices),
-        train_pixels=_frozen(digits.pixels[train_indices]),
+        train_x=_frozen(digits.x[train_indices]),
         train_labels=_frozen(digits.labels[train_indices]),
-        holdout_pixels=_frozen(digits.pixels[holdout_indices]),
+        holdout_x=_frozen(digits.x[holdout_indices]),
         holdout_labels=_frozen(digits.labels[holdout_indices]),
     )
 
@@ -440,37 +568,41 @@ def batch_indices(shard_size: int, batch: int, round: int) -> I64Array:
     return (np.arange(batch, dtype=np.int64) + np.int64(start)) % np.int64(shard_size)
 
 
-def _shard_digest(pixels: bytes, labels: bytes) -> str:
-    """The hex SHA-256 of a shard: its pixel bytes, then its label bytes."""
-    return hashlib.sha256(pixels + labels).hexdigest()
+def _shard_digest(x: bytes, labels: bytes) -> str:
+    """The hex SHA-256 of a shard: its feature bytes, then its label bytes."""
+    return hashlib.sha256(x + labels).hexdigest()
 
 
-def encode_shard(pixels: U8Array, labels: U8Array) -> dict[str, object]:
+def encode_shard(x: npt.NDArray[np.generic], labels: npt.NDArray[np.integer]) -> dict[str, object]:
     """A role's shard as a JSON-able object, for embedding in its artifact.
 
     Args:
-        pixels: uint8 ``[N, 64]``, each 0..16 (N at least 1).
-        labels: uint8 ``[N]``, each 0..9.
+        x: ``[N, F]`` features of one of :data:`STORAGE_DTYPES` (N at least 1).
+        labels: ``[N]`` unsigned integers below :data:`MAX_CLASSES`.
 
     Returns:
-        ``{"samples": N, "pixels": base64 of the N*64 pixel bytes in C order, "labels": base64 of
-        the N label bytes, "sha256": hex SHA-256 of the pixel bytes followed by the label bytes}``
-        (standard base64 alphabet, with padding).
+        ``{"samples": N, "features": F, "dtype": x's dtype name, "x": base64 of x's bytes,
+        little-endian, in C order, "labels": base64 of the labels as little-endian uint16,
+        "sha256": hex SHA-256 of the feature bytes followed by the label bytes}`` (standard
+        base64 alphabet, with padding).
 
     Raises:
-        ArtifactInvalid: the arrays are not a digits shard (dtype, shapes, ranges, no samples).
+        ArtifactInvalid: the arrays are not a shard (dtype, shapes, no samples).
     """
     try:
-        _check_samples(pixels, labels, "shard to embed")
+        _check_samples(x, labels, "shard to embed", MAX_CLASSES, 1, "")
     except ValueError as why:
         raise ArtifactInvalid(str(why)) from None
-    pixel_bytes = np.ascontiguousarray(pixels).tobytes()
-    label_bytes = np.ascontiguousarray(labels).tobytes()
+    assert isinstance(x, np.ndarray)
+    x_bytes = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")).tobytes()
+    label_bytes = np.ascontiguousarray(labels, dtype=_LABELS).tobytes()
     return {
-        "samples": int(pixels.shape[0]),
-        "pixels": base64.b64encode(pixel_bytes).decode("ascii"),
+        "samples": int(x.shape[0]),
+        "features": int(x.shape[1]),
+        "dtype": x.dtype.name,
+        "x": base64.b64encode(x_bytes).decode("ascii"),
         "labels": base64.b64encode(label_bytes).decode("ascii"),
-        "sha256": _shard_digest(pixel_bytes, label_bytes),
+        "sha256": _shard_digest(x_bytes, label_bytes),
     }
 
 
@@ -494,20 +626,24 @@ def _b64(value: object, name: str, length: int) -> bytes:
     return data
 
 
-def decode_shard(encoded: Mapping[str, object]) -> tuple[U8Array, U8Array]:
-    """The shard :func:`encode_shard` encoded, after checking its shape, values and hash.
+def decode_shard(
+    encoded: Mapping[str, object],
+) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.uint16]]:
+    """The shard :func:`encode_shard` encoded, after checking its shape, dtype and hash.
 
     Args:
         encoded: the object :func:`encode_shard` returned, e.g. read back from JSON.
 
     Returns:
-        ``(pixels [N, 64], labels [N])``, uint8, fresh writable arrays.
+        ``(x [N, F], labels [N])``: x in its stored dtype (native byte order), labels uint16;
+        fresh writable arrays.
 
     Raises:
-        ArtifactInvalid: not a mapping of exactly ``samples``, ``pixels``, ``labels`` and
-            ``sha256``; ``samples`` not an int in ``1..DIGITS_SAMPLES``; a field not canonical
-            base64 of the right length; the SHA-256 not 64 lowercase hex digits or not the
-            bytes' hash; a pixel or label out of range.
+        ArtifactInvalid: not a mapping of exactly ``samples``, ``features``, ``dtype``, ``x``,
+            ``labels`` and ``sha256``; ``samples`` or ``features`` not an int in range; a
+            dtype not one of :data:`STORAGE_DTYPES`; a field not canonical base64 of the
+            right length; the SHA-256 not 64 lowercase hex digits or not the bytes' hash; a
+            feature that is not finite.
     """
     if not isinstance(encoded, Mapping):
         raise ArtifactInvalid(f"shard must be an object, got {type(encoded).__name__}")
@@ -516,11 +652,16 @@ def decode_shard(encoded: Mapping[str, object]) -> tuple[U8Array, U8Array]:
         raise ArtifactInvalid(
             f"shard must have exactly the keys {sorted(_SHARD_KEYS)}, got {sorted(map(str, keys))}"
         )
-    samples = encoded["samples"]
-    if not int_in(samples):
-        raise ArtifactInvalid(f"shard: samples must be an int, got {type(samples).__name__}")
-    if not 1 <= samples <= DIGITS_SAMPLES:
-        raise ArtifactInvalid(f"shard: samples must be in 1..{DIGITS_SAMPLES}, got {samples}")
+    samples, width, dtype = encoded["samples"], encoded["features"], encoded["dtype"]
+    for name, value, high in (("samples", samples, MAX_SAMPLES), ("features", width, MAX_FEATURES)):
+        if not int_in(value):
+            raise ArtifactInvalid(f"shard: {name} must be an int, got {type(value).__name__}")
+        if not 1 <= value <= high:
+            raise ArtifactInvalid(f"shard: {name} must be in 1..{high}, got {value}")
+    assert isinstance(samples, int) and isinstance(width, int)
+    if dtype not in STORAGE_DTYPES:
+        raise ArtifactInvalid(f"shard: dtype must be one of {', '.join(STORAGE_DTYPES)}")
+    assert isinstance(dtype, str)
     digest = encoded["sha256"]
     if (
         not isinstance(digest, str)
@@ -528,48 +669,58 @@ def decode_shard(encoded: Mapping[str, object]) -> tuple[U8Array, U8Array]:
         or not set(digest) <= _HEX_DIGITS
     ):
         raise ArtifactInvalid("shard: sha256 must be 64 lowercase hex digits")
-    pixel_bytes = _b64(encoded["pixels"], "pixels", samples * DIGITS_FEATURES)
-    label_bytes = _b64(encoded["labels"], "labels", samples)
-    actual = _shard_digest(pixel_bytes, label_bytes)
+    stored = np.dtype(dtype).newbyteorder("<")
+    x_bytes = _b64(encoded["x"], "x", samples * width * stored.itemsize)
+    label_bytes = _b64(encoded["labels"], "labels", samples * _LABELS.itemsize)
+    actual = _shard_digest(x_bytes, label_bytes)
     if actual != digest:
         raise ArtifactInvalid(f"shard: its bytes hash to {actual}, but it records {digest}")
-    pixels = np.frombuffer(pixel_bytes, dtype=np.uint8).reshape(samples, DIGITS_FEATURES).copy()
-    labels = np.frombuffer(label_bytes, dtype=np.uint8).copy()
-    try:
-        _check_samples(pixels, labels, "shard")
-    except ValueError as why:
-        raise ArtifactInvalid(str(why)) from None
-    return pixels, labels
+    x = np.frombuffer(x_bytes, dtype=stored).reshape(samples, width).astype(dtype)
+    labels = np.frombuffer(label_bytes, dtype=_LABELS).astype(np.uint16)
+    if x.dtype.kind == "f" and not bool(np.isfinite(x).all()):
+        raise ArtifactInvalid("shard: a feature is not finite")
+    return x, labels
 
 
-def features(pixels: U8Array, dtype: str) -> npt.NDArray[np.floating]:
-    """The learner's inputs: ``pixels.astype(dtype) / dtype(16)``, elementwise.
+def features(
+    x: npt.NDArray[np.generic], dtype: str, divisor: int = DIGITS_MAX_PIXEL
+) -> npt.NDArray[np.floating]:
+    """The learner's inputs: ``x.astype(dtype) / dtype(divisor)`` elementwise (``divisor`` 1:
+    the conversion alone), each one correctly rounded IEEE conversion (and division).
 
-    Exact, not merely correctly rounded: every uint8 ``k`` is exact in float32 and float64, and
-    ``k / 16`` divides by a power of two, so the quotient is representable (at most 8 significant
-    bits, no subnormal) and IEEE-754 division returns it with no rounding at all. Any conforming
-    implementation (numpy, a GPU kernel, another platform, ``* 0.0625``) gives the same bits.
+    For the digits (``divisor`` 16) exact, not merely correctly rounded: every uint8 ``k`` is
+    exact in float32 and float64, and ``k / 16`` divides by a power of two, so the quotient is
+    representable (at most 8 significant bits, no subnormal) and IEEE-754 division returns it
+    with no rounding at all. Any conforming implementation (numpy, a GPU kernel, another
+    platform, ``* 0.0625``) gives the same bits.
 
     Args:
-        pixels: uint8, any shape.
+        x: features of one of :data:`STORAGE_DTYPES`, any shape.
         dtype: ``"float32"`` or ``"float64"``, the contract's element type.
+        divisor: a power of two, at least 1.
 
     Returns:
-        A new array of ``pixels``' shape in ``dtype``.
+        A new array of ``x``'s shape in ``dtype``.
 
     Raises:
         PlanInvalid: ``field="contract.dtype"`` for another dtype; ``field="learner.dataset"``
-            for pixels that are not a uint8 array.
+            for ``x`` of another dtype, or with a divisor that is not a power of two.
     """
     if dtype not in FEATURE_DTYPES:
         raise PlanInvalid(
             f"features are computed in one of {', '.join(FEATURE_DTYPES)}, got {dtype!r}",
             field="contract.dtype",
         )
-    if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:
+    if not isinstance(x, np.ndarray) or x.dtype.name not in STORAGE_DTYPES:
         raise PlanInvalid(
-            f"pixels must be a uint8 array, got {_shown(pixels)}", field=_DATASET_FIELD
+            f"x must be an array of one of {', '.join(STORAGE_DTYPES)}, got {_shown(x)}",
+            field=_DATASET_FIELD,
         )
+    if divisor < 1 or divisor & (divisor - 1):
+        raise PlanInvalid(f"a divisor must be a power of two, got {divisor}", field=_DATASET_FIELD)
     kind = np.dtype(dtype)
-    divided: npt.NDArray[np.floating] = pixels.astype(kind) / kind.type(DIGITS_MAX_PIXEL)
+    converted: npt.NDArray[np.floating] = x.astype(kind)
+    if divisor == 1:
+        return converted
+    divided: npt.NDArray[np.floating] = converted / kind.type(divisor)
     return divided

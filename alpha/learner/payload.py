@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from alpha.errors import ArtifactInvalid, LearnerModuleInvalid
 from alpha.learner.data import decode_shard, encode_shard
 from alpha.learner.gpu import GpuContributor
-from alpha.learner.model import FEATURES, Model
+from alpha.learner.model import Model
 from alpha.learner.optimizer import OPTIMIZER_CONSTANTS, LearnerStateInvalid, Optimizer
 from alpha.learner.program import from_source
 from alpha.learner.saving import SegmentIO
@@ -22,6 +23,9 @@ def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> di
     data: dict[str, object] = {
         "hidden": state.model.hidden,
         "dtype": state.model.dtype,
+        "features": state.model.features,
+        "classes": state.model.classes,
+        "divisor": state.divisor,
         "seed": state.seed,
         "rate": state.rate,
         "batch": state.batch,
@@ -31,16 +35,14 @@ def learner_payload(state: LearnerState, segment: SegmentIO | None = None) -> di
         "own": None if state.own is None else list(state.own),
         "contributors": state.contributors,
         "hosted": [
-            {"contributor": k, "shard": encode_shard(pixels, labels)}
-            for k, (pixels, labels) in zip(state.hosted, state.hosted_data, strict=True)
+            {"contributor": k, "shard": encode_shard(x, labels)}
+            for k, (x, labels) in zip(state.hosted, state.hosted_data, strict=True)
         ],
         # With logical contributors the role's data are its hosted contributors' shards.
-        "shard": None
-        if state.contributors is not None
-        else encode_shard(state.pixels, state.labels),
+        "shard": None if state.contributors is not None else encode_shard(state.x, state.labels),
     }
-    if state.holdout_pixels is not None and state.holdout_labels is not None:
-        data["holdout"] = encode_shard(state.holdout_pixels, state.holdout_labels)
+    if state.holdout_x is not None and state.holdout_labels is not None:
+        data["holdout"] = encode_shard(state.holdout_x, state.holdout_labels)
     program = state.model.program
     if not program.builtin:
         # A user's module travels as its text: the participant runs it from the artifact,
@@ -116,6 +118,9 @@ def learner_from_payload(data: object) -> LearnerState:
         )
         if not (hidden is None or isinstance(hidden, int)) or dtype not in ("float32", "float64"):
             raise ArtifactInvalid(f"learner: bad model {hidden!r}, {dtype!r}")
+        width, classes, divisor = data["features"], data["classes"], data["divisor"]
+        if not all(type(v) is int and v >= 1 for v in (width, classes, divisor)):
+            raise ArtifactInvalid("learner: features, classes and divisor must be ints >= 1")
         if not all(isinstance(v, int) for v in (seed, batch, participants)):
             raise ArtifactInvalid("learner: seed, batch and participants must be ints")
         if not isinstance(rate, float | int):
@@ -145,20 +150,23 @@ def learner_from_payload(data: object) -> LearnerState:
             and 0 <= own[0] < own[1]
         ):
             raise ArtifactInvalid(f"learner: an owned range is [start, stop), got {own!r}")
+        x: npt.NDArray[np.generic]
+        labels: npt.NDArray[np.unsignedinteger]
         if data["shard"] is None:
             if contributors is None:
                 raise ArtifactInvalid("learner: a role without logical contributors has a shard")
-            pixels, labels = np.zeros((0, FEATURES), np.uint8), np.zeros(0, np.uint8)
+            x, labels = np.zeros((0, width), np.uint8), np.zeros(0, np.uint16)
         else:
-            pixels, labels = decode_shard(data["shard"])
+            x, labels = decode_shard(data["shard"])
         try:
             state = LearnerState(
-                model=_model_from(data, hidden, dtype),
+                model=_model_from(data, hidden, dtype, width, classes),
                 seed=seed,
                 rate=float(rate),
                 batch=batch,
                 participants=participants,
-                pixels=pixels,
+                x=x,
+                divisor=divisor,
                 labels=labels,
                 optimizer=optimizer,
                 partition=partition,
@@ -170,7 +178,7 @@ def learner_from_payload(data: object) -> LearnerState:
         except LearnerStateInvalid as error:  # a constant out of range in the model's dtype
             raise ArtifactInvalid(f"learner: {error}") from None
         if "holdout" in data:
-            state.holdout_pixels, state.holdout_labels = decode_shard(data["holdout"])
+            state.holdout_x, state.holdout_labels = decode_shard(data["holdout"])
         uuid = data.get("gpu")
         if uuid is not None:
             if not isinstance(uuid, str):
@@ -181,7 +189,9 @@ def learner_from_payload(data: object) -> LearnerState:
     return state
 
 
-def _model_from(data: dict[str, object], hidden: int | None, dtype: str) -> Model:
+def _model_from(
+    data: dict[str, object], hidden: int | None, dtype: str, features: int, classes: int
+) -> Model:
     """The model a payload names: a shipped one (``hidden``), or the module it carries.
 
     Raises:
@@ -189,7 +199,7 @@ def _model_from(data: dict[str, object], hidden: int | None, dtype: str) -> Mode
     """
     raw = data.get("program")
     if raw is None:
-        return Model.shipped(hidden, dtype)
+        return Model.shipped(hidden, dtype, features, classes)
     if not isinstance(raw, dict) or set(raw) != {"name", "source"}:
         raise ArtifactInvalid("learner: program must be {name, source}")
     name, source = raw["name"], raw["source"]
@@ -205,7 +215,7 @@ def _model_from(data: dict[str, object], hidden: int | None, dtype: str) -> Mode
         value = entry[1]
         pairs.append((entry[0], tuple(value) if isinstance(value, list) else value))
     try:
-        return Model(from_source(name, source), dtype, options=tuple(pairs))
+        return Model(from_source(name, source), dtype, features, classes, tuple(pairs))
     except LearnerModuleInvalid as error:
         raise ArtifactInvalid(f"learner: {error}") from None
 

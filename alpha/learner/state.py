@@ -32,9 +32,9 @@ from alpha.checkpoint.manifest import owner_ranges
 from alpha.core.combine import ordered_sum
 from alpha.core.topology import ParticipantTree
 from alpha.errors import ArtifactInvalid, LossNotFinite
-from alpha.learner.data import Digits, Split, batch_indices, features, split
+from alpha.learner.data import DIGITS_MAX_PIXEL, Dataset, Split, batch_indices, features, split
 from alpha.learner.gpu import GpuContributor
-from alpha.learner.model import FEATURES, Model, contribute, evaluate, initial_parameters
+from alpha.learner.model import Model, contribute, evaluate, initial_parameters
 from alpha.learner.optimizer import SGD, Optimizer, OptimizerState
 from alpha.records.progress import CheckpointRecord, RecordWriter, RoundRecord
 from alpha.schedule.learner_regions import PARAMETERS
@@ -102,7 +102,7 @@ def owned(setup: LearnerSetup, role: int) -> tuple[int, int]:
     return owner_ranges(setup.model.size, setup.participants)[role]
 
 
-def split_of(setup: LearnerSetup, digits: Digits) -> Split:
+def split_of(setup: LearnerSetup, digits: Dataset) -> Split:
     """The split of the data set into contributor shards and the held-out part."""
     shards = setup.contributors or setup.participants
     return split(digits, participants=shards, holdout=setup.holdout, seed=setup.seed)
@@ -130,10 +130,10 @@ class LearnerState:
     rate: float
     batch: int
     participants: int
-    pixels: npt.NDArray[np.uint8]
-    labels: npt.NDArray[np.uint8]
-    holdout_pixels: npt.NDArray[np.uint8] | None = None
-    holdout_labels: npt.NDArray[np.uint8] | None = None
+    x: npt.NDArray[np.generic]
+    labels: npt.NDArray[np.unsignedinteger]
+    holdout_x: npt.NDArray[np.generic] | None = None
+    holdout_labels: npt.NDArray[np.unsignedinteger] | None = None
     history: list[tuple[int, float, float, float]] = field(default_factory=list)
     gpu: GpuContributor | None = None
     gpu_uuid: str | None = None
@@ -145,9 +145,10 @@ class LearnerState:
     own: tuple[int, int] | None = None  # with a partition: the parameter range this role owns
     contributors: int | None = None  # the plan's logical contributors, if it names them
     hosted: tuple[int, ...] = ()  # with contributors: those this role computes
-    hosted_data: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]] = field(
+    hosted_data: list[tuple[npt.NDArray[np.generic], npt.NDArray[np.unsignedinteger]]] = field(
         default_factory=list
     )
+    divisor: int = DIGITS_MAX_PIXEL  # what x is divided by for the inputs (features())
     progress_path: str | None = None
     saver: Saver | None = field(default=None, repr=False, compare=False)
     _progress: RecordWriter | None = field(default=None, init=False, repr=False, compare=False)
@@ -171,25 +172,26 @@ class LearnerState:
 
     @classmethod
     def for_role(
-        cls, setup: LearnerSetup, digits: Digits, role: int, parts: Split | None = None
+        cls, setup: LearnerSetup, digits: Dataset, role: int, parts: Split | None = None
     ) -> LearnerState:
         """Role ``role``'s learner; ``parts`` is ``split_of(setup, digits)`` when the caller
         builds many roles (the split is the same for all of them)."""
         parts = parts or split_of(setup, digits)
         hosted: tuple[int, ...] = ()
         if setup.contributors is None:
-            pixels, labels = parts.shard(role)
+            x, labels = parts.shard(role)
         else:
             hosted = tuple(range(*owner_ranges(setup.contributors, setup.participants)[role]))
-            pixels, labels = np.zeros((0, FEATURES), np.uint8), np.zeros(0, np.uint8)
+            x, labels = parts.train_x[:0].copy(), parts.train_labels[:0].copy()
         state = cls(
             model=setup.model,
             seed=setup.seed,
             rate=setup.rate,
             batch=setup.batch,
             participants=setup.participants,
-            pixels=pixels,
+            x=x,
             labels=labels,
+            divisor=digits.divisor,
             optimizer=setup.optimizer,
             partition=setup.partition,
             own=None if setup.partition == "none" else owned(setup, role),
@@ -198,7 +200,7 @@ class LearnerState:
             hosted_data=[parts.shard(k) for k in hosted],
         )
         if role == 0:
-            state.holdout_pixels = parts.holdout_pixels
+            state.holdout_x = parts.holdout_x
             state.holdout_labels = parts.holdout_labels
         state.gpu_uuid = dict(setup.gpus).get(role)
         return state
@@ -224,7 +226,7 @@ class LearnerState:
         self, w: npt.NDArray[np.floating], g: npt.NDArray[np.floating], round: int
     ) -> None:
         chosen = batch_indices(len(self.labels), self.batch, self.first_round + round)
-        x = features(self.pixels[chosen], self.model.dtype)
+        x = features(self.x[chosen], self.model.dtype, self.divisor)
         if self.gpu is not None:
             g[...] = self.gpu.contribute(w, x, self.labels[chosen])
         else:
@@ -251,9 +253,9 @@ class LearnerState:
         """With logical contributors: each hosted contributor ``k``'s contribution into row
         ``k`` of ``c`` (the contributions of every contributor, one after another)."""
         width = self.model.contribution_size
-        for k, (pixels, labels) in zip(self.hosted, self.hosted_data, strict=True):
+        for k, (data, labels) in zip(self.hosted, self.hosted_data, strict=True):
             chosen = batch_indices(len(labels), self.batch, self.first_round + round)
-            x = features(pixels[chosen], self.model.dtype)
+            x = features(data[chosen], self.model.dtype, self.divisor)
             row = c[k * width : (k + 1) * width]
             if self.gpu is not None:
                 row[...] = self.gpu.contribute(w, x, labels[chosen])
@@ -288,8 +290,8 @@ class LearnerState:
         loss = float(g[size]) / samples
         train = float(g[size + 1]) / samples
         held = float("nan")
-        if self.holdout_pixels is not None and self.holdout_labels is not None:
-            x = features(self.holdout_pixels, self.model.dtype)
+        if self.holdout_x is not None and self.holdout_labels is not None:
+            x = features(self.holdout_x, self.model.dtype, self.divisor)
             held = evaluate(self.model, w, x, self.holdout_labels)
         round = self.first_round + round
         self.history.append((round, loss, train, held))

@@ -30,7 +30,7 @@ from alpha.learner.data import (
     DIGITS_SAMPLES,
     DIGITS_SHA256,
     MAX_SEED,
-    Digits,
+    Dataset,
     Split,
     batch_indices,
     decode_shard,
@@ -58,7 +58,7 @@ PCG64_SEED7_RAW2: list[int] = [11530976094092348043, 16550673365885938325]
 
 
 @pytest.fixture(scope="module")
-def digits() -> Digits:
+def digits() -> Dataset:
     return load_digits()
 
 
@@ -114,49 +114,49 @@ def test_license_names_origin_licence_and_hash() -> None:
         assert needle in text, needle
 
 
-def test_shapes_dtypes_and_ranges(digits: Digits) -> None:
-    assert digits.pixels.shape == (DIGITS_SAMPLES, DIGITS_FEATURES)
+def test_shapes_dtypes_and_ranges(digits: Dataset) -> None:
+    assert digits.x.shape == (DIGITS_SAMPLES, DIGITS_FEATURES)
     assert digits.labels.shape == (DIGITS_SAMPLES,)
-    assert digits.pixels.dtype == np.uint8
+    assert digits.x.dtype == np.uint8
     assert digits.labels.dtype == np.uint8
     assert digits.samples == DIGITS_SAMPLES
-    assert int(digits.pixels.max()) == 16
-    assert int(digits.pixels.min()) == 0
+    assert int(digits.x.max()) == 16
+    assert int(digits.x.min()) == 0
     assert set(np.unique(digits.labels).tolist()) == set(range(DIGITS_CLASSES))
 
 
-def test_classes_roughly_balanced(digits: Digits) -> None:
+def test_classes_roughly_balanced(digits: Dataset) -> None:
     counts = np.bincount(digits.labels, minlength=DIGITS_CLASSES)
     assert counts.shape == (DIGITS_CLASSES,)
     assert all(170 <= int(c) <= 190 for c in counts), counts.tolist()
     assert int(counts.sum()) == DIGITS_SAMPLES
 
 
-def test_parse_agrees_with_the_csv_module(digits: Digits) -> None:
+def test_parse_agrees_with_the_csv_module(digits: Dataset) -> None:
     text = gzip.decompress(DIGITS_FILE.read_bytes()).decode("ascii")
     rows = [[int(v) for v in row] for row in csv.reader(io.StringIO(text))]
     table = np.array(rows, dtype=np.int64)
-    assert np.array_equal(digits.pixels, table[:, :64])
+    assert np.array_equal(digits.x, table[:, :64])
     assert np.array_equal(digits.labels, table[:, 64])
     # The first sample, spelled out: a zero.
     assert digits.labels[0] == 0
-    assert digits.pixels[0, :8].tolist() == [0, 0, 5, 13, 9, 1, 0, 0]
+    assert digits.x[0, :8].tolist() == [0, 0, 5, 13, 9, 1, 0, 0]
 
 
-def test_digits_is_frozen_and_read_only(digits: Digits) -> None:
+def test_digits_is_frozen_and_read_only(digits: Dataset) -> None:
     with pytest.raises(ValueError):
-        digits.pixels[0, 0] = 1
+        digits.x[0, 0] = 1
     with pytest.raises(ValueError):
         digits.labels[0] = 1
     with pytest.raises(AttributeError):
-        digits.pixels = digits.pixels  # type: ignore[misc]
+        digits.x = digits.x  # type: ignore[misc]
 
 
-def test_load_from_an_explicit_path(tmp_path: pathlib.Path, digits: Digits) -> None:
+def test_load_from_an_explicit_path(tmp_path: pathlib.Path, digits: Dataset) -> None:
     copy = tmp_path / "copy.csv.gz"
     shutil.copyfile(DIGITS_FILE, copy)
     again = load_digits(copy)
-    assert np.array_equal(again.pixels, digits.pixels)
+    assert np.array_equal(again.x, digits.x)
     assert np.array_equal(again.labels, digits.labels)
 
 
@@ -191,7 +191,7 @@ def test_missing_shipped_copy_says_how_to_restore_it(
 
 
 def test_override_names_a_copy(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, digits: Digits
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, digits: Dataset
 ) -> None:
     copy = tmp_path / "elsewhere.csv.gz"
     shutil.copyfile(DIGITS_FILE, copy)
@@ -199,15 +199,15 @@ def test_override_names_a_copy(
     # The shipped copy is not read at all: only the named one.
     monkeypatch.setattr(data_module, "shipped_digits", lambda: tmp_path / "gone.csv.gz")
     again = load_digits()
-    assert np.array_equal(again.pixels, digits.pixels)
+    assert np.array_equal(again.x, digits.x)
     assert np.array_equal(again.labels, digits.labels)
 
 
 def test_empty_override_reads_the_shipped_copy(
-    monkeypatch: pytest.MonkeyPatch, digits: Digits
+    monkeypatch: pytest.MonkeyPatch, digits: Dataset
 ) -> None:
     monkeypatch.setenv("ALPHA_DIGITS", "")
-    assert np.array_equal(load_digits().pixels, digits.pixels)
+    assert np.array_equal(load_digits().x, digits.x)
 
 
 def test_an_explicit_path_wins_over_the_override(
@@ -287,7 +287,7 @@ def test_same_content_recompressed_is_refused(tmp_path: pathlib.Path) -> None:
     ],
 )
 def test_digits_refuses_malformed_arrays(pixels: Any, labels: Any) -> None:
-    assert plan_field(lambda: Digits(pixels, labels)) == "learner.dataset"
+    assert plan_field(lambda: Dataset(pixels, labels)) == "learner.dataset"
 
 
 # --- the split ------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_permutation_is_the_documented_algorithm(seed: int) -> None:
     assert numpy_order.tolist() == reference_permutation(DIGITS_SAMPLES, seed)
 
 
-def test_known_answer(digits: Digits) -> None:
+def test_known_answer(digits: Dataset) -> None:
     order = np.random.Generator(np.random.PCG64(7)).permutation(DIGITS_SAMPLES)
     assert order[:5].tolist() == SEED7_FIRST5
     parts = split(digits, participants=8, holdout=0.2, seed=7)
@@ -347,7 +347,7 @@ def test_holdout_count() -> None:
 @pytest.mark.parametrize(
     ("participants", "holdout", "seed"), [(1, 0.2, 0), (8, 0.2, 7), (13, 0.5, 3), (1437, 0.2, 9)]
 )
-def test_split_is_a_partition(digits: Digits, participants: int, holdout: float, seed: int) -> None:
+def test_split_is_a_partition(digits: Dataset, participants: int, holdout: float, seed: int) -> None:
     parts = split(digits, participants=participants, holdout=holdout, seed=seed)
     assert type(parts) is Split
     held = math.ceil(holdout * DIGITS_SAMPLES)
@@ -359,17 +359,17 @@ def test_split_is_a_partition(digits: Digits, participants: int, holdout: float,
     assert not set(parts.train_indices.tolist()) & set(parts.holdout_indices.tolist())
     order = np.random.Generator(np.random.PCG64(seed)).permutation(DIGITS_SAMPLES)
     assert np.array_equal(both, order)
-    assert np.array_equal(parts.train_pixels, digits.pixels[parts.train_indices])
+    assert np.array_equal(parts.train_x, digits.x[parts.train_indices])
     assert np.array_equal(parts.train_labels, digits.labels[parts.train_indices])
-    assert np.array_equal(parts.holdout_pixels, digits.pixels[parts.holdout_indices])
+    assert np.array_equal(parts.holdout_x, digits.x[parts.holdout_indices])
     assert np.array_equal(parts.holdout_labels, digits.labels[parts.holdout_indices])
-    for array in (parts.train_pixels, parts.train_labels, parts.holdout_pixels):
+    for array in (parts.train_x, parts.train_labels, parts.holdout_x):
         assert array.dtype == np.uint8
         assert not array.flags.writeable
 
 
 @pytest.mark.parametrize("participants", [1, 2, 3, 8, 13, 100])
-def test_shards_partition_the_training_part(digits: Digits, participants: int) -> None:
+def test_shards_partition_the_training_part(digits: Dataset, participants: int) -> None:
     parts = split(digits, participants=participants, holdout=0.2, seed=11)
     trained = parts.train_indices.shape[0]
     seen = np.zeros(trained, dtype=np.int64)
@@ -381,25 +381,25 @@ def test_shards_partition_the_training_part(digits: Digits, participants: int) -
         assert pixels.flags.c_contiguous
         assert pixels.shape == (positions.shape[0], 64)
         assert pixels.shape[0] == math.ceil((trained - role) / participants) >= 1
-        assert np.array_equal(pixels, parts.train_pixels[positions])
+        assert np.array_equal(pixels, parts.train_x[positions])
         assert np.array_equal(labels, parts.train_labels[positions])
         assert all(int(p) % participants == role for p in positions)
         seen[positions] += 1
     assert seen.tolist() == [1] * trained
 
 
-def test_shard_is_a_copy(digits: Digits) -> None:
+def test_shard_is_a_copy(digits: Dataset) -> None:
     parts = split(digits, participants=1, holdout=0.2, seed=1)
     pixels, _ = parts.shard(0)
-    before = int(parts.train_pixels[0, 0])
+    before = int(parts.train_x[0, 0])
     pixels[0, 0] = 99
-    assert int(parts.train_pixels[0, 0]) == before
+    assert int(parts.train_x[0, 0]) == before
 
 
-def test_split_is_deterministic(digits: Digits) -> None:
+def test_split_is_deterministic(digits: Dataset) -> None:
     a = split(digits, participants=5, holdout=0.2, seed=42)
     b = split(digits, participants=5, holdout=0.2, seed=42)
-    for name in ("train_indices", "holdout_indices", "train_pixels", "holdout_labels"):
+    for name in ("train_indices", "holdout_indices", "train_x", "holdout_labels"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert np.array_equal(a.shard(3)[0], b.shard(3)[0])
     c = split(digits, participants=5, holdout=0.2, seed=43)
@@ -409,14 +409,14 @@ def test_split_is_deterministic(digits: Digits) -> None:
     )
 
 
-def test_shard_refuses_roles_out_of_range(digits: Digits) -> None:
+def test_shard_refuses_roles_out_of_range(digits: Dataset) -> None:
     parts = split(digits, participants=4, holdout=0.2, seed=0)
     refused(RoleOutOfRange, lambda: parts.shard(4))
     refused(RoleOutOfRange, lambda: parts.shard(-1))
     refused(RoleOutOfRange, lambda: parts.shard(True))
 
 
-def test_split_refusals(digits: Digits) -> None:
+def test_split_refusals(digits: Dataset) -> None:
     trained = DIGITS_SAMPLES - 360
 
     def go(**changes: Any) -> Callable[[], object]:
@@ -500,7 +500,7 @@ def test_encode_decode_round_trip(
     assert got_pixels.flags.writeable
 
 
-def test_encode_is_c_order_and_exact(digits: Digits) -> None:
+def test_encode_is_c_order_and_exact(digits: Dataset) -> None:
     parts = split(digits, participants=8, holdout=0.2, seed=7)
     pixels, labels = parts.shard(0)
     encoded = encode_shard(np.asfortranarray(pixels), labels)
@@ -582,20 +582,20 @@ def test_encode_refusals(pixels: Any, labels: Any) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_features_are_exact(digits: Digits, dtype: str) -> None:
-    got = features(digits.pixels, dtype)
+def test_features_are_exact(digits: Dataset, dtype: str) -> None:
+    got = features(digits.x, dtype)
     assert got.dtype == np.dtype(dtype)
-    assert got.shape == digits.pixels.shape
-    assert np.array_equal(got, digits.pixels.astype(dtype) * np.dtype(dtype).type(0.0625))
+    assert got.shape == digits.x.shape
+    assert np.array_equal(got, digits.x.astype(dtype) * np.dtype(dtype).type(0.0625))
     every = features(np.arange(256, dtype=np.uint8), dtype)
     assert [float(v) for v in every] == [k / 16 for k in range(256)]
     assert float(got.max()) == 1.0
 
 
-def test_features_refusals(digits: Digits) -> None:
-    assert plan_field(lambda: features(digits.pixels, "float16")) == "contract.dtype"
-    assert plan_field(lambda: features(digits.pixels, "uint8")) == "contract.dtype"
-    pixels: Any = digits.pixels.astype(np.int64)
+def test_features_refusals(digits: Dataset) -> None:
+    assert plan_field(lambda: features(digits.x, "float16")) == "contract.dtype"
+    assert plan_field(lambda: features(digits.x, "uint8")) == "contract.dtype"
+    pixels: Any = digits.x.astype(np.int64)
     assert plan_field(lambda: features(pixels, "float32")) == "learner.dataset"
 
 

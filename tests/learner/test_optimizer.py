@@ -414,7 +414,7 @@ def test_the_identity_binds_the_optimizer_and_its_constants() -> None:
         },
         initial_state=[initial_parameters(model_of(sgd), learner.seed)],
         rate=learner.rate,
-        samples=[DIGITS.pixels, DIGITS.labels],
+        samples=[DIGITS.x, DIGITS.labels],
     )
     assert learner_digest_of(sgd, DIGITS) == before
 
