@@ -16,6 +16,18 @@ if TYPE_CHECKING:
         check,
         require_valid,
     )
+    from alpha.compiler.contract_check import (
+        ALLOWED_IMPORTS,
+        MATH_ALLOWED,
+        NUMPY_ALLOWED,
+        Violation,
+        check_contract,
+        violations,
+    )
+    from alpha.compiler.datasets import (
+        dataset_file,
+        dataset_of,
+    )
     from alpha.compiler.forms import (
         ITEM_SIZES,
         MAX_ITERATIONS,
@@ -40,6 +52,12 @@ if TYPE_CHECKING:
     )
     from alpha.compiler.implemented import (
         unimplemented,
+    )
+    from alpha.compiler.learner_module import (
+        MAX_MODULE_BYTES,
+        learner_program,
+        module_file,
+        program_of_source,
     )
     from alpha.compiler.plan import (
         DEFAULT_ADDRESS,
@@ -76,6 +94,8 @@ if TYPE_CHECKING:
         MAX_CONTRIBUTORS,
         MAX_HIDDEN,
         MAX_HOLDOUT,
+        MAX_OPTIONS,
+        MAX_PATH_CHARS,
         PARTITIONS,
         LearnerSpec,
         read_learner,
@@ -181,6 +201,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDRESSES_KEYS",
+    "ALLOWED_IMPORTS",
     "BUDGET_KEYS",
     "CHECKPOINT_KEYS",
     "CHOICES",
@@ -197,6 +218,7 @@ __all__ = [
     "LEARNER_KINDS",
     "LEARNER_PROGRAM",
     "LOST_ROLE",
+    "MATH_ALLOWED",
     "MAX_BACKOFF",
     "MAX_BATCH",
     "MAX_CONTRIBUTORS",
@@ -206,7 +228,10 @@ __all__ = [
     "MAX_HOLDOUT",
     "MAX_ITERATIONS",
     "MAX_KEEP",
+    "MAX_MODULE_BYTES",
     "MAX_NAME_CHARS",
+    "MAX_OPTIONS",
+    "MAX_PATH_CHARS",
     "MAX_PLAN_BYTES",
     "MAX_RESTARTS",
     "MAX_ROUNDS",
@@ -214,6 +239,7 @@ __all__ = [
     "MAX_WORK_SIZE",
     "MAY_CHANGE",
     "MEMBERSHIP_KEYS",
+    "NUMPY_ALLOWED",
     "OPTION_KEYS",
     "PARTITIONS",
     "RECOVERY_KEYS",
@@ -256,10 +282,14 @@ __all__ = [
     "Start",
     "Targets",
     "Transfer",
+    "Violation",
     "Work",
     "apply_overrides",
     "check",
+    "check_contract",
     "contract_digest_of",
+    "dataset_file",
+    "dataset_of",
     "decode",
     "encode",
     "exchange_plan",
@@ -268,15 +298,18 @@ __all__ = [
     "learn_identity",
     "learner_digest_of",
     "learner_operations",
+    "learner_program",
     "learner_protocol",
     "learner_setup",
     "load_plan",
     "model_of",
+    "module_file",
     "origin_of",
     "override",
     "overrides_of",
     "parse_plan",
     "plan_identity",
+    "program_of_source",
     "project",
     "project_form",
     "protocol_for",
@@ -302,6 +335,7 @@ __all__ = [
     "sum_check_identity",
     "sum_check_protocol",
     "unimplemented",
+    "violations",
     "walk",
     "work_of",
     "written_lines",
@@ -314,6 +348,24 @@ __getattr__, __dir__ = lazy(
             "COMPARE_LIMIT",
             "check",
             "require_valid",
+        ),
+        "alpha.compiler.contract_check": (
+            "ALLOWED_IMPORTS",
+            "MATH_ALLOWED",
+            "NUMPY_ALLOWED",
+            "Violation",
+            "check_contract",
+            "violations",
+        ),
+        "alpha.compiler.datasets": (
+            "dataset_file",
+            "dataset_of",
+        ),
+        "alpha.compiler.learner_module": (
+            "MAX_MODULE_BYTES",
+            "learner_program",
+            "module_file",
+            "program_of_source",
         ),
         "alpha.compiler.forms": (
             "ITEM_SIZES",
@@ -366,6 +418,8 @@ __getattr__, __dir__ = lazy(
             "read_contract",
         ),
         "alpha.compiler.plan_learner": (
+            "MAX_OPTIONS",
+            "MAX_PATH_CHARS",
             "DATASETS",
             "LEARNER_KINDS",
             "MAX_BATCH",

@@ -487,14 +487,16 @@ def test_encode_decode_round_trip(
 ) -> None:
     pixels, labels = shard
     encoded = encode_shard(pixels, labels)
-    assert set(encoded) == {"samples", "pixels", "labels", "sha256"}
+    assert set(encoded) == {"samples", "features", "dtype", "x", "labels", "sha256"}
     assert encoded["samples"] == pixels.shape[0]
-    assert encoded["sha256"] == hashlib.sha256(pixels.tobytes() + labels.tobytes()).hexdigest()
+    assert (encoded["features"], encoded["dtype"]) == (64, "uint8")
+    wide = labels.astype("<u2").tobytes()
+    assert encoded["sha256"] == hashlib.sha256(pixels.tobytes() + wide).hexdigest()
     # Through JSON, as it travels in an artifact's payload.
     back = json.loads(json.dumps(encoded, sort_keys=True, separators=(",", ":")))
     got_pixels, got_labels = decode_shard(back)
     assert got_pixels.dtype == np.uint8
-    assert got_labels.dtype == np.uint8
+    assert got_labels.dtype == np.uint16
     assert np.array_equal(got_pixels, pixels)
     assert np.array_equal(got_labels, labels)
     assert got_pixels.flags.writeable
@@ -504,7 +506,7 @@ def test_encode_is_c_order_and_exact(digits: Dataset) -> None:
     parts = split(digits, participants=8, holdout=0.2, seed=7)
     pixels, labels = parts.shard(0)
     encoded = encode_shard(np.asfortranarray(pixels), labels)
-    assert base64.b64decode(str(encoded["pixels"])) == pixels.tobytes(order="C")
+    assert base64.b64decode(str(encoded["x"])) == pixels.tobytes(order="C")
     assert encoded["samples"] == 180
     decoded = decode_shard(encoded)
     assert hashlib.sha256(decoded[0].tobytes()).hexdigest() == SHARD0_PIXELS_SHA256
@@ -517,7 +519,7 @@ def good_shard() -> dict[str, object]:
 
 def rehashed(shard: dict[str, object]) -> dict[str, object]:
     """``shard`` with its sha256 recomputed from its (possibly changed) fields."""
-    pixels = base64.b64decode(str(shard["pixels"]))
+    pixels = base64.b64decode(str(shard["x"]))
     labels = base64.b64decode(str(shard["labels"]))
     return {**shard, "sha256": hashlib.sha256(pixels + labels).hexdigest()}
 
@@ -540,14 +542,17 @@ def b64(data: bytes) -> str:
         lambda s: {**s, "sha256": "0" * 64},
         lambda s: {**s, "sha256": str(s["sha256"]).upper()},
         lambda s: {**s, "sha256": str(s["sha256"])[:-1]},
-        lambda s: {**s, "pixels": 5},
-        lambda s: {**s, "pixels": str(s["pixels"])[:-4]},
-        lambda s: {**s, "pixels": "é" + str(s["pixels"])},
-        lambda s: {**s, "pixels": " " + str(s["pixels"])},
+        lambda s: {**s, "x": 5},
+        lambda s: {**s, "x": str(s["x"])[:-4]},
+        lambda s: {**s, "x": "é" + str(s["x"])},
+        lambda s: {**s, "x": " " + str(s["x"])},
         lambda s: {**s, "labels": "AwX="},  # non-zero padding bits: not canonical
-        lambda s: rehashed({**s, "labels": b64(b"\x03\x0a")}),  # label 10
-        lambda s: rehashed({**s, "pixels": b64(b"\x11" * 128)}),  # pixel 17
-        lambda s: rehashed({**s, "labels": b64(b"\x03")}),  # one label short
+        lambda s: rehashed({**s, "labels": b64(b"\x03\x00")}),  # one label short
+        lambda s: {**s, "features": 63},
+        lambda s: {**s, "features": 0},
+        lambda s: {**s, "dtype": "int64"},
+        lambda s: {**s, "dtype": "uint16"},  # twice the bytes x holds
+        lambda s: rehashed({**s, "dtype": "float32", "features": 32}),  # x as float32: finite?
     ],
 )
 def test_decode_refusals(change: Callable[[dict[str, object]], Any]) -> None:
@@ -558,19 +563,20 @@ def test_decode_refusals(change: Callable[[dict[str, object]], Any]) -> None:
 
 def test_decode_refuses_a_flipped_byte() -> None:
     shard = good_shard()
-    pixels = bytearray(base64.b64decode(str(shard["pixels"])))
+    pixels = bytearray(base64.b64decode(str(shard["x"])))
     pixels[5] ^= 1
-    error = refused(ArtifactInvalid, lambda: decode_shard({**shard, "pixels": b64(bytes(pixels))}))
+    error = refused(ArtifactInvalid, lambda: decode_shard({**shard, "x": b64(bytes(pixels))}))
     assert "hash" in str(error)
 
 
 @pytest.mark.parametrize(
     ("pixels", "labels"),
     [
-        (np.zeros((1, 64), np.int8), np.zeros(1, np.uint8)),
+        (np.zeros((1, 64), np.int64), np.zeros(1, np.uint8)),
         (np.zeros((1, 64), np.uint8), np.zeros((1, 1), np.uint8)),
         (np.zeros((0, 64), np.uint8), np.zeros(0, np.uint8)),
-        (np.full((1, 64), 200, np.uint8), np.zeros(1, np.uint8)),
+        (np.full((1, 4), np.nan, np.float32), np.zeros(1, np.uint8)),
+        (np.zeros((1, 64), np.uint8), np.zeros(1, np.int32)),
         ([[0] * 64], np.zeros(1, np.uint8)),
     ],
 )
