@@ -28,9 +28,10 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.errors import CheckpointCorrupt, UsageError
+from alpha.errors import CheckpointCorrupt, LearnerModuleInvalid, UsageError
 from alpha.exitcodes import EXIT_OK
-from alpha.learner.model import Model
+from alpha.learner.model import CLASSES, FEATURES, Model
+from alpha.learner.program import recorded
 
 __all__ = ["ROUND_KEY", "checkpoint_command", "flat_arrays", "model_of", "named_arrays"]
 
@@ -44,8 +45,9 @@ Array = npt.NDArray[Any]
 
 def model_of(about: Mapping[str, object], arrays: Mapping[str, Array], where: str) -> Model | None:
     """The model whose parameters a generation holds, from what its ``about`` records
-    (``model``: ``hidden``, ``dtype``), checked against its parameters' length and dtype;
-    None when it records no model (a generation not written by a learner run).
+    (``model``: ``hidden``, ``dtype``; ``features`` and ``classes`` when not the digits'; a
+    learner module's ``program`` and ``layout``), checked against its parameters' length and
+    dtype; None when it records no model (a generation not written by a learner run).
 
     Raises:
         CheckpointCorrupt: the model it records is malformed or does not fit the arrays.
@@ -53,22 +55,55 @@ def model_of(about: Mapping[str, object], arrays: Mapping[str, Array], where: st
     if "model" not in about:
         return None
     model = about.get("model")
-    hidden = model.get("hidden") if isinstance(model, dict) else "missing"
-    dtype = model.get("dtype") if isinstance(model, dict) else None
+    record = model if isinstance(model, dict) else {}
+    hidden, dtype = record.get("hidden", "missing"), record.get("dtype")
+    features, classes = record.get("features", FEATURES), record.get("classes", CLASSES)
     w = arrays.get(_PARAMETERS)
-    fits = (hidden is None or (type(hidden) is int and hidden > 0)) and isinstance(dtype, str)
+    fits = (
+        (hidden is None or (type(hidden) is int and hidden > 0))
+        and isinstance(dtype, str)
+        and all(type(n) is int and n > 0 for n in (features, classes))
+    )
     if not fits or w is None:
         raise CheckpointCorrupt(
             f"{where}: about.model {model!r} does not name a model with parameters "
             f"{_PARAMETERS!r}: its arrays cannot be named"
         )
-    found = Model.shipped(hidden, dtype)  # type: ignore[arg-type]
+    assert isinstance(dtype, str) and isinstance(features, int) and isinstance(classes, int)
+    try:
+        found = _recorded_model(record, hidden, dtype, features, classes)
+    except LearnerModuleInvalid as error:
+        raise CheckpointCorrupt(f"{where}: about.model: {error}") from None
     if w.shape != (found.size,) or str(w.dtype) != dtype:
         raise CheckpointCorrupt(
             f"{where}: its parameters are {w.dtype!s} {list(w.shape)}, but about.model "
             f"{model!r} has {found.size} {dtype} parameters"
         )
     return found
+
+
+def _recorded_model(
+    record: Mapping[str, object], hidden: object, dtype: str, features: int, classes: int
+) -> Model:
+    """The shipped model, or a learner module's as its recorded layout names it.
+
+    Raises:
+        LearnerModuleInvalid: the recorded program or layout is malformed.
+    """
+    program = record.get("program")
+    if program is None:
+        assert hidden is None or isinstance(hidden, int)
+        return Model.shipped(hidden, dtype, features, classes)
+    layout = record.get("layout")
+    name = program.get("name") if isinstance(program, dict) else None
+    sha = program.get("sha256") if isinstance(program, dict) else None
+    if not isinstance(name, str) or not isinstance(sha, str) or not isinstance(layout, list):
+        raise LearnerModuleInvalid(str(name), "its program or layout is not recorded")
+    pairs = tuple(
+        (entry[0], tuple(entry[1])) if isinstance(entry, list) and len(entry) == 2 else ("", ())
+        for entry in layout
+    )
+    return Model(recorded(name, sha, pairs), dtype, features, classes)
 
 
 def named_arrays(model: Model | None, arrays: Mapping[str, Array], round: int) -> dict[str, Array]:

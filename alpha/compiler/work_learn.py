@@ -131,7 +131,9 @@ def learner_setup(plan: Plan) -> LearnerSetup:
 def learner_operations(model: Model) -> dict[str, Operation]:
     """The learner's operations (implemented in ``alpha.schedule.operations``) and where each is
     realized, for ``model``."""
-    kernels = _STAGED if model.hidden is not None else HOSTS
+    # The GPU kernels are the shipped MLP's, for the digits' 64 features and 10 classes.
+    gpu = model.hidden is not None and (model.features, model.classes) == (FEATURES, CLASSES)
+    kernels = _STAGED if gpu else HOSTS
     return {
         name: Operation(name, "local", kernels if name in _KERNELS else _STAGED)
         for name in LEARNER_OPS

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         Program,
         builtin,
         from_source,
+        recorded,
     )
     from alpha.learner.saving import (
         FREE_WITH_CONTRIBUTORS,
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
         carried_history,
         identity_changes,
         load_start,
+        model_record,
         segment_record,
         state_arrays,
     )
@@ -179,8 +181,10 @@ __all__ = [
     "load_digits",
     "load_start",
     "logical_tree",
+    "model_record",
     "options_of",
     "owned",
+    "recorded",
     "segment_from_payload",
     "segment_record",
     "shipped_digits",
@@ -268,6 +272,7 @@ __getattr__, __dir__ = lazy(
             "Program",
             "builtin",
             "from_source",
+            "recorded",
         ),
         "alpha.learner.saving": (
             "FREE_WITH_CONTRIBUTORS",
@@ -277,6 +282,7 @@ __getattr__, __dir__ = lazy(
             "carried_history",
             "identity_changes",
             "load_start",
+            "model_record",
             "segment_record",
             "state_arrays",
         ),

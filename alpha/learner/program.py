@@ -41,6 +41,7 @@ __all__ = [
     "Program",
     "builtin",
     "from_source",
+    "recorded",
 ]
 
 #: The functions a learner program defines, in the order the docs describe them.
@@ -202,3 +203,23 @@ def from_source(name: str, source: str) -> Program:
     except Exception as error:  # a user's code: any failure is its module's to mend
         raise LearnerModuleInvalid(name, f"running it failed: {_said(error)}") from None
     return Program(name, source, digest, _functions(name, vars(module)))
+
+
+def recorded(name: str, sha256: str, layout: Layout) -> Program:
+    """A program known only by what a generation recorded of it (its name, digest and layout):
+    enough to name a checkpoint's parameters, never to run. Its other functions refuse.
+
+    Raises:
+        LearnerModuleInvalid: ``layout`` is not one.
+    """
+    checked = _checked_layout(name, layout)
+
+    def layout_of(features: int, classes: int, options: Mapping[str, object]) -> Layout:
+        return checked
+
+    def absent(*args: object) -> object:
+        raise LearnerModuleInvalid(name, "only its recorded layout is known here: it cannot run")
+
+    functions: dict[str, Callable[..., object]] = dict.fromkeys(INTERFACE, absent)
+    functions["layout"] = layout_of
+    return Program(name, "", sha256, functions)

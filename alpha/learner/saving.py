@@ -48,6 +48,7 @@ from alpha.checkpoint.store import (
 )
 from alpha.errors import CheckpointWriteFailed, LearnerStateInvalid, error_line
 from alpha.failpoints import reach
+from alpha.learner.model import CLASSES, FEATURES, Model
 from alpha.learner.optimizer import OptimizerState
 from alpha.learner.state import LearnerState, state_specs
 from alpha.schedule.learner_regions import DIGEST_BYTES
@@ -61,6 +62,7 @@ __all__ = [
     "carried_history",
     "identity_changes",
     "load_start",
+    "model_record",
     "segment_record",
     "state_arrays",
 ]
@@ -114,12 +116,26 @@ def state_arrays(
 
 
 def about(state: LearnerState) -> dict[str, object]:
-    """What a generation records of the learner, for restoring to check it fits."""
+    """What a generation records of the learner, for restoring to check it fits and for
+    ``alpha checkpoint export`` to name its parameters: the shipped model's width and dtype;
+    the features and classes when they are not the digits'; a learner module's name, digest
+    and layout."""
     return {
-        "model": {"hidden": state.model.hidden, "dtype": state.model.dtype},
+        "model": model_record(state.model),
         "optimizer": {"kind": state.optimizer.kind, **state.optimizer.constants},
         "participants": state.participants,
     }
+
+
+def model_record(model: Model) -> dict[str, object]:
+    """``about.model`` for ``model`` (``docs/checkpoints.md``)."""
+    record: dict[str, object] = {"hidden": model.hidden, "dtype": model.dtype}
+    if (model.features, model.classes) != (FEATURES, CLASSES):
+        record["features"], record["classes"] = model.features, model.classes
+    if not model.program.builtin:
+        record["program"] = {"name": model.program.name, "sha256": model.program.sha256}
+        record["layout"] = [[name, list(shape)] for name, shape in model.layout]
+    return record
 
 
 FREE_WITH_CONTRIBUTORS = frozenset(("membership", "topology"))
