@@ -236,6 +236,12 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(f"{package}.")
 
 
+# alpha/data/ is package data, not modules of the package: plans, the digits, and the learner
+# modules of the shipped examples, which are run from their text (alpha.learner.program) like
+# a user's, never imported, and checked against the contract as a user's are.
+DATA = "data"
+
+
 @dataclass(frozen=True)
 class Package:
     """The package's modules and, for each, its run-time imports of other modules."""
@@ -249,7 +255,7 @@ class Package:
         found: dict[str, tuple[Import, ...]] = {}
         faces = face_homes(root)
         for path in sorted(root.rglob("*.py")):
-            if "__pycache__" in path.parts:
+            if "__pycache__" in path.parts or path.relative_to(root).parts[0] == DATA:
                 continue
             module = module_name(path, root.parent)
             package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -79,6 +80,24 @@ def _summary(path: Path) -> str:
     return text if end < 0 else text[: end + 1]
 
 
+def _companions(plan: Path) -> dict[str, Callable[[], bytes]]:
+    """The files a shipped plan names beside itself, by name, each with what makes its bytes:
+    its learner module (copied) and a generated data set (made, ``alpha.learner.examples``)."""
+    from alpha.compiler.plan import load_plan
+    from alpha.learner.examples import GENERATED
+
+    learner = load_plan(plan).learner
+    found: dict[str, Callable[[], bytes]] = {}
+    if learner is None:
+        return found
+    if learner.kind == "module" and "/" not in learner.module:
+        module = plan.parent / learner.module
+        found[learner.module] = module.read_bytes
+    if learner.dataset in GENERATED:
+        found[learner.dataset] = GENERATED[learner.dataset]
+    return found
+
+
 def plans_command(args: argparse.Namespace) -> int:
     """``alpha plans``: list the shipped plans, show one, or copy one to edit."""
     if args.action == "show":
@@ -89,9 +108,14 @@ def plans_command(args: argparse.Namespace) -> int:
         target = Path(args.dest) if args.dest else Path(f"{args.name}.toml")
         if target.is_dir():
             target = target / source.name
-        if target.exists():
-            raise UsageError(f"{target} exists; copy to another path, or remove it first")
+        besides = _companions(source)
+        for path in [target, *(target.parent / name for name in besides)]:
+            if path.exists():
+                raise UsageError(f"{path} exists; copy to another path, or remove it first")
         target.write_bytes(source.read_bytes())
+        for name, make in besides.items():
+            (target.parent / name).write_bytes(make())
+            print(f"plans: wrote {target.parent / name}")
         print(f"plans: wrote {target}; run it with: alpha run {target}")
         return 0
     plans = shipped_plans()

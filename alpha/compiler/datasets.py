@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from alpha.errors import PlanInvalid
 from alpha.learner.data import DIGITS_NAME, Dataset, load_dataset, load_digits
+from alpha.learner.examples import GENERATED
 
 if TYPE_CHECKING:  # a type only: the plan's module is above this one
     from alpha.compiler.plan import Plan
@@ -53,5 +54,12 @@ def dataset_of(plan: Plan) -> Dataset:
     key = (str(path), plan.learner.dataset_sha256)
     found = _LOADED.get(key)
     if found is None:
+        if not path.exists() and plan.learner.dataset in GENERATED:
+            raise PlanInvalid(
+                f"the data set {path} is not there: it is generated, not shipped; "
+                f"`alpha plans copy {plan.name} DIR` writes the plan, its module and the data "
+                "set into DIR (docs/learners.md)",
+                field="learner.dataset",
+            )
         found = _LOADED[key] = load_dataset(path, key[1], plan.learner.dataset)
     return found

@@ -63,6 +63,7 @@ __all__ = [
     "Dataset",
     "Split",
     "batch_indices",
+    "dataset_bytes",
     "decode_shard",
     "encode_shard",
     "features",
@@ -129,6 +130,9 @@ MAX_DATASET_BYTES: Final = 1 << 31
 #: from 0) and, optionally, ``classes`` (an integer above every label; default: the largest
 #: label plus one).
 NPZ_KEYS: Final = ("x", "y", "classes")
+
+# The date every entry of a generated .npz bears (zip's earliest), so its bytes never vary.
+_FIXED_DATE: Final = (1980, 1, 1, 0, 0, 0)
 
 # The keys of an encoded shard, exactly; anything else is not a shard this module wrote.
 _SHARD_KEYS: Final = frozenset(("samples", "features", "dtype", "x", "labels", "sha256"))
@@ -467,6 +471,25 @@ def load_dataset(path: Path, sha256: str, shown: str = "") -> Dataset:
         )
     labels = y.astype(np.uint8 if classes <= 256 else np.uint16)
     return Dataset(x, labels, classes=classes, divisor=1, name=named)
+
+
+def dataset_bytes(x: Features, y: npt.NDArray[np.integer], classes: int | None = None) -> bytes:
+    """``x``, ``y`` (and ``classes``) as a ``.npz`` :func:`load_dataset` reads, byte for byte the
+    same on every machine and every day: each array in numpy's format 1.0, stored (not
+    compressed) in a zip whose entries bear a fixed date, so a generated data set has one
+    SHA-256 a plan can pin."""
+    arrays: dict[str, npt.NDArray[np.generic]] = {"x": x, "y": y}
+    if classes is not None:
+        arrays["classes"] = np.array(classes, dtype=np.int64)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, array in arrays.items():
+            entry = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_DATE)
+            entry.external_attr = 0o644 << 16
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.array(array, order="C"), version=(1, 0))
+            archive.writestr(entry, member.getvalue())
+    return buffer.getvalue()
 
 
 def holdout_count(samples: int, holdout: float) -> int:
