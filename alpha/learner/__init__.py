@@ -38,7 +38,14 @@ if TYPE_CHECKING:
         gpu_status,
         kernel_source,
     )
-    from alpha.learner.kernels import fold_products
+    from alpha.learner.kernels import (
+        KERNEL_CACHE_ENV,
+        KERNEL_FLAGS,
+        KERNELS_ENV,
+        fold_products,
+        fold_reference,
+        kernel_status,
+    )
     from alpha.learner.model import (
         CLASSES,
         FEATURES,
@@ -118,6 +125,9 @@ __all__ = [
     "FREE_WITH_CONTRIBUTORS",
     "GPU_OPTIONS",
     "INTERFACE",
+    "KERNELS_ENV",
+    "KERNEL_CACHE_ENV",
+    "KERNEL_FLAGS",
     "LOGICAL_FANOUT",
     "MAX_PARAMETERS",
     "MAX_SEED",
@@ -152,12 +162,14 @@ __all__ = [
     "evaluate",
     "features",
     "fold_products",
+    "fold_reference",
     "from_source",
     "gpu_status",
     "holdout_count",
     "identity_changes",
     "initial_parameters",
     "kernel_source",
+    "kernel_status",
     "learner_from_payload",
     "learner_payload",
     "load_digits",
@@ -205,7 +217,14 @@ __getattr__, __dir__ = lazy(
             "gpu_status",
             "kernel_source",
         ),
-        "alpha.learner.kernels": ("fold_products",),
+        "alpha.learner.kernels": (
+            "KERNEL_CACHE_ENV",
+            "KERNEL_FLAGS",
+            "KERNELS_ENV",
+            "fold_products",
+            "fold_reference",
+            "kernel_status",
+        ),
         "alpha.learner.model": (
             "CLASSES",
             "FEATURES",
