@@ -21,6 +21,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -150,18 +151,24 @@ def run(repeat: int) -> str:
                 f"Target (issue 28): the compiled fold at {'x'.join(map(str, TARGET_SHAPE))} at "
                 f"most {TARGET_RATIO:g}x BLAS: {met} ({ratio:.2f}x in this run)."
             )
+    about = (
+        "The contract's ordered matmul, float32, against numpy's BLAS `a @ b` with one thread "
+        "(OpenBLAS, OpenMP and MKL thread counts 1, set before numpy loaded, in a child "
+        "process): the compiled fold (`fold_products`, `alpha/learner/ordered.c`) and the numpy "
+        "reference (`fold_reference`, one `np.multiply` and one `np.add` per inner index), each "
+        "from a fresh array of zeros as `contract.matmul` does. Per product, medians of "
+        f"{repeat} samples, the three interleaved; a sample repeats a product for at least "
+        f"{MIN_SAMPLE_S * 1e3:g} ms. In parentheses: the time over BLAS's in the same run. "
+        "'same bits': the two folds' outputs are equal byte for byte."
+    )
+    fold = found["fold"]
+    if fold.startswith("compiled: "):  # the library's name, not where this user's cache is
+        fold = f"compiled, {Path(fold.removeprefix('compiled: ')).name[:20]}....so"
     return "\n".join(
         [
-            "The contract's ordered matmul, float32, against numpy's BLAS `a @ b` with one",
-            "thread (OpenBLAS, OpenMP and MKL thread counts 1, set before numpy loaded, in a",
-            "child process): the compiled fold (`fold_products`, `alpha/learner/ordered.c`) and",
-            "the numpy reference (`fold_reference`, one `np.multiply` and one `np.add` per inner",
-            "index), each from a fresh array of zeros as `contract.matmul` does. Per product,",
-            f"medians of {repeat} samples, the three interleaved; a sample repeats a product",
-            f"for at least {MIN_SAMPLE_S * 1e3:g} ms. In parentheses: the time over BLAS's in",
-            "the same run. 'same bits': the two folds' outputs are equal byte for byte.",
+            textwrap.fill(about, width=92),
             "",
-            f"Fold: `{found['fold']}`; numpy {found['numpy']}; {_cpu()}.",
+            f"Fold: {fold}; numpy {found['numpy']}; {_cpu()}.",
             "",
             "| product | BLAS `@`, 1 thread | ordered, C (x BLAS) | ordered, numpy (x BLAS) "
             "| same bits |",
