@@ -25,6 +25,7 @@ MODULES = (
     "bench.combine_keyed",
     "bench.combine_shared",
     "bench.scale",
+    "bench.matmul",
 )
 # Run only when named: each takes far longer than the rest together (chaos: most of an hour).
 ALONE = ("bench.chaos",)
@@ -41,7 +42,9 @@ def main() -> int:
         "unkeyed at 1 KiB, 1 MiB and 64 MiB, and BLAKE3 against SHA-256 payload digests at "
         "64 MiB, n = 4, interleaved), combine-shared (issue 26: TCP against shared memory, "
         "n = 2 and 4, side by side with gloo), scale (issue 26: 256 and 1,024 roles compiled "
-        "and launched warm: every edge up, the commit, peak PSS), chaos (issue 27: 16 learner "
+        "and launched warm: every edge up, the commit, peak PSS), matmul (issue 28: the "
+        "contract's ordered matmul, compiled and in numpy, against BLAS with one thread, "
+        "float32, 64 to 512 and a learner-like shape), chaos (issue 27: 16 learner "
         "roles with restarts under a fault every 15-30 s, --runs runs of --minutes each: most "
         "of an hour at the defaults, so only when named); default: all but chaos, and "
         "docs/benchmarks.md is rewritten",

@@ -112,6 +112,11 @@ COMPRESS_LEVEL: Final = 9
 PYC_FLAGS: Final = 0b11
 PYC_MARSHAL_VERSION: Final = 2
 
+# The files of the package a runtime carries and its code digest covers: the modules, and the C
+# source of the compiled ordered fold (alpha/learner/ordered.c), which a participant compiles
+# from the runtime it runs (docs/kernels.md).
+SOURCE_SUFFIXES: Final = (".py", ".c")
+
 
 def _canonical(value: object, where: str) -> bytes:
     """``value`` as canonical JSON: sorted keys, no spaces, ASCII, no NaN or infinity."""
@@ -126,12 +131,15 @@ def _canonical(value: object, where: str) -> bytes:
 
 
 def _package_sources() -> list[tuple[str, Path]]:
-    """``(archive name, file)`` of every ``.py`` file of the ``alpha`` package, sorted."""
+    """``(archive name, file)`` of every source file of the ``alpha`` package (each of
+    :data:`SOURCE_SUFFIXES`), sorted."""
     root = Path(alpha.__file__).resolve().parent
     sources = [
         (path.relative_to(root.parent).as_posix(), path)
-        for path in root.rglob("*.py")
-        if "__pycache__" not in path.relative_to(root).parts and path.is_file()
+        for path in root.rglob("*")
+        if path.suffix in SOURCE_SUFFIXES
+        and "__pycache__" not in path.relative_to(root).parts
+        and path.is_file()
     ]
     return sorted(sources)
 
@@ -164,7 +172,10 @@ def _ordered(code: object) -> bool:
 
 def _bytecode(name: str, source: bytes) -> bytes | None:
     """The checked hash-based ``.pyc`` of the module ``name`` (its archive path), or None for
-    a module whose bytecode would depend on the hash seed (it is then compiled at start)."""
+    a module whose bytecode would depend on the hash seed (it is then compiled at start) and
+    for a source that is no module (the C source)."""
+    if not name.endswith(".py"):
+        return None
     code = compile(source, name, "exec", dont_inherit=True, optimize=0)
     if not _ordered(code):
         return None

@@ -46,7 +46,14 @@ if TYPE_CHECKING:
         gpu_status,
         kernel_source,
     )
-    from alpha.learner.kernels import fold_products
+    from alpha.learner.kernels import (
+        KERNEL_CACHE_ENV,
+        KERNEL_FLAGS,
+        KERNELS_ENV,
+        fold_products,
+        fold_reference,
+        kernel_status,
+    )
     from alpha.learner.model import (
         CLASSES,
         FEATURES,
@@ -129,6 +136,9 @@ __all__ = [
     "FREE_WITH_CONTRIBUTORS",
     "GPU_OPTIONS",
     "INTERFACE",
+    "KERNELS_ENV",
+    "KERNEL_CACHE_ENV",
+    "KERNEL_FLAGS",
     "LOGICAL_FANOUT",
     "MAX_CLASSES",
     "MAX_DATASET_BYTES",
@@ -169,12 +179,14 @@ __all__ = [
     "evaluate",
     "features",
     "fold_products",
+    "fold_reference",
     "from_source",
     "gpu_status",
     "holdout_count",
     "identity_changes",
     "initial_parameters",
     "kernel_source",
+    "kernel_status",
     "learner_from_payload",
     "learner_payload",
     "load_dataset",
@@ -233,7 +245,14 @@ __getattr__, __dir__ = lazy(
             "gpu_status",
             "kernel_source",
         ),
-        "alpha.learner.kernels": ("fold_products",),
+        "alpha.learner.kernels": (
+            "KERNEL_CACHE_ENV",
+            "KERNEL_FLAGS",
+            "KERNELS_ENV",
+            "fold_products",
+            "fold_reference",
+            "kernel_status",
+        ),
         "alpha.learner.model": (
             "CLASSES",
             "FEATURES",

@@ -13,8 +13,9 @@ contribution from these and from elementwise array arithmetic (``+ - * /``, comp
 
 The products of a matrix product are folded over the inner dimension in ascending order, one
 rounded product and one rounded add at a time, vectorised across the outputs (which leaves each
-output's order as declared). :mod:`alpha.learner.kernels` computes the same fold in C when a
-compiler is at hand, to the same bits; this module's loops are the reference.
+output's order as declared): :func:`alpha.learner.kernels.fold_reference` with numpy, or the
+same fold in C where a compiler is at hand, to the same bits (``docs/kernels.md``). The other
+loops here are the references of their operations.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.learner.kernels import fold_products
+from alpha.learner.kernels import fold_products, fold_reference
 
 __all__ = [
     "Random",
@@ -85,12 +86,8 @@ def fan_in_uniform(weights: Array, random: Random) -> None:
 def _fold(out: Array, a: Array, b: Array) -> Array:
     """``out[i, j] += a[i, k] * b[k, j]`` for ``k`` ascending: each product rounded, then added
     and rounded, vectorised across ``(i, j)``; ``out`` is changed in place and returned."""
-    if fold_products(out, a, b):
-        return out
-    product = np.empty_like(out)
-    for k in range(a.shape[1]):
-        np.multiply(a[:, k : k + 1], b[k : k + 1, :], out=product)
-        np.add(out, product, out=out)
+    if not fold_products(out, a, b):
+        fold_reference(out, a, b)
     return out
 
 

@@ -1,21 +1,452 @@
-"""Compiled folds for contract arithmetic: where a C compiler is at hand, the ordered products
-of :mod:`alpha.learner.contract` run as C loops, to the same bits as its numpy reference.
+"""The ordered fold of a matrix product, compiled: where a C compiler is at hand, the products
+of :mod:`alpha.learner.contract` run as a C loop (``alpha/learner/ordered.c``, package data) to
+the same bits as :func:`fold_reference`, their numpy form (``docs/kernels.md``).
 
-Not built yet: every fold takes the numpy reference (``fold_products`` answers False).
+The fold: ``out[i, j] = out[i, j] + a[i, k] * b[k, j]`` for ``k`` ascending, each product
+rounded, then each add, vectorised across the outputs. The C loop keeps every output's order
+(it vectorises across ``j`` only), fuses no multiply and add, and computes in the element type
+itself, so it agrees with numpy bit for bit, signed zeros, infinities and subnormals included.
+
+On the first fold of a process the source is compiled with the host's C compiler (``$CC``,
+else ``cc``) into a per-user cache (:data:`KERNEL_CACHE_ENV`, else
+``$XDG_CACHE_HOME/alpha/kernels``, else ``~/.cache/alpha/kernels``), under a name that is the
+SHA-256 of the source, the compiler's ``--version``, the command line and the machine; written
+under a temporary name and renamed, so participants racing to build it each load a whole
+library. It is loaded with ctypes and checked once against the reference on a fixed input. Any
+failure (no compiler, a compile error, an unusable cache, a failed load or check) leaves the
+reference in place for the rest of the process: slower, never different, never an exception.
+:func:`kernel_status` says which fold runs and why; :data:`KERNELS_ENV` ``=numpy`` forces the
+reference.
+
+The one module of ``learner/`` besides ``data`` and ``gpu`` that reaches the machine (the file
+system, a subprocess): ``scripts/check_layers.py`` lists it among the I/O modules.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Final, final
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["fold_products"]
+__all__ = [
+    "KERNELS_ENV",
+    "KERNEL_CACHE_ENV",
+    "KERNEL_FLAGS",
+    "fold_products",
+    "fold_reference",
+    "kernel_status",
+]
+
+Array = npt.NDArray[np.floating]
+
+KERNELS_ENV: Final = "ALPHA_KERNELS"
+"""``numpy``: every fold of the process takes :func:`fold_reference`. Unset, empty or ``auto``:
+the compiled fold, where it builds, loads and passes its check."""
+
+KERNEL_CACHE_ENV: Final = "ALPHA_KERNEL_CACHE"
+"""The folder compiled folds are kept in, made with mode 0700 when missing."""
+
+COMPILER_ENV: Final = "CC"
+DEFAULT_COMPILER: Final = "cc"
+
+SOURCE: Final = "ordered.c"
+"""The C source, package data of ``alpha.learner``: read with importlib.resources, so it is found
+inside a zip (a run's shared runtime) as in a folder."""
+
+KERNEL_FLAGS: Final = (
+    "-O3",
+    "-std=c99",
+    # Never a fused multiply-add: GCC ignores the source's FP_CONTRACT pragma, and fuses by
+    # default where the target has FMA (AArch64; x86-64 with -march=native).
+    "-ffp-contract=off",
+    # Spelled out although it is the default: fast-math would let the compiler reorder the adds
+    # and link code that flushes subnormals to zero.
+    "-fno-fast-math",
+    "-fPIC",
+    "-shared",
+)
+"""The compiler's options after ``$CC``'s own words, part of the cache key. No ``-march=native``:
+a cache in a shared home must serve every machine; the source picks AVX2 at load time itself."""
+
+COMPILE_TIMEOUT_S: Final = 120.0
+"""How long a compile may take: about 0.2 s on an idle x86-64 core, so this only ends a hung
+compiler, with room for a loaded machine."""
+
+PROBE_TIMEOUT_S: Final = 30.0
+"""How long ``$CC --version`` or ``$CC -dumpmachine`` may take (milliseconds, normally)."""
+
+MAX_MESSAGE_CHARS: Final = 400
+"""How much of a compiler's message :func:`kernel_status` keeps: enough for its first error."""
+
+CACHE_MODE: Final = 0o700
+"""The cache folder is the user's own: a shared library is code this process runs."""
+
+_UNSAFE_MODE: Final = stat.S_IWGRP | stat.S_IWOTH
+
+# Machine names as platform.machine() and compilers' target triples spell them on the systems
+# Alpha runs on, to one name each.
+_MACHINE_ALIASES: Final = {"amd64": "x86_64", "arm64": "aarch64"}
+
+_SYMBOLS: Final = {"f": "alpha_fold_float32", "d": "alpha_fold_float64"}  # by dtype.char
+_ARGTYPES: Final = (
+    [ctypes.c_void_p, ctypes.c_ssize_t]  # out, its row stride
+    + [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_ssize_t]  # a, its row and column strides
+    + [ctypes.c_void_p, ctypes.c_ssize_t]  # b, its row stride
+    + [ctypes.c_ssize_t] * 3  # rows, inner, columns
+)
+
+# The self-check's product (rows, inner, columns): odd sizes, columns past two AVX2 vectors of
+# float32 with a tail, so the vector body and the scalar tail both run.
+_CHECK_SHAPE: Final = (3, 37, 19)
 
 
-def fold_products(
-    out: npt.NDArray[np.floating], a: npt.NDArray[np.floating], b: npt.NDArray[np.floating]
-) -> bool:
-    """``out[i, j] += a[i, k] * b[k, j]`` for ``k`` ascending, in C; False (nothing done) when
-    no compiled fold is at hand, and the caller folds with numpy."""
-    del out, a, b
-    return False
+def fold_reference(out: Array, a: Array, b: Array) -> None:
+    """``out[i, j] += a[i, k] * b[k, j]`` for ``k`` ascending with numpy: each product rounded
+    (``np.multiply``), then added and rounded (``np.add``), vectorised across ``(i, j)``;
+    ``out`` is changed in place. The reference the compiled fold is held to."""
+    product = np.empty_like(out)
+    for k in range(a.shape[1]):
+        np.multiply(a[:, k : k + 1], b[k : k + 1, :], out=product)
+        np.add(out, product, out=out)
+
+
+class _Unavailable(Exception):
+    """Why the compiled fold cannot be had; caught in :func:`_load`, never raised past it."""
+
+
+def _element_strides(x: Array) -> tuple[int, int] | None:
+    """``x``'s two strides in elements (0 along an axis of extent 1, where no stride is
+    taken), or None where C cannot index it as an array of its elements (misaligned, or a
+    stride that is not a whole number of elements)."""
+    if not x.flags.aligned:
+        return None
+    found = []
+    for extent, stride in zip(x.shape, x.strides, strict=True):
+        if extent == 1:
+            found.append(0)
+        elif stride % x.itemsize:
+            return None
+        else:
+            found.append(stride // x.itemsize)
+    return found[0], found[1]
+
+
+def _rows_unit(x: Array) -> tuple[int, int] | None:
+    """As :func:`_element_strides`, for an array whose rows C walks with unit stride."""
+    strides = _element_strides(x)
+    if strides is None or (x.shape[1] > 1 and strides[1] != 1):
+        return None
+    return strides
+
+
+@final
+@dataclass(frozen=True)
+class _Compiled:
+    """The loaded library: where it is, and its fold for each element type (by dtype.char)."""
+
+    path: Path
+    functions: Mapping[str, Callable[..., None]]
+
+    def fold(self, out: Array, a: Array, b: Array) -> bool:
+        """The fold in C; False (nothing done) where these arrays are not its to fold: other
+        types or shapes than a float32 or float64 product (the reference then folds, or
+        refuses, as it would anyway), or an ``out`` that overlaps ``a`` or ``b`` (the reference
+        reads them while it writes, in its own order)."""
+        arrays = (out, a, b)
+        if any(type(x) is not np.ndarray or x.ndim != 2 for x in arrays):
+            return False
+        dtype = out.dtype
+        function = self.functions.get(dtype.char)
+        if function is None or not dtype.isnative or a.dtype != dtype or b.dtype != dtype:
+            return False
+        rows, inner = a.shape
+        columns = b.shape[1]
+        if b.shape[0] != inner or out.shape != (rows, columns) or not out.flags.writeable:
+            return False
+        if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            return False
+        if out.size == 0 or inner == 0:
+            return True
+        a_strides = _element_strides(a)
+        if a_strides is None:
+            a = np.ascontiguousarray(a)
+            a_strides = _element_strides(a)
+        b_strides = _rows_unit(b)
+        if b_strides is None:
+            b = np.ascontiguousarray(b)
+            b_strides = _rows_unit(b)
+        target = out
+        out_strides = _rows_unit(out)
+        if out_strides is None:
+            target = np.ascontiguousarray(out)
+            out_strides = _rows_unit(target)
+        assert a_strides is not None and b_strides is not None and out_strides is not None
+        function(
+            target.ctypes.data,
+            out_strides[0],
+            a.ctypes.data,
+            a_strides[0],
+            a_strides[1],
+            b.ctypes.data,
+            b_strides[0],
+            rows,
+            inner,
+            columns,
+        )
+        if target is not out:
+            out[...] = target
+        return True
+
+
+_lock = threading.Lock()
+_state: _Compiled | str | None = None  # None until the first fold; then the kernel, or why not
+
+
+def _loaded() -> _Compiled | str:
+    global _state
+    found = _state
+    if found is None:
+        with _lock:  # one load per process, whichever thread folds first
+            if _state is None:
+                _state = _load(os.environ)
+            found = _state
+    return found
+
+
+def fold_products(out: Array, a: Array, b: Array) -> bool:
+    """``out[i, j] += a[i, k] * b[k, j]`` for ``k`` ascending, in C, to the bits of
+    :func:`fold_reference`; False (nothing done) when no compiled fold is at hand or these
+    arrays are not its to fold, and the caller folds with :func:`fold_reference`.
+
+    The first call of a process compiles or finds the library (:func:`kernel_status`); it never
+    raises for want of one."""
+    found = _loaded()
+    return isinstance(found, _Compiled) and found.fold(out, a, b)
+
+
+def kernel_status() -> str:
+    """Which fold this process runs: ``compiled: PATH`` (the library) or ``numpy: WHY`` (the
+    reference, and why: :data:`KERNELS_ENV`, no compiler, a compile error, ...). Loads the
+    library first if no fold has yet."""
+    found = _loaded()
+    return f"compiled: {found.path}" if isinstance(found, _Compiled) else f"numpy: {found}"
+
+
+def _load(environ: Mapping[str, str]) -> _Compiled | str:
+    """The compiled fold as ``environ`` asks for it, or why the reference folds instead."""
+    choice = environ.get(KERNELS_ENV, "")
+    if choice == "numpy":
+        return f"{KERNELS_ENV}=numpy"
+    if choice not in ("", "auto"):
+        return f"{KERNELS_ENV}={choice!r} is neither 'auto' nor 'numpy'"
+    try:
+        return _build_and_load(environ)
+    except _Unavailable as why:
+        return str(why)
+    except Exception as error:
+        # Whatever else went wrong: the reference gives the same bits, so a run goes on.
+        return f"unexpected {type(error).__name__}: {error}"
+
+
+def _build_and_load(environ: Mapping[str, str]) -> _Compiled:
+    source = _source()
+    compiler = _compiler(environ)
+    # English messages, and a --version that does not follow the locale into the key.
+    env = {**environ, "LC_ALL": "C"}
+    machine = platform.machine()
+    target = _run([*compiler, "-dumpmachine"], env, PROBE_TIMEOUT_S).strip()
+    # Under qemu-aarch64 the host's cc runs natively and builds for the host, not for us.
+    if _machine(target.split("-")[0]) != _machine(machine):
+        raise _Unavailable(f"{compiler[0]} builds for {target}, not for this {machine} Python")
+    version = _run([*compiler, "--version"], env, PROBE_TIMEOUT_S)
+    folder = _cache_folder(environ)
+    path = folder / f"ordered-{_key(source, version, compiler, machine)}.so"
+    if not path.exists():
+        _build(compiler, env, source, path)
+    _check_owned(path)
+    try:
+        compiled = _open(path)
+    except (OSError, AttributeError):
+        # A damaged entry (a full disk, a truncated copy): built again, once.
+        _build(compiler, env, source, path)
+        compiled = _open_or_explain(path)
+    _self_check(compiled)
+    return compiled
+
+
+def _source() -> bytes:
+    try:
+        return files("alpha.learner").joinpath(SOURCE).read_bytes()
+    except OSError as error:
+        raise _Unavailable(f"alpha/learner/{SOURCE} cannot be read: {error}") from None
+
+
+def _compiler(environ: Mapping[str, str]) -> list[str]:
+    """``$CC`` as words (it may carry options: ``ccache gcc``), its program found on PATH."""
+    spelled = environ.get(COMPILER_ENV, "") or DEFAULT_COMPILER
+    try:
+        words = shlex.split(spelled)
+    except ValueError as error:
+        raise _Unavailable(f"{COMPILER_ENV}={spelled!r} is not shell words: {error}") from None
+    if not words:
+        raise _Unavailable(f"{COMPILER_ENV}={spelled!r} names no compiler")
+    found = shutil.which(words[0], path=environ.get("PATH"))
+    if found is None:
+        raise _Unavailable(f"no C compiler: {words[0]!r} is not on PATH (set {COMPILER_ENV})")
+    return [found, *words[1:]]
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _run(argv: list[str], env: Mapping[str, str], timeout: float) -> str:
+    """What ``argv`` prints (stdout, else stderr) when it succeeds. Its stdin is empty: a
+    participant's stdin carries its peers' ports, which the compiler must not read."""
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=dict(env),
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise _Unavailable(f"`{shlex.join(argv)}` ran past {timeout:g} s") from None
+    except OSError as error:
+        raise _Unavailable(f"`{argv[0]}` cannot run: {error.strerror or error}") from None
+    if done.returncode != 0:
+        said = _short(done.stderr or done.stdout) or "no message"
+        raise _Unavailable(f"`{shlex.join(argv)}` failed with exit {done.returncode}: {said}")
+    return done.stdout or done.stderr
+
+
+def _machine(name: str) -> str:
+    return _MACHINE_ALIASES.get(name.lower(), name.lower())
+
+
+def _key(source: bytes, version: str, compiler: list[str], machine: str) -> str:
+    """The library's name: the SHA-256 of everything its bytes follow from, each part
+    length-prefixed so that no two lists of parts give one stream."""
+    digest = hashlib.sha256()
+    command = shlex.join([*compiler, *KERNEL_FLAGS])
+    for part in (source, version.encode(), command.encode(), machine.encode()):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def _cache_folder(environ: Mapping[str, str]) -> Path:
+    """The cache folder, made (mode 0700) when missing; refused when it is not this user's
+    alone (a library found there is run)."""
+    named = environ.get(KERNEL_CACHE_ENV, "")
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if named:
+        folder = Path(named)
+    elif os.path.isabs(xdg):  # a relative XDG_CACHE_HOME is to be ignored (the XDG spec)
+        folder = Path(xdg) / "alpha" / "kernels"
+    else:
+        folder = Path.home() / ".cache" / "alpha" / "kernels"
+    try:
+        folder.mkdir(mode=CACHE_MODE, parents=True, exist_ok=True)
+        found = folder.stat()
+    except OSError as error:
+        raise _Unavailable(
+            f"the kernel cache {folder} cannot be made: {error.strerror or error}"
+        ) from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise _Unavailable(f"the kernel cache {folder} is not a folder")
+    _check_mine(folder, found)
+    return folder
+
+
+def _check_mine(path: Path, found: os.stat_result) -> None:
+    if found.st_uid != os.getuid() or found.st_mode & _UNSAFE_MODE:
+        raise _Unavailable(f"{path} is another user's or writable by others; not used")
+
+
+def _check_owned(path: Path) -> None:
+    try:
+        found = path.stat()
+    except OSError as error:
+        raise _Unavailable(f"{path} cannot be read: {error.strerror or error}") from None
+    _check_mine(path, found)
+
+
+def _build(compiler: list[str], env: Mapping[str, str], source: bytes, path: Path) -> None:
+    """Compile ``source`` into ``path``: in a private folder beside it, then one rename, so a
+    process that loads ``path`` meanwhile finds the old file or the whole new one."""
+    try:
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as scratch:
+            c_file = Path(scratch) / SOURCE
+            c_file.write_bytes(source)
+            built = Path(scratch) / path.name
+            _run([*compiler, *KERNEL_FLAGS, "-o", str(built), str(c_file)], env, COMPILE_TIMEOUT_S)
+            descriptor = os.open(built, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)  # its bytes on disk before its name: never a torn library
+            finally:
+                os.close(descriptor)
+            os.replace(built, path)
+    except OSError as error:
+        raise _Unavailable(
+            f"the kernel cache {path.parent} is not writable: {error.strerror or error}"
+        ) from None
+
+
+def _open(path: Path) -> _Compiled:
+    library = ctypes.CDLL(str(path))
+    functions: dict[str, Callable[..., None]] = {}
+    for char, symbol in _SYMBOLS.items():
+        function = getattr(library, symbol)
+        function.argtypes = _ARGTYPES
+        function.restype = None
+        functions[char] = function
+    return _Compiled(path, functions)
+
+
+def _open_or_explain(path: Path) -> _Compiled:
+    try:
+        return _open(path)
+    except (OSError, AttributeError) as error:
+        raise _Unavailable(f"{path} does not load: {error}") from None
+
+
+def _self_check(compiled: _Compiled) -> None:
+    """One fixed product per element type, through a transposed ``a``, against the reference,
+    bit for bit: a compiler that fuses or reorders anyway (options it ignores, a fast-math
+    default) is caught here, and the reference folds instead."""
+    rows, inner, columns = _CHECK_SHAPE
+    dtypes: tuple[np.dtype[np.floating], ...] = (np.dtype(np.float32), np.dtype(np.float64))
+    for dtype in dtypes:
+        # Steps through many residues; /37 makes every value, so every product, inexact.
+        a = ((np.arange(inner * rows) * 7919 % 2003 - 1001) / 37).astype(dtype)
+        b = ((np.arange(inner * columns) * 104729 % 4001 - 2000) / 37).astype(dtype)
+        left, right = a.reshape(inner, rows).T, b.reshape(inner, columns)
+        expected = np.zeros((rows, columns), dtype=dtype)
+        fold_reference(expected, left, right)
+        found = np.zeros((rows, columns), dtype=dtype)
+        if not compiled.fold(found, left, right) or found.tobytes() != expected.tobytes():
+            raise _Unavailable(
+                f"{compiled.path} differs from the numpy reference on its {dtype} "
+                "self-check (a compiler that fuses or reorders despite the options?)"
+            )

@@ -52,7 +52,7 @@ from alpha.artifact import (
     write_run_json,
 )
 from alpha.artifact import loader as _loader
-from alpha.artifact.build import _bytecode, _member
+from alpha.artifact.build import SOURCE_SUFFIXES, _bytecode, _member
 from alpha.artifact.loader import (
     HEADER,
     MAX_MANIFEST_BYTES,
@@ -118,8 +118,8 @@ def package_sources() -> list[str]:
     root = Path(alpha.__file__).parent
     return sorted(
         p.relative_to(root.parent).as_posix()
-        for p in root.rglob("*.py")
-        if "__pycache__" not in p.parts
+        for p in root.rglob("*")
+        if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts
     )
 
 
@@ -293,10 +293,13 @@ def test_the_runtime_holds_the_package_sources_and_bytecode_once(tmp_path: Path)
         modules = [
             member
             for name in package_sources()
-            for member in (name, name[:-3] + ".pyc")
+            for member in (name, name.removesuffix(".py") + ".pyc")
             if member == name or _bytecode(name, source_of(name)) is not None
         ]
         assert names == [*modules, MANIFEST_NAME]
+        # The compiled fold's C source too, which a participant compiles from its runtime.
+        assert "alpha/learner/ordered.c" in names
+        assert "alpha/learner/ordered.pyc" not in names
         for info in infos:
             assert info.date_time == (1980, 1, 1, 0, 0, 0)
             assert info.external_attr >> 16 == 0o100644

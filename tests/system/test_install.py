@@ -122,6 +122,7 @@ def test_the_wheel_holds_alpha_alone_with_its_plans_and_data(wheel: Path) -> Non
     assert shipped <= names
     assert {"alpha/data/digits/digits.csv.gz", "alpha/data/digits/LICENSE-digits.txt"} <= names
     assert "alpha/data/aarch64-sysroot.sh" in names  # alpha emulation build runs it
+    assert "alpha/learner/ordered.c" in names  # the compiled ordered fold (docs/kernels.md)
     assert f"alpha-{alpha.__version__}.dist-info/licenses/LICENSE" in names
     assert f"\nVersion: {alpha.__version__}\n" in metadata
     assert "\nLicense-Expression: MIT\n" in metadata
