@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Dataset,
         Split,
         batch_indices,
+        dataset_bytes,
         decode_shard,
         encode_shard,
         features,
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
         load_digits,
         shipped_digits,
         split,
+    )
+    from alpha.learner.examples import (
+        GENERATED,
+        teacher,
+        write_generated,
     )
     from alpha.learner.gpu import (
         GPU_OPTIONS,
@@ -134,6 +140,7 @@ __all__ = [
     "FEATURES",
     "FEATURE_DTYPES",
     "FREE_WITH_CONTRIBUTORS",
+    "GENERATED",
     "GPU_OPTIONS",
     "INTERFACE",
     "KERNELS_ENV",
@@ -174,6 +181,7 @@ __all__ = [
     "carried_history",
     "constant_refusal",
     "contribute",
+    "dataset_bytes",
     "decode_shard",
     "encode_shard",
     "evaluate",
@@ -204,6 +212,8 @@ __all__ = [
     "split_of",
     "state_arrays",
     "state_specs",
+    "teacher",
+    "write_generated",
 ]
 
 __getattr__, __dir__ = lazy(
@@ -229,6 +239,7 @@ __getattr__, __dir__ = lazy(
             "Dataset",
             "Split",
             "batch_indices",
+            "dataset_bytes",
             "decode_shard",
             "encode_shard",
             "features",
@@ -238,6 +249,11 @@ __getattr__, __dir__ = lazy(
             "shipped_digits",
             "split",
         ),
+        "alpha.learner.examples": (
+            "GENERATED",
+            "teacher",
+            "write_generated",
+        ),
         "alpha.learner.gpu": (
             "GPU_OPTIONS",
             "GpuContributor",
@@ -246,9 +262,9 @@ __getattr__, __dir__ = lazy(
             "kernel_source",
         ),
         "alpha.learner.kernels": (
+            "KERNELS_ENV",
             "KERNEL_CACHE_ENV",
             "KERNEL_FLAGS",
-            "KERNELS_ENV",
             "fold_products",
             "fold_reference",
             "kernel_status",
