@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -269,12 +270,11 @@ def _build_and_load(environ: Mapping[str, str]) -> _Compiled:
     # English messages, and a --version that does not follow the locale into the key.
     env = {**environ, "LC_ALL": "C"}
     machine = platform.machine()
-    target = _run([*compiler, "-dumpmachine"], env, PROBE_TIMEOUT_S).strip()
+    folder = _cache_folder(environ)
+    target, version = _probe(compiler, env, folder)
     # Under qemu-aarch64 the host's cc runs natively and builds for the host, not for us.
     if _machine(target.split("-")[0]) != _machine(machine):
         raise _Unavailable(f"{compiler[0]} builds for {target}, not for this {machine} Python")
-    version = _run([*compiler, "--version"], env, PROBE_TIMEOUT_S)
-    folder = _cache_folder(environ)
     path = folder / f"ordered-{_key(source, version, compiler, machine)}.so"
     if not path.exists():
         _build(compiler, env, source, path)
@@ -287,6 +287,34 @@ def _build_and_load(environ: Mapping[str, str]) -> _Compiled:
         compiled = _open_or_explain(path)
     _self_check(compiled)
     return compiled
+
+
+def _probe(compiler: list[str], env: Mapping[str, str], folder: Path) -> tuple[str, str]:
+    """What the compiler builds for (``-dumpmachine``) and its ``--version``: asked once per
+    compiler binary (its resolved file's size, time and inode, and the words of ``$CC``) and
+    remembered in the cache folder, since every participant asks before its first product and
+    two compiler runs cost it about 80 ms."""
+    try:
+        found = os.stat(compiler[0])
+    except OSError as error:
+        raise _Unavailable(f"{compiler[0]} cannot be read: {error.strerror or error}") from None
+    names = f"{shlex.join(compiler)}\0{found.st_size}\0{found.st_mtime_ns}\0{found.st_ino}"
+    memo = folder / f"probe-{hashlib.sha256(names.encode()).hexdigest()[:32]}.json"
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+        if isinstance(known, dict) and all(isinstance(known.get(k), str) for k in _PROBED):
+            return known["target"], known["version"]
+    except (OSError, ValueError):
+        pass  # not asked yet, or a torn memo: ask again
+    target = _run([*compiler, "-dumpmachine"], env, PROBE_TIMEOUT_S).strip()
+    version = _run([*compiler, "--version"], env, PROBE_TIMEOUT_S)
+    partial = folder / f".{memo.name}.{os.getpid()}"
+    try:
+        partial.write_text(json.dumps({"target": target, "version": version}), encoding="utf-8")
+        partial.replace(memo)
+    except OSError:
+        partial.unlink(missing_ok=True)  # not remembered: the next process asks again
+    return target, version
 
 
 def _source() -> bytes:
@@ -342,6 +370,9 @@ def _run(argv: list[str], env: Mapping[str, str], timeout: float) -> str:
 
 def _machine(name: str) -> str:
     return _MACHINE_ALIASES.get(name.lower(), name.lower())
+
+
+_PROBED = ("target", "version")  # a probe memo's keys
 
 
 def _key(source: bytes, version: str, compiler: list[str], machine: str) -> str:
