@@ -41,7 +41,7 @@ from alpha.learner.kernels import (
     fold_reference,
     kernel_status,
 )
-from harness.emulation import EmulationUnavailable, aarch64_interpreter
+from harness.emulation import aarch64_interpreter
 from tests.support import ROOT
 
 Array = npt.NDArray[Any]
@@ -549,10 +549,9 @@ def test_the_contract_operations_give_the_same_bytes_compiled_and_with_numpy(
 def test_the_contract_operations_give_the_same_bytes_under_qemu_aarch64(
     native_probe: dict[str, Any], tmp_path: Path
 ) -> None:
-    try:
-        prefix = aarch64_interpreter()
-    except EmulationUnavailable as error:
-        pytest.skip(f"no AArch64 emulation here: {error}")
+    # Fails, as the other emulated tests do, where the sysroot is missing: `make test` builds
+    # it (`make aarch64`), so a missing one is a broken set-up, not a machine without QEMU.
+    prefix = aarch64_interpreter()
     guest = subprocess.run(
         [*prefix, "-c", _PROBE, str(ROOT)],
         capture_output=True,
