@@ -27,8 +27,9 @@ MODULES = (
     "bench.scale",
     "bench.matmul",
 )
-# Run only when named: each takes far longer than the rest together (chaos: most of an hour).
-ALONE = ("bench.chaos",)
+# Run only when named: each takes far longer than the rest together (chaos: most of an hour;
+# teacher: minutes, its AArch64 role under emulation).
+ALONE = ("bench.chaos", "bench.teacher")
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
@@ -46,7 +47,9 @@ def main() -> int:
         "contract's ordered matmul, compiled and in numpy, against BLAS with one thread, "
         "float32, 64 to 512 and a learner-like shape), chaos (issue 27: 16 learner "
         "roles with restarts under a fault every 15-30 s, --runs runs of --minutes each: most "
-        "of an hour at the defaults, so only when named); default: all but chaos, and "
+        "of an hour at the defaults, so only when named), teacher (issue 28: the teacher "
+        "example on 8 roles, and with an AArch64 role under QEMU: accuracy, time, equal bit "
+        "for bit; minutes, so only when named); default: all but chaos and teacher, and "
         "docs/benchmarks.md is rewritten",
     )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")

@@ -3,7 +3,7 @@ each is computed from a seed in contract arithmetic and written by
 :func:`alpha.learner.data.dataset_bytes`, so every machine makes the same bytes, whose SHA-256
 the example's plan pins.
 
-``teacher.npz`` (the ``teacher`` plan): 24,000 samples of 32 features, uniform in [-1, 1)
+``teacher.npz`` (the ``teacher`` plan): 48,000 samples of 16 features, uniform in [-1, 1)
 (float32), each labelled by a fixed random *teacher* network, a two-layer ReLU MLP of 64
 hidden units in float64, as the class of its highest score (10 classes); 2% of the labels are
 then replaced by a uniform random class, so no learner reaches 100%. Learning it takes a
@@ -25,8 +25,8 @@ from alpha.learner.data import dataset_bytes
 __all__ = ["GENERATED", "teacher", "write_generated"]
 
 TEACHER_SEED: Final = 2026
-TEACHER_SAMPLES: Final = 24_000
-TEACHER_FEATURES: Final = 32
+TEACHER_SAMPLES: Final = 48_000
+TEACHER_FEATURES: Final = 16
 TEACHER_HIDDEN: Final = 64
 TEACHER_CLASSES: Final = 10
 TEACHER_NOISE: Final = 0.02  # the share of labels replaced by a uniform random class
