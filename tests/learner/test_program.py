@@ -6,6 +6,7 @@ and linear model, run as a module's text, giving the same bits as the shipped pr
 from __future__ import annotations
 
 import hashlib
+import sys
 
 import numpy as np
 import pytest
@@ -111,6 +112,20 @@ def test_each_load_runs_the_text_in_a_fresh_module() -> None:
     first, second = (from_source("count.py", module_text(evaluate=counting)) for _ in range(2))
     assert [first.call("evaluate", {}, None, None) for _ in range(3)] == [1, 2, 3]
     assert second.call("evaluate", {}, None, None) == 1
+
+
+@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n"])
+def test_a_module_with_a_dataclass_loads_with_or_without_postponed_annotations(
+    future: str,
+) -> None:
+    # A dataclass looks its module up by name when annotations are strings (the contract check
+    # allows both dataclasses and the __future__ import).
+    record = "@dataclass(frozen=True)\nclass Width:\n    hidden: int\n    slope: float = 0.1\n"
+    layout = returning("layout", "[('W', (features, Width(options['k']).hidden))]")
+    source = future + "from dataclasses import dataclass\n" + module_text(layout=record + layout)
+    program = from_source("records.py", source)
+    assert program.layout(3, 2, {"k": 5}) == (("W", (3, 5)),)
+    assert not any(name.startswith("alpha_learner_") for name in sys.modules)
 
 
 @pytest.mark.parametrize("missing", INTERFACE)
