@@ -56,6 +56,7 @@ ALLOWED_IMPORTS: Final = {
     "dataclasses": "plain records",
     "math": "correctly rounded scalar functions (MATH_ALLOWED)",
     "numpy": "arrays and their exact or correctly rounded functions (NUMPY_ALLOWED)",
+    "numpy.typing": "type hints",
     CONTRACT_MODULE: "the contract operations",
     "alpha.learner": "for `from alpha.learner import contract`",
 }
@@ -109,6 +110,13 @@ NUMPY_ALLOWED: Final = frozenset(
         "bool_",
         "dtype",
         "ndarray",
+        # numpy's abstract scalar types: for type hints and isinstance, computing nothing
+        "generic",
+        "number",
+        "integer",
+        "signedinteger",
+        "unsignedinteger",
+        "floating",
         "add",
         "subtract",
         "multiply",

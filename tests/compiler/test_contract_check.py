@@ -345,6 +345,37 @@ def test_every_allowed_import_passes(module: str) -> None:
     assert violations(f"import {module}\n", PATH) == []
 
 
+NUMPY_HINTS = """\
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+Array = npt.NDArray[np.floating]
+Labels = NDArray[np.integer]
+
+
+def evaluate(p: dict[str, Array], x: Array, labels: Labels) -> int:
+    scores: NDArray[np.generic] = x
+    ok = isinstance(scores, np.ndarray) and issubclass(x.dtype.type, np.floating)
+    return int(np.count_nonzero(np.argmax(scores, axis=1) == labels)) if ok else 0
+
+
+def typed(values: ArrayLike, n: np.number[Any], u: np.unsignedinteger[Any]) -> None:
+    del values, n, u
+"""
+
+
+def test_numpy_type_hints_pass() -> None:
+    assert violations(NUMPY_HINTS, PATH) == []
+
+
 def test_methods_and_names_that_only_look_like_forbidden_ones_pass() -> None:
     source = (
         "import numpy as np\n"
