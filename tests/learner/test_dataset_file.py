@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,25 @@ def test_classes_must_be_one_integer_above_every_label(tmp_path: Path, classes: 
 def test_a_file_that_is_not_an_npz_is_refused(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "mine.npz"
     path.write_bytes(content)
+    error = refused(path)
+    assert error.field == DATASET
+    assert "is not a .npz of arrays" in error.message
+
+
+def test_a_zip_holding_something_else_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mine.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x.npy", b"this is no array")
+        archive.writestr("y.npy", b"nor this")
+    error = refused(path)
+    assert error.field == DATASET
+    assert "x, y" in error.message and "not arrays" in error.message
+
+
+def test_one_array_saved_as_npy_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mine.npz"
+    with path.open("wb") as out:
+        np.save(out, X)  # numpy.save, not numpy.savez: one array, no names
     error = refused(path)
     assert error.field == DATASET
     assert "is not a .npz of arrays" in error.message
