@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from alpha.app.compile import compile_plan
 from alpha.app.plans import resolve_plan
 from alpha.compiler.datasets import dataset_of
 from alpha.compiler.learner_module import (
@@ -29,7 +30,13 @@ from alpha.compiler.plan import Plan, load_plan, overrides_of, parse_plan
 from alpha.compiler.replicate import replicate
 from alpha.compiler.work import run_identity
 from alpha.compiler.work_learn import learner_digest_of, learner_setup, model_of, plan_identity
-from alpha.errors import ContractBroken, LearnerModuleInvalid, PlanInvalid
+from alpha.errors import (
+    ContractBroken,
+    LearnerModuleInvalid,
+    NoRealization,
+    PlanInvalid,
+    ProtocolRejected,
+)
 from alpha.learner.data import features, load_digits
 from alpha.learner.model import contribute, initial_parameters
 from alpha.learner.payload import learner_from_payload, learner_payload
@@ -454,3 +461,40 @@ def test_a_shipped_learners_payload_carries_no_program() -> None:
     payload = learner_payload(state)
     assert "program" not in payload and "options" not in payload
     assert learner_from_payload(json.loads(json.dumps(payload))).model.program.builtin
+
+
+# --- no GPU kernels but the shipped MLP's on the digits' shapes ------------------------------
+
+GPU = '[gpu.roles]\n"1" = "GPU-5d6c1a2b-0000-1111-2222-333344445555"\n'
+
+
+def _refused_for_a_gpu(plan: Plan, folder: Path) -> None:
+    error = raises_exactly(ProtocolRejected, compile_plan, plan, folder, range(3))
+    assert [type(failure) for failure in error.failures] == [NoRealization]
+    assert "'contribute'" in str(error.failures[0]) and "cuda" in str(error.failures[0])
+    assert not list(folder.glob("*.pyz"))
+
+
+def test_a_module_learner_bound_to_a_gpu_is_a_compile_error_naming_contribute(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mine.py").write_text(MLP_TEXT)  # the shipped MLP's text: still no kernel
+    plan = tmp_path / "plan.toml"
+    plan.write_text(module_plan_text("mine.py") + GPU)
+    _refused_for_a_gpu(load_plan(plan), tmp_path / "out")
+
+
+def test_the_shipped_mlp_on_other_shapes_bound_to_a_gpu_is_a_compile_error(tmp_path: Path) -> None:
+    pin = small_data(tmp_path / "data.npz")  # 6 features, 3 classes: not the kernels' 64 and 10
+    learner = {"kind": "mlp", "hidden": 8, "rate": 0.1, "dataset": "data.npz"}
+    text = plan_text(
+        "gpu-other-shapes",
+        roles=3,
+        rounds=2,
+        topology={"shape": "tree", "fanout": 2},
+        work={"kind": "learn"},
+        learner={**learner, "dataset_sha256": pin},
+        extra=GPU,
+    )
+    (tmp_path / "plan.toml").write_text(text)
+    _refused_for_a_gpu(load_plan(tmp_path / "plan.toml"), tmp_path / "out")
