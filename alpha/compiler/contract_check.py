@@ -10,8 +10,8 @@ and operation, instead of running into a digest that differs between an x86-64 a
 role:
 
 - a product by BLAS (``@``, ``np.dot``, ``np.matmul``, ``np.einsum``, ``x.dot(y)``) or a
-  reduction whose order numpy chooses (``np.sum``, ``np.mean``, ``x.sum()``, the builtin
-  ``sum``, whose float order changed in Python 3.12);
+  reduction whose order numpy chooses (``np.sum``, ``np.mean``, ``x.sum()``,
+  ``np.add.reduce``, the builtin ``sum``, whose float order changed in Python 3.12);
 - a transcendental or a power (``np.exp``, ``np.log``, ``np.tanh``, ``math.exp``, ``**``,
   ``pow``): library approximations whose last bit differs between libms;
 - ``np.maximum`` and ``np.minimum``, which leave the sign of a zero and the NaN they return to
@@ -56,6 +56,7 @@ ALLOWED_IMPORTS: Final = {
     "dataclasses": "plain records",
     "math": "correctly rounded scalar functions (MATH_ALLOWED)",
     "numpy": "arrays and their exact or correctly rounded functions (NUMPY_ALLOWED)",
+    "numpy.typing": "type hints",
     CONTRACT_MODULE: "the contract operations",
     "alpha.learner": "for `from alpha.learner import contract`",
 }
@@ -109,6 +110,13 @@ NUMPY_ALLOWED: Final = frozenset(
         "bool_",
         "dtype",
         "ndarray",
+        # numpy's abstract scalar types: for type hints and isinstance, computing nothing
+        "generic",
+        "number",
+        "integer",
+        "signedinteger",
+        "unsignedinteger",
+        "floating",
         "add",
         "subtract",
         "multiply",
@@ -180,8 +188,11 @@ MATH_ALLOWED: Final = frozenset(
 )
 
 # What a method of that name computes, whatever its receiver: the reductions and products
-# numpy arrays have as methods.
+# numpy arrays have as methods, and a ufunc's reductions (``np.add.reduce`` is ``np.sum``).
 _METHODS: Final = {
+    "reduce": "a reduction whose order numpy chooses",
+    "reduceat": "a reduction whose order numpy chooses",
+    "accumulate": "a reduction whose order numpy chooses",
     "dot": "a BLAS product",
     "sum": "a reduction whose order numpy chooses",
     "mean": "a reduction whose order numpy chooses",

@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar, final
+from typing import Any, Final, TypeVar, final
 
 import numpy as np
 import numpy.typing as npt
@@ -432,10 +432,19 @@ def load_dataset(path: Path, sha256: str, shown: str = "") -> Dataset:
             field="learner.dataset_sha256",
         )
     try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as found:
-            arrays = {key: found[key] for key in found.files}
+        opened = np.load(io.BytesIO(raw), allow_pickle=False)
+        if not isinstance(opened, np.lib.npyio.NpzFile):  # numpy.save's one array, no names
+            raise ValueError("it holds one unnamed array (numpy.save), not named ones")
+        with opened as found:
+            arrays: dict[str, Any] = {key: found[key] for key in found.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as why:
         raise PlanInvalid(f"{named} is not a .npz of arrays: {why}", field=_DATASET_FIELD) from None
+    # A member that is no .npy array is read as its bytes.
+    others = sorted(key for key, value in arrays.items() if not isinstance(value, np.ndarray))
+    if others:
+        raise PlanInvalid(
+            f"{named} holds {', '.join(others)}, which are not arrays", field=_DATASET_FIELD
+        )
     missing = [key for key in ("x", "y") if key not in arrays]
     extra = sorted(set(arrays) - set(NPZ_KEYS))
     if missing or extra:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import math
+import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -198,10 +199,15 @@ def from_source(name: str, source: str) -> Program:
         raise LearnerModuleInvalid(name, f"does not compile: {error}") from None
     module = types.ModuleType(f"alpha_learner_{digest[:16]}")
     module.__file__ = name
+    # While its top level runs the module is in sys.modules, where a dataclass of a module with
+    # `from __future__ import annotations` looks its module up by name; never after.
+    sys.modules[module.__name__] = module
     try:
         exec(code, vars(module))  # the module's own top level: its imports and definitions
     except Exception as error:  # a user's code: any failure is its module's to mend
         raise LearnerModuleInvalid(name, f"running it failed: {_said(error)}") from None
+    finally:
+        sys.modules.pop(module.__name__, None)
     return Program(name, source, digest, _functions(name, vars(module)))
 
 

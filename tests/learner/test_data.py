@@ -347,7 +347,9 @@ def test_holdout_count() -> None:
 @pytest.mark.parametrize(
     ("participants", "holdout", "seed"), [(1, 0.2, 0), (8, 0.2, 7), (13, 0.5, 3), (1437, 0.2, 9)]
 )
-def test_split_is_a_partition(digits: Dataset, participants: int, holdout: float, seed: int) -> None:
+def test_split_is_a_partition(
+    digits: Dataset, participants: int, holdout: float, seed: int
+) -> None:
     parts = split(digits, participants=participants, holdout=holdout, seed=seed)
     assert type(parts) is Split
     held = math.ceil(holdout * DIGITS_SAMPLES)
