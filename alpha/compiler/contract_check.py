@@ -310,6 +310,19 @@ class _Checker(ast.NodeVisitor):
             self.refuse(node, f"c.{name}", "is no operation of alpha.learner.contract")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        dotted = _dotted(node)
+        if dotted is not None and dotted[0] in self.modules:
+            # A module's name used through its path: `alpha.learner.contract.relu` after an
+            # `import alpha.learner.contract`, or `np.dot`.
+            path = ".".join([self.modules[dotted[0]], *dotted[1:]])
+            if path.startswith(CONTRACT_MODULE + "."):
+                self._name_of(node, CONTRACT_MODULE, path.split(".")[3])
+                return
+            if path.split(".")[0] == "alpha":
+                if CONTRACT_MODULE.startswith(path):
+                    return  # a part of the contract module's own path
+                self.refuse(node, path, _import_why(path))
+                return
         if isinstance(node.value, ast.Name) and node.value.id in self.modules:
             module = self.modules[node.value.id]
             if module in ("numpy", "math", CONTRACT_MODULE):
@@ -340,6 +353,18 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _dotted(node: ast.Attribute) -> list[str] | None:
+    """``a.b.c`` as ``["a", "b", "c"]`` when the chain is names and attributes only."""
+    parts: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        parts.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name):
+        return None
+    return [current.id, *reversed(parts)]
+
+
 def _import_why(module: str) -> str:
     if module in ("random", "secrets") or module.startswith("numpy.random"):
         return "randomness but the seeded one Alpha hands over (initialize's random)"
@@ -361,8 +386,17 @@ def violations(source: str, path: str) -> list[Violation]:
     except SyntaxError as error:
         raise ContractBroken(path, error.lineno or 0, "syntax", str(error.msg)) from None
     checker = _Checker()
-    checker.visit(tree)
-    return sorted(checker.found, key=lambda each: each.line)
+    # The imports first, wherever they stand: a function above `import numpy as np` uses `np`
+    # as the module it names by the time it runs.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            checker.visit(node)
+    imports = list(checker.found)
+    checker.found.clear()
+    for node in tree.body:
+        checker.visit(node)
+    found = {(each.line, each.operation): each for each in [*imports, *checker.found]}
+    return sorted(found.values(), key=lambda each: each.line)
 
 
 def check_contract(source: str, path: str) -> None:

@@ -493,3 +493,17 @@ def test_one_forbidden_operation_anywhere_in_a_clean_module_is_found(data: st.Da
     error = broken(source)
     assert (error.line, error.operation) == (line, operation), source
     assert [(v.line, v.operation) for v in violations(source, PATH)] == [(line, operation)]
+
+
+def test_a_name_used_above_its_import_is_checked_as_the_module_it_names() -> None:
+    source = "def f(x):\n    return np.exp(x)\n\n\nimport numpy as np\n"
+    assert [(v.line, v.operation) for v in violations(source, "m.py")] == [(2, "np.exp")]
+
+
+def test_the_contract_module_through_its_full_path_is_checked_too() -> None:
+    source = (
+        "import alpha.learner.contract\n"
+        "def f(x):\n"
+        "    return alpha.learner.contract.relu(x) + alpha.learner.contract.not_an_op(x)\n"
+    )
+    assert [(v.line, v.operation) for v in violations(source, "m.py")] == [(3, "c.not_an_op")]
