@@ -1244,6 +1244,7 @@ def main_replicate(
     rounds and where it diverged, if it did); exit 1 when the learner diverged. ``overrides``
     as for :func:`main_run`."""
     plan = load_plan(resolve_plan(plan_path), overrides=overrides_of(overrides))
+    require_learner(plan)  # a sum check is named as such before its data set is asked for
     replica = _replicated(plan, dataset_of(plan), None, sys.stderr)
     if as_json:
         print(
