@@ -374,7 +374,11 @@ def test_the_cache_is_private_named_by_what_built_it_and_heals(
     # A damaged library (a torn copy) is built again, once, and loads: in another process,
     # since this one's loader holds the library by its name already.
     assert fresh(CC=None) == found
-    path.write_bytes(b"\x7fELF torn")
+    # The torn copy under the library's name as a new file: this process has the old one
+    # mapped, and writing into a mapped library in place ends its process with SIGBUS.
+    torn = path.with_name(path.name + ".torn")
+    torn.write_bytes(b"\x7fELF torn")
+    torn.replace(path)
     code = "from alpha.learner.kernels import kernel_status; print(kernel_status())"
     env = {KERNEL_CACHE_ENV: str(cache), KERNELS_ENV: ""}
     assert _python(code, env=env).strip() == found
