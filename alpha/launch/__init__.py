@@ -81,7 +81,10 @@ if TYPE_CHECKING:
         stage_artifacts,
     )
     from alpha.launch.slurm import (
+        ALLOCATION_POLL,
         COMMAND_WAIT,
+        NODE_LOG,
+        NODE_STARTER,
         SLURM_DIR,
         SRUN_LOG,
         START_WAIT,
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ALLOCATION_POLL",
     "ANNOUNCE_WAIT",
     "BUILD_SCRIPT",
     "CANCELLED",
@@ -130,6 +134,8 @@ __all__ = [
     "LAUNCH_SLACK",
     "MAX_DEPLOY_BYTES",
     "NODE_FAILURE",
+    "NODE_LOG",
+    "NODE_STARTER",
     "PF_EXITING",
     "PROBE_WAIT",
     "QEMU",
@@ -280,7 +286,10 @@ __getattr__, __dir__ = lazy(
             "stage_artifacts",
         ),
         "alpha.launch.slurm": (
+            "ALLOCATION_POLL",
             "COMMAND_WAIT",
+            "NODE_LOG",
+            "NODE_STARTER",
             "SLURM_DIR",
             "SRUN_LOG",
             "START_WAIT",

@@ -35,25 +35,29 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import math
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
 import trio
 
 from alpha.artifact.environ import BLAS_THREADS, FAILURE_CLOCK_ENV, REALTIME
+from alpha.artifact.verify import artifact_runtime
 from alpha.core.placement import NodePlacement, PortRange, port_offset
 from alpha.errors import (
     AlphaError,
+    ArtifactInvalid,
     JobCancelled,
     JobTimeLimit,
     NodeUnreachable,
@@ -66,7 +70,6 @@ from alpha.launch.outcome import (
     LaunchResult,
     OutcomeLedger,
     RoleOutcome,
-    with_log,
 )
 from alpha.launch.slurm_lines import (
     CANCELLED,
@@ -82,6 +85,7 @@ from alpha.launch.slurm_lines import (
     srun_event,
     stepd_lines,
 )
+from alpha.launch.warm_server import NODE_FLAG
 from alpha.records.folder import LOGS_DIR
 from alpha.runtime.parent import LAUNCHER_PID_ENV
 from alpha.runtime.shared import SHARED_ENV
@@ -93,7 +97,10 @@ if TYPE_CHECKING:
     from alpha.launch.launcher import LaunchSpec
 
 __all__ = [
+    "ALLOCATION_POLL",
     "COMMAND_WAIT",
+    "NODE_LOG",
+    "NODE_STARTER",
     "SLURM_DIR",
     "SRUN_LOG",
     "START_WAIT",
@@ -376,9 +383,10 @@ def _job_ended(record: JobRecord, said: str) -> AlphaError | None:
     return None
 
 
-def _role_cause(path: Path) -> tuple[str, float | None, list[str]]:
+def _role_cause(path: Path, *, labelled: bool = False) -> tuple[str, float | None, list[str]]:
     """A role's one-line cause and failure clock from the end of its log, the lines
-    slurmstepd wrote into it left out (``alpha.wire.console.cause_of``), and those lines."""
+    slurmstepd wrote into it left out (``alpha.wire.console.cause_of``), and those lines;
+    ``labelled``: a node starter's log, each line with srun's ``TASK: `` (taken off)."""
     try:
         with path.open("rb") as file:
             size = file.seek(0, os.SEEK_END)
@@ -386,7 +394,7 @@ def _role_cause(path: Path) -> tuple[str, float | None, list[str]]:
             tail = file.read(CAUSE_TAIL_BYTES).decode(errors="replace")
     except OSError:
         return "", None, []
-    own, stepd = stepd_lines(tail)
+    own, stepd = stepd_lines(tail, labelled=labelled)
     line, clock = cause_of(own)
     if not line and stepd:
         # The role wrote nothing: slurmstepd's line says why (an execve that failed).
@@ -413,21 +421,22 @@ def _pdeathsig() -> Callable[[], None] | None:
 class _Srun:
     """One running ``srun``: the process (started from the thread that runs trio, so that its
     parent-death signal is tied to this process's life, not to a worker thread's), a pidfd
-    of it, and the read end of its stderr."""
+    of it, and the read ends of its stdout (the node starters' events) and stderr."""
 
     process: subprocess.Popen[bytes]
     pidfd: int
+    stdout: trio.lowlevel.FdStream
     stderr: trio.lowlevel.FdStream
 
     @classmethod
     def start(cls, argv: Sequence[str], env: Mapping[str, str]) -> _Srun:
-        read, write = os.pipe()
+        pipes = [os.pipe(), os.pipe()]
         try:
             process = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=write,
+                stdout=pipes[0][1],
+                stderr=pipes[1][1],
                 env=dict(env),
                 # Away from the terminal's process group: Ctrl-C reaches alpha alone, which
                 # ends the step itself (srun would forward it to every task).
@@ -435,11 +444,18 @@ class _Srun:
                 preexec_fn=_pdeathsig(),
             )
         except BaseException:
-            os.close(read)
+            for read, _ in pipes:
+                os.close(read)
             raise
         finally:
-            os.close(write)
-        return cls(process, os.pidfd_open(process.pid), trio.lowlevel.FdStream(read))
+            for _, write in pipes:
+                os.close(write)
+        return cls(
+            process,
+            os.pidfd_open(process.pid),
+            trio.lowlevel.FdStream(pipes[0][0]),
+            trio.lowlevel.FdStream(pipes[1][0]),
+        )
 
     async def wait(self) -> int:
         await trio.lowlevel.wait_readable(self.pidfd)
@@ -459,6 +475,7 @@ class _Srun:
                 if self.process.returncode is None:
                     self.signal(signal.SIGKILL)
                     await self.wait()
+            await self.stdout.aclose()
             await self.stderr.aclose()
             os.close(self.pidfd)
 
@@ -475,30 +492,44 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _starter_python(specs: Sequence[LaunchSpec]) -> str:
+    """The interpreter a node's starter runs on: that of the node's first role started as
+    ``PYTHON ARTIFACT``, whose roles it forks warm; this one's path when none is (an
+    emulated role's command is started as it is)."""
+    for spec in specs:
+        if len(spec.argv) == 2:
+            return spec.argv[0]
+    return sys.executable
+
+
 @dataclass
 class _Step:
-    """What one launch learns of its step as it runs."""
+    """What one launch learns of its step as it runs: task ``k`` is node ``k``'s starter,
+    which starts that node's roles and reports each start and end on its stdout."""
 
-    specs: Sequence[LaunchSpec]
+    specs: Sequence[LaunchSpec]  # every role, in role order
     placed: Placed
     allocation: Allocation
     ledger: OutcomeLedger
     committed: Callable[[], bool] | None
     started: float  # time.monotonic() at the start
-    codes: dict[int, int | None]  # role -> exit status srun reported (None: none given)
-    seen: dict[int, float]  # role -> wall clock when srun reported it
-    not_started: dict[int, str]  # role -> why its node did not start it
+    node_logs: Sequence[Path]  # each starter's stderr (slurmstepd's lines go there too)
+    begun: set[int] = field(default_factory=set)  # roles their starter reported started
+    not_started: dict[int, str] = field(default_factory=dict)  # role -> why its node did not
     srun: _Srun | None = None
     stopping: bool = False
 
+    def roles_of(self, task: int) -> list[LaunchSpec]:
+        return [self.specs[role] for role in self.placed.placement.roles_of(task)]
+
     def stop(self) -> None:
-        """End the step: SIGTERM to srun kills every task; the roles srun has not reported
-        yet are the launcher's to have stopped."""
+        """End the step: SIGTERM to srun kills every task and every process under it; the
+        roles not reported ended yet are the launcher's to have stopped."""
         if self.stopping:
             return
         self.stopping = True
         for spec in self.specs:
-            if spec.role not in self.codes:
+            if spec.role not in self.ledger.outcomes:
                 self.ledger.killed.add(spec.role)
         if self.srun is not None:
             self.srun.signal(signal.SIGTERM)
@@ -507,68 +538,120 @@ class _Step:
         if self.ledger.fail(outcome, time.time(), self.committed):
             self.stop()
 
+    def end(self, spec: LaunchSpec, code: int | None, at: float, said: str = "") -> None:
+        """``spec``'s role ended with ``code`` (None: no status) at ``at`` (wall clock);
+        ``said``: why, when its log cannot say (its node's starter said it)."""
+        if spec.role in self.ledger.outcomes:
+            return
+        task = self.placed.placement.node_of(spec.role)
+
+        def cause() -> tuple[str, float | None]:
+            line, clock, _ = _role_cause(spec.log)
+            if line:
+                return line, clock
+            if said:
+                return said, None
+            # Its node's starter never ran it: the starter's log says why (an exec that failed).
+            return _role_cause(self.node_logs[task], labelled=True)[0], None
+
+        outcome = self.ledger.ended(spec.role, code, at, log=spec.log, cause=cause)
+        outcome.ended_s = time.monotonic() - self.started
+        self.ledger.settle(outcome)
+        if outcome.failed:
+            self.fail(outcome)
+
+    def event(self, line: str) -> None:
+        """One line of srun's stdout: ``TASK: EVENT``, an event of a node's starter."""
+        _, _, text = line.partition(": ")
+        try:
+            event = json.loads(text)
+            role = event["role"]
+            kind = event["event"]
+        except (ValueError, KeyError, TypeError):
+            return  # not a starter's event: srun's log keeps it
+        if not (isinstance(role, int) and 0 <= role < len(self.specs)):
+            return
+        spec = self.specs[role]
+        at = event.get("at")
+        at = float(at) if isinstance(at, int | float) else time.time()
+        if kind == "started":
+            self.begun.add(role)
+        elif kind == "exit":
+            code = event.get("code")
+            self.end(spec, code if isinstance(code, int) else None, at)
+        elif kind == "refused":
+            said = f"role {role} could not be started on its node: {event.get('error')}"
+            self.end(spec, None, at, said)
+
     def report(self, line: str) -> None:
-        """One line of srun's stderr, as it comes."""
-        event = srun_event(line)
-        if event is None:
+        """One line of srun's stderr: how a node's starter ended, or a node that did not
+        start its tasks or failed."""
+        found = srun_event(line)
+        if found is None:
             return
         now = time.time()
-        if event.launch_failed or event.node_failed:
+        if found.launch_failed or found.node_failed:
             roles = [
                 spec.role
                 for spec in self.specs
-                if self.placed.node_of(spec.role).name == event.node
+                if self.placed.node_of(spec.role).name == found.node
+                and spec.role not in self.ledger.outcomes
             ]
-            why = event.reason
             for role in roles:
-                self.not_started.setdefault(role, why)
+                self.not_started.setdefault(role, found.reason)
             if roles:
-                what = "did not start" if event.launch_failed else "failed, with"
+                what = "did not start" if found.launch_failed else "failed, with"
                 error = NodeUnreachable(
-                    f"node {event.node} {what} role{'s' if len(roles) > 1 else ''} "
-                    f"{', '.join(map(str, roles))}: {why} (srun)"
+                    f"node {found.node} {what} role{'s' if len(roles) > 1 else ''} "
+                    f"{', '.join(map(str, roles))}: {found.reason} (srun)"
                 )
-                spec = next(spec for spec in self.specs if spec.role == roles[0])
-                outcome = RoleOutcome(
-                    roles[0],
-                    None,
-                    with_log(error_line(error), spec.log),
-                    ended_s=time.monotonic() - self.started,
-                    log=spec.log,
-                    error=error,
+                self.fail(
+                    RoleOutcome(
+                        roles[0],
+                        None,
+                        error_line(error),
+                        ended_s=time.monotonic() - self.started,
+                        error=error,
+                    )
                 )
-                self.fail(outcome)
             return
+        if found.code == 0:
+            return
+        for task in found.tasks:
+            # A starter that ended before its roles did (its exec failed, it was killed): each
+            # role it never reported ends with it.
+            for spec in self.roles_of(task):
+                if spec.role not in self.ledger.outcomes and spec.role not in self.not_started:
+                    self.end(spec, found.code, now)
+
+    def settle(self) -> None:
+        """Every role left without an outcome when srun ended: stopped by the launcher, or
+        ended with no status reported (its node's starter gone without a word)."""
         for spec in self.specs:
-            if spec.role in event.tasks and spec.role not in self.ledger.outcomes:
-                self.codes[spec.role] = event.code
-                self.seen[spec.role] = now
-                outcome = self.ended(spec)
-                self.ledger.settle(outcome)
-                if outcome.failed:
-                    self.fail(outcome)
-
-    def ended(self, spec: LaunchSpec) -> RoleOutcome:
-        """The outcome of ``spec``'s role from what srun reported and its log."""
-        role = spec.role
-        if role in self.not_started:
-            return RoleOutcome(role, None, log=spec.log)  # its node's failure names it
-        code = self.codes.get(role, 0 if not self.stopping else None)
-        outcome = self.ledger.ended(
-            role,
-            code,
-            self.seen.get(role, time.time()),
-            log=spec.log,
-            cause=lambda: _role_cause(spec.log)[:2],
-        )
-        outcome.ended_s = time.monotonic() - self.started
-        return outcome
+            if spec.role in self.ledger.outcomes:
+                continue
+            if spec.role in self.not_started:
+                self.ledger.settle(RoleOutcome(spec.role, None, log=spec.log))  # its node's
+                continue
+            self.end(
+                spec,
+                None,
+                time.time(),
+                "" if spec.role in self.ledger.killed else "its exit status was not reported",
+            )
 
 
-async def _read_stderr(step: _Step, srun: _Srun, log: IO[bytes]) -> None:
+async def _lines(
+    stream: trio.abc.ReceiveStream,
+    log: IO[bytes],
+    each: Callable[[str], None],
+    done: trio.Event,
+) -> None:
+    """Every line of ``stream``, copied to ``log`` and handed to ``each`` as it comes; then
+    ``done`` is set."""
     pending = b""
     while True:
-        chunk = await srun.stderr.receive_some(65536)
+        chunk = await stream.receive_some(65536)
         if not chunk:
             break
         log.write(chunk)
@@ -576,9 +659,10 @@ async def _read_stderr(step: _Step, srun: _Srun, log: IO[bytes]) -> None:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            step.report(line.decode(errors="replace"))
+            each(line.decode(errors="replace"))
     if pending:
-        step.report(pending.decode(errors="replace"))
+        each(pending.decode(errors="replace"))
+    done.set()
 
 
 def _step_listed(job: int, name: str) -> bool:
@@ -588,6 +672,38 @@ def _step_listed(job: int, name: str) -> bool:
     except SlurmUnavailable:
         return False  # the job is gone, and every step with it
     return any(line.strip() == name for line in shown.splitlines())
+
+
+NODE_STARTER: Final = "node-starter.py"
+"""The node starter's file in the run folder's ``slurm/``: the warm starter's text
+(``alpha/launch/warm_server.py``), which every node runs from the shared folder, and which
+imports no ``alpha`` of its own."""
+
+NODE_LOG: Final = "node-%t.log"
+"""Each node's starter's stderr, in ``logs/`` (``%t``: its task, the node's index)."""
+
+
+def _write_starters(folder: Path, placed: Placed, specs: Sequence[LaunchSpec]) -> list[list[str]]:
+    """Write the node starter and each node's list of roles into ``folder``; the argv of each
+    node's task, in node order."""
+    starter = folder / NODE_STARTER
+    starter.write_text(Path(__file__).with_name("warm_server.py").read_text())
+    runtime = None
+    for spec in specs:
+        with contextlib.suppress(ArtifactInvalid, OSError):
+            artifact = Path(spec.argv[-1])
+            runtime = str(artifact.parent / artifact_runtime(artifact)[0])
+            break
+    argvs = []
+    for node in range(placed.placement.nodes_used):
+        mine = [specs[role] for role in placed.placement.roles_of(node)]
+        listed = folder / f"node-{node}.json"
+        entries = [
+            {"role": spec.role, "argv": list(spec.argv), "log": str(spec.log)} for spec in mine
+        ]
+        listed.write_text(json.dumps({"runtime": runtime, "roles": entries}))
+        argvs.append([_starter_python(mine), str(starter), NODE_FLAG, str(listed)])
+    return argvs
 
 
 async def srun_launch(
@@ -600,12 +716,15 @@ async def srun_launch(
     deadline: float | None = None,
     committed: Callable[[], bool] | None = None,
 ) -> LaunchResult:
-    """Start every role of ``specs`` (their argv run on the nodes as they are) with one
-    ``srun`` step in ``allocation``, role ``r`` on ``placed.node_of(r)``, and wait for every
-    role and for Slurm to be done with the step. ``directory`` is the run folder (on storage
-    every node sees): the multi-prog file and hostfile go to its ``slurm/``, each role's
-    stderr to its log, srun's to ``logs/srun.log``. ``name`` names the step. ``deadline`` and
-    ``committed`` as for :func:`alpha.launch.launcher.launch`.
+    """Start every role of ``specs`` with one ``srun`` step in ``allocation``: one task per
+    node that ``placed`` uses, a starter (the warm starter's text, run from the run folder)
+    that starts that node's roles, each forked from one interpreter that imported trio, numpy
+    and the run's runtime once when its argv is ``PYTHON ARTIFACT``, else started as its own
+    program; and wait for every role and for Slurm to be done with the step. ``directory`` is
+    the run folder (on storage every node sees): the starter, each node's list of roles, the
+    multi-prog file and the hostfile go to its ``slurm/``, each role's stderr to its log, each
+    starter's to ``logs/node-K.log``, srun's own to ``logs/srun.log``. ``name`` names the
+    step. ``deadline`` and ``committed`` as for :func:`alpha.launch.launcher.launch`.
 
     Returns:
         Every role's outcome and the failure to name first: a role's (by the failure
@@ -626,31 +745,31 @@ async def srun_launch(
     folder.mkdir(parents=True, exist_ok=True)
     logs = directory / LOGS_DIR
     logs.mkdir(parents=True, exist_ok=True)
+    tasks = _write_starters(folder, placed, ordered)
     programs = folder / "multi-prog.conf"
-    programs.write_text(multi_prog([spec.argv for spec in ordered]))
+    programs.write_text(multi_prog(tasks))
     hosts = folder / "hosts"
-    hosts.write_text(hostfile(placed.node_of(spec.role).name for spec in ordered))
-    # Each task's stderr is its role's log (role-NNNNNN.log: %6t pads the rank to six).
-    pattern = str(ordered[0].log.parent / "role-%6t.log")
+    hosts.write_text(hostfile(node.name for node in placed.nodes[: len(tasks)]))
     step_name = f"alpha:{name}"
     argv = [
         "srun",
         f"--jobid={allocation.job}",
         f"--job-name={step_name}",
-        f"--ntasks={roles}",
-        "--distribution=arbitrary",  # task r on line r of SLURM_HOSTFILE
-        "--overcommit",  # several roles on a node its allocation gave one CPU
+        f"--ntasks={len(tasks)}",
+        "--distribution=arbitrary",  # task k on line k of SLURM_HOSTFILE: node k
+        "--overcommit",  # the allocation may give a node one CPU: its roles mostly wait
         "--kill-on-bad-exit=0",  # the launcher decides, past the commit point too
         "--wait=0",
         "--input=none",
-        "--output=/dev/null",  # a role writes nothing on stdout: no port is announced
-        f"--error={pattern}",
+        "--label",  # the starters' events on srun's stdout, each line its task's
+        f"--error={logs / NODE_LOG}",
         "--multi-prog",
         str(programs),
     ]
     env = {**_environment(), "SLURM_HOSTFILE": str(hosts)}
+    node_logs = [logs / NODE_LOG.replace("%t", str(task)) for task in range(len(tasks))]
     ledger = OutcomeLedger(fail_fast=True)
-    step = _Step(ordered, placed, allocation, ledger, committed, time.monotonic(), {}, {}, {})
+    step = _Step(ordered, placed, allocation, ledger, committed, time.monotonic(), node_logs)
     # The launcher's own bound, past the participants' session deadline, as alpha launch's.
     bound = math.inf if deadline is None else deadline + START_WAIT + LAUNCH_SLACK
     code: int | None = None
@@ -658,14 +777,16 @@ async def srun_launch(
         srun = step.srun = _Srun.start(argv, env)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_read_stderr, step, srun, log)
                 nursery.start_soon(_stop_on_signals, step)
+                read = [trio.Event(), trio.Event()]  # srun's stdout and stderr, to their end
+                nursery.start_soon(_lines, srun.stdout, log, step.event, read[0])
+                nursery.start_soon(_lines, srun.stderr, log, step.report, read[1])
                 with trio.move_on_after(bound) as scope:
                     code = await srun.wait()
                 if scope.cancelled_caught:
                     step.fail(
                         RoleOutcome(
-                            0,
+                            -1,
                             None,
                             f"still running {LAUNCH_SLACK:g} s past the session deadline "
                             f"({deadline:g} s)",
@@ -673,6 +794,10 @@ async def srun_launch(
                     )
                     with trio.move_on_after(STOP_WAIT):
                         code = await srun.wait()
+                # What srun wrote before it ended is read to its end.
+                with trio.move_on_after(STOP_WAIT):
+                    for each in read:
+                        await each.wait()
                 nursery.cancel_scope.cancel()
         finally:
             await srun.aclose()
@@ -680,6 +805,7 @@ async def srun_launch(
             with trio.move_on_after(STEP_GONE_WAIT):
                 while await trio.to_thread.run_sync(_step_listed, allocation.job, step_name):
                     await trio.sleep(_POLL)
+    step.settle()
     _settle(step, code)
     return ledger.result
 
@@ -690,7 +816,7 @@ async def _stop_on_signals(step: _Step) -> None:
             step.ledger.result.signal = number
             step.fail(
                 RoleOutcome(
-                    0,
+                    -1,
                     None,
                     f"the launcher received {signal.Signals(number).name} and stopped the run",
                 )
@@ -700,14 +826,12 @@ async def _stop_on_signals(step: _Step) -> None:
 
 
 def _settle(step: _Step, code: int | None) -> None:
-    """Every role's outcome, then the failure to name first: Slurm's end of the job when it
-    ended it, else the ledger's first by the clocks, else srun's own failure."""
+    """The failure to name first: Slurm's end of the job when it ended it, else the ledger's
+    first by the clocks, else srun's own failure."""
     ledger = step.ledger
     stepd: list[str] = []
-    for spec in step.specs:
-        if spec.role not in ledger.outcomes:
-            ledger.settle(step.ended(spec))
-        stepd += _role_cause(spec.log)[2]
+    for path in step.node_logs:
+        stepd += _role_cause(path, labelled=True)[2]
     result = ledger.close()
     result.elapsed_s = time.monotonic() - step.started
     if code == 0 and result.first_to_fail is None:
@@ -722,7 +846,7 @@ def _settle(step: _Step, code: int | None) -> None:
     elif result.first_to_fail is None:
         said = [line for line in _srun_lines(step) if line.startswith("srun: error")]
         result.first_to_fail = RoleOutcome(
-            0,
+            -1,
             code,
             f"srun exited {code} with no role failing: {said[-1] if said else 'no message'}; "
             f"its log: {step.specs[0].log.parent / SRUN_LOG}",

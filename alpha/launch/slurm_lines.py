@@ -266,14 +266,19 @@ def srun_event(line: str) -> SrunEvent | None:
 
 
 _STEPD: Final = re.compile(r"^slurmstepd(?:-\S+)?: ")
+_LABEL: Final = re.compile(r"^\d+: ")  # srun --label's ``TASK: `` before each line of a task
 
 
-def stepd_lines(log: str) -> tuple[str, list[str]]:
-    """A role's log without the lines ``slurmstepd`` wrote into it, and those lines: the
-    role's own last lines stay its failure clock and cause (``alpha.wire.console``)."""
+def stepd_lines(log: str, *, labelled: bool = False) -> tuple[str, list[str]]:
+    """A log without the lines ``slurmstepd`` wrote into it, and those lines: a role's own
+    last lines stay its failure clock and cause (``alpha.wire.console``). ``labelled``: a
+    task's stderr file written under ``srun --label``, whose every line starts ``TASK: ``,
+    which is taken off."""
     own: list[str] = []
     stepd: list[str] = []
     for line in log.splitlines(keepends=True):
+        if labelled:
+            line = _LABEL.sub("", line, count=1)
         (stepd if _STEPD.match(line) else own).append(line)
     return "".join(own), [line.rstrip("\n") for line in stepd]
 

@@ -139,14 +139,17 @@ def test_a_learner_across_three_nodes_equals_the_replicated_learner(
     assert left_running(run) == []
 
 
-def node_of(pid: int) -> tuple[str, str]:
-    """The node name and task rank a participant's environment gives it (srun sets both)."""
+def node_of(pid: int) -> tuple[str, str, str]:
+    """The node name and task rank a participant's environment gives it (srun sets both:
+    the task is its node's starter, its parent), and its parent's command line."""
     environ = dict(
         entry.split("=", 1)
         for entry in Path(f"/proc/{pid}/environ").read_text().split("\0")
         if "=" in entry
     )
-    return environ["SLURMD_NODENAME"], environ["SLURM_PROCID"]
+    parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    starter = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return environ["SLURMD_NODENAME"], environ["SLURM_PROCID"], starter
 
 
 def test_a_role_killed_on_one_node_is_named_and_the_restart_ends_on_the_fault_free_bits(
@@ -155,7 +158,7 @@ def test_a_role_killed_on_one_node_is_named_and_the_restart_ends_on_the_fault_fr
     rounds = 40
     plan = plans.recovery_plan(tmp_path / "plan.toml", roles=ROLES, rounds=rounds, restarts=1)
     run = tmp_path / "run"
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, str, str]] = []
 
     def kill_role_4() -> bool:
         pids = running(run / "role-000004.pyz")
@@ -168,7 +171,10 @@ def test_a_role_killed_on_one_node_is_named_and_the_restart_ends_on_the_fault_fr
     argv = ["run", str(plan), "-o", str(run), "--json", "--slurm"]
     argv += ["--slurm-option=--nodes=3", "--slurm-option=--time=10"]
     code, summary, err = run_with_faults(argv, run, [(5, kill_role_4)], env=cluster.env)
-    assert seen == [("n2", "4")]  # srun ran role 4 as task 4, on the node the rule gives it
+    # Role 4 ran on the node the rule gives it, forked by that node's starter (task 1).
+    ((node, task, starter),) = seen
+    assert (node, task) == ("n2", "1")
+    assert "slurm/node-starter.py --node" in starter and starter.endswith("node-1.json ")
     assert code == 0, err
     first, second = summary["attempts"]
     assert (first["failure"], first["retried"]) == ("lost", True)
@@ -176,7 +182,6 @@ def test_a_role_killed_on_one_node_is_named_and_the_restart_ends_on_the_fault_fr
     assert first["nodes"] == second["nodes"] == PLACED
     kept = run / "attempts" / "000"
     nothing_committed(kept)
-    assert "failed:" in (kept / "logs" / "role-000000.log").read_text()  # refused too
     assert summary["ok"] is True and summary["equal"] is True
     fault_free = replicate(load_plan(plan), load_digits()).digest
     assert summary["distributed"] == fault_free
