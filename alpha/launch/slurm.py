@@ -2,33 +2,39 @@
 by one ``srun`` step (``alpha run --slurm``, ``docs/slurm.md``).
 
 The allocation is the caller's (``alpha run`` inside ``salloc`` or an ``sbatch`` script:
-``SLURM_JOB_ID``), or one ``alpha run`` asks for itself with ``salloc --no-shell`` and the
-``--slurm-option`` words, and cancels once the run is over (:func:`slurm_allocation`).
+``SLURM_JOB_ID``), or one ``alpha run`` asks for itself: a ``salloc`` with the
+``--slurm-option`` words whose command reads this process's end of a pipe, so that the job is
+given back when the run is over, however this process ends (:func:`slurm_allocation`).
 Before each attempt its nodes are read from Slurm (the job's node list through ``scontrol
 show hostnames``, each node's ``NodeAddr`` through ``scontrol show node NAME -o``), never
 assumed, and the roles are placed on them in contiguous blocks, each edge listening on its
 listener's node at a port fixed from the plan's range (:func:`place`,
 :class:`alpha.core.placement.NodePlacement`).
 
-:func:`srun_launch` then starts every role at once with one ``srun --multi-prog`` step, task
-``r`` being role ``r`` on the node the placement gives it (``--distribution=arbitrary``), and
-each role's stderr in its log in the run folder (``--error`` with ``%t``), which must
-therefore be on storage every node sees. Nothing is relayed: no role announces or reads a
-port. ``srun`` reports each task that did not end well on its stderr (kept as
-``logs/srun.log``); the first such report stops the step (``srun`` is sent SIGTERM, which
-kills every task) unless the run has passed its commit point, as ``alpha launch`` stops every
-other role. The role that failed first is then named by the rules of
-:mod:`alpha.launch.outcome`: the roles' failure clocks are the wall clock here
+:func:`srun_launch` then runs one ``srun --multi-prog`` step with one task per node used
+(``--distribution=arbitrary``: task ``k`` on node ``k``): the node's starter, the warm
+starter's own text (``alpha/launch/warm_server.py --node``) run from the run folder, which
+imports trio, numpy and the run's runtime once and forks every role of its node at once, each
+with its stderr in its log in the run folder, which must therefore be on storage every node
+sees. The starter is each role's parent and launcher (``ALPHA_LAUNCHER_PID``), so a role
+stops when its node's starter is gone, and it reports each role's start and end on its
+stdout, which srun carries here (``--label``); srun reports on its stderr each task that
+did not end well and each node it could not start (all of it kept as ``logs/srun.log``).
+Nothing is relayed: no role announces or reads a port. The first failure reported stops the
+step (``srun`` is sent SIGTERM, which kills every task and every process under it) unless
+the run has passed its commit point, as ``alpha launch`` stops every other role. The role
+that failed first is then named by the rules of :mod:`alpha.launch.outcome`: the roles'
+failure clocks and the starters' times are the wall clock here
 (``ALPHA_FAILURE_CLOCK=realtime``), since the monotonic clocks of different nodes are
 unrelated. When Slurm itself ended the job (``scancel``, the time limit, a node failure),
-read from ``scontrol show job`` and from the lines ``slurmstepd`` writes into the logs, that
-is the failure named, with its own class (:class:`alpha.errors.JobCancelled`,
+read from ``scontrol show job`` and from the lines ``slurmstepd`` writes into the starters'
+logs, that is the failure named, with its own class (:class:`alpha.errors.JobCancelled`,
 :class:`alpha.errors.JobTimeLimit`, :class:`alpha.errors.NodeUnreachable`).
 
 Nothing outlives the launch: the function returns only once Slurm no longer lists the step
-(every task of it ended on every node), and ``srun`` runs with a parent-death signal, so that
-a launcher killed with SIGKILL takes it, and so its step, with it (``srun`` killed ends its
-step: measured).
+(every task of it ended on every node), and ``srun`` (as ``salloc``) runs with a parent-death
+signal, so that a launcher killed with SIGKILL takes it, and so its step, with it (``srun``
+killed ends its step: measured).
 """
 
 from __future__ import annotations

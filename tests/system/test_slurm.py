@@ -4,7 +4,7 @@ replicated learner bit for bit; a role killed on one node is named and retried f
 latest generation; ``scancel``, the job's time limit, a node whose slurmd is stopped and a
 task that cannot exec each end the run with their exact class, nothing committed and
 nothing left running; ``alpha run`` killed with SIGKILL leaves neither a task nor the
-allocation it made (docs/slurm.md)."""
+allocation it made; and the job script docs/slurm.md gives runs as written."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from alpha.records.commit import COMMIT_NAME
 from harness.processes import running
 from harness.runs import recorded_round
 from harness.slurm import ClusterUnavailable, SlurmCluster, running_cluster
-from tests.support import ALPHA, plans, run_alpha, run_with_faults
+from tests.support import ALPHA, ROOT, plans, run_alpha, run_with_faults
 
 pytestmark = pytest.mark.slow
 
@@ -326,3 +326,29 @@ def test_alpha_run_killed_with_sigkill_leaves_no_task_and_no_allocation(
         time.sleep(0.1)
     assert left_running(run, job) == []
     assert cluster.jobs() == []
+
+
+def test_the_job_script_docs_slurm_md_gives_runs_as_written(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    text = (ROOT / "docs" / "slurm.md").read_text()
+    script = text.split("## A job script to copy", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    # The user's folder: an install every node sees (this checkout's), and a shorter run.
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    script = script.replace("alpha run digits ", "alpha run digits --rounds 3 ")
+    (tmp_path / "digits.sh").write_text(script)
+    done = subprocess.run(
+        ["sbatch", "--wait", "--parsable", "digits.sh"],
+        cwd=tmp_path,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    job = done.stdout.strip()
+    assert done.returncode == 0, (done.stderr, (tmp_path / f"slurm-{job}.out").read_text())
+    summary = json.loads((tmp_path / f"result-{job}.json").read_text())
+    assert summary["ok"] is True and summary["equal"] is True
+    assert summary["attempts"][0]["nodes"] == PLACED
+    assert left_running(tmp_path / "runs", int(job)) == []
