@@ -200,3 +200,17 @@ def test_slurmstepd_says_why_slurm_ended_the_step() -> None:
     assert found is not None and found[0] == TIME_LIMIT  # the time limit, whatever its order
     found = ended_by([failure, cancelled])
     assert found is not None and found[0] == NODE_FAILURE
+
+
+def test_a_node_starters_log_under_srun_label_is_read_without_its_labels() -> None:
+    log = (
+        "1: node starter: each role imports its own: no runtime named\n"
+        "0: slurmstepd-n1: error: *** STEP 4.0 ON n1 CANCELLED AT 2026-12-07T06:37:01 "
+        "DUE TO TIME LIMIT ***\n"
+    )
+    own, stepd = stepd_lines(log, labelled=True)
+    assert own == "node starter: each role imports its own: no runtime named\n"
+    found = ended_by(stepd)
+    assert found is not None and found[0] == TIME_LIMIT
+    # Unlabelled, a role's own line that starts with digits keeps them.
+    assert stepd_lines("12: not a label\n") == ("12: not a label\n", [])

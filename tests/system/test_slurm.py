@@ -352,3 +352,30 @@ def test_the_job_script_docs_slurm_md_gives_runs_as_written(
     assert summary["ok"] is True and summary["equal"] is True
     assert summary["attempts"][0]["nodes"] == PLACED
     assert left_running(tmp_path / "runs", int(job)) == []
+
+
+def test_a_role_stopped_on_its_node_is_waited_for_within_a_budget_and_the_step_ended(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # A stopped role never exits by itself: its peers' budgets run out, and the launcher,
+    # told by their node's starter, ends the step, the stopped role with it.
+    plan = long_plan(tmp_path / "plan.toml")
+    run = tmp_path / "run"
+    stopped: list[int] = []
+
+    def stop_role_4() -> bool:
+        pids = running(run / "role-000004.pyz")
+        if not pids:
+            return False
+        stopped.append(pids[0])
+        os.kill(pids[0], signal.SIGSTOP)
+        return True
+
+    argv = ["run", str(plan), "-o", str(run), "--json", "--slurm"]
+    argv += ["--slurm-option=--nodes=3", "--slurm-option=--time=10"]
+    code, summary, err = run_with_faults(argv, run, [(5, stop_role_4)], env=cluster.env)
+    assert code == 1, err
+    assert summary["failure"] == "budget"
+    assert "waited for role 4 past its receive budget" in summary["cause"]
+    nothing_committed(run)
+    assert left_running(run) == []
