@@ -272,7 +272,7 @@ def _hold(argv: Sequence[str], said: Path) -> tuple[int, subprocess.Popen[bytes]
             stdout=subprocess.DEVNULL,
             stderr=sink,
             start_new_session=True,  # Ctrl-C reaches alpha, which releases it
-            preexec_fn=_pdeathsig(),
+            preexec_fn=_pdeathsig(),  # made before the fork: the child only calls it
         )
     try:
         while True:
@@ -447,7 +447,7 @@ class _Srun:
                 # Away from the terminal's process group: Ctrl-C reaches alpha alone, which
                 # ends the step itself (srun would forward it to every task).
                 start_new_session=True,
-                preexec_fn=_pdeathsig(),
+                preexec_fn=_pdeathsig(),  # made before the fork: the child only calls it
             )
         except BaseException:
             for read, _ in pipes:
