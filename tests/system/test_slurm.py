@@ -379,3 +379,40 @@ def test_a_role_stopped_on_its_node_is_waited_for_within_a_budget_and_the_step_e
     assert "waited for role 4 past its receive budget" in summary["cause"]
     nothing_committed(run)
     assert left_running(run) == []
+
+
+def test_alpha_run_killed_inside_a_job_leaves_no_task_and_the_job_running(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # Inside the caller's allocation, which outlives alpha run here (the shell goes on), srun's
+    # own parent-death signal is what ends the step.
+    plan = long_plan(tmp_path / "plan.toml")
+    run, pid_file = tmp_path / "run", tmp_path / "alpha.pid"
+    command = " ".join([*ALPHA, "run", str(plan), "-o", str(run), "--slurm"])
+    # A script file: a command line naming the run folder is a process of the run's.
+    script = tmp_path / "job.sh"
+    stop = tmp_path / "stop"  # the job's shell goes on until the test is done
+    script.write_text(
+        f"{command} >/dev/null 2>&1 & echo $! > {pid_file}; wait $!\n"
+        f"while [ ! -e {stop} ]; do sleep 0.1; done\n"
+    )
+    with subprocess.Popen(
+        ["salloc", "--nodes=3", "--time=10", "bash", str(script)],
+        env=cluster.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as holder:
+        job = job_of(cluster)
+        try:
+            while recorded_round(run) < 3:
+                assert holder.poll() is None
+                time.sleep(0.05)
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while left_running(run) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert left_running(run) == []
+            assert cluster.steps(job) == []  # no step of the job is left
+            assert str(job) in cluster.jobs()  # the caller's allocation is the caller's
+        finally:
+            stop.touch()  # the shell ends, and salloc gives the job back
