@@ -420,3 +420,29 @@ def test_alpha_run_killed_inside_a_job_leaves_no_task_and_the_job_running(
             assert str(job) in cluster.jobs()  # the caller's allocation is the caller's
         finally:
             stop.touch()  # the shell ends, and salloc gives the job back
+
+
+def test_ctrl_c_stops_the_step_and_gives_the_allocation_back(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    plan = long_plan(tmp_path / "plan.toml")
+    run = tmp_path / "run"
+    argv = [*ALPHA, "run", str(plan), "-o", str(run), "--slurm"]
+    argv += ["--slurm-option=--nodes=3", "--slurm-option=--time=10"]
+    with subprocess.Popen(
+        argv, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        job = job_of(cluster)
+        while recorded_round(run) < 3:
+            assert process.poll() is None
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("run: interrupted (SIGINT) at round ")
+    # The go-on command asks for an allocation again, with the same words.
+    assert line.endswith(f"--slurm --slurm-option=--nodes=3 --slurm-option=--time=10 -o {run}")
+    nothing_committed(run)
+    assert left_running(run, job) == []
+    assert cluster.jobs() == []
