@@ -783,7 +783,6 @@ async def srun_launch(
         srun = step.srun = _Srun.start(argv, env)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_stop_on_signals, step)
                 read = [trio.Event(), trio.Event()]  # srun's stdout and stderr, to their end
                 nursery.start_soon(_lines, srun.stdout, log, step.event, read[0])
                 nursery.start_soon(_lines, srun.stderr, log, step.report, read[1])
@@ -806,6 +805,8 @@ async def srun_launch(
                         await each.wait()
                 nursery.cancel_scope.cancel()
         finally:
+            # However the launch ends: a signal to alpha (SIGINT, SIGTERM, SIGHUP) arrives
+            # here as an interrupt, which alpha run reports; the step is ended all the same.
             await srun.aclose()
             # Slurm's step cleanup: every task of it gone on every node, before we return.
             with trio.move_on_after(STEP_GONE_WAIT):
@@ -814,21 +815,6 @@ async def srun_launch(
     step.settle()
     _settle(step, code)
     return ledger.result
-
-
-async def _stop_on_signals(step: _Step) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for number in signals:
-            step.ledger.result.signal = number
-            step.fail(
-                RoleOutcome(
-                    -1,
-                    None,
-                    f"the launcher received {signal.Signals(number).name} and stopped the run",
-                )
-            )
-            step.stop()  # past the commit point too: a signal stops everything
-            return
 
 
 def _settle(step: _Step, code: int | None) -> None:

@@ -422,8 +422,9 @@ def test_alpha_run_killed_inside_a_job_leaves_no_task_and_the_job_running(
             stop.touch()  # the shell ends, and salloc gives the job back
 
 
-def test_ctrl_c_stops_the_step_and_gives_the_allocation_back(
-    cluster: SlurmCluster, tmp_path: Path
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_step_and_gives_the_allocation_back(
+    cluster: SlurmCluster, tmp_path: Path, number: signal.Signals, code: int
 ) -> None:
     plan = long_plan(tmp_path / "plan.toml")
     run = tmp_path / "run"
@@ -436,11 +437,11 @@ def test_ctrl_c_stops_the_step_and_gives_the_allocation_back(
         while recorded_round(run) < 3:
             assert process.poll() is None
             time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(number)
         _, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err
+    assert process.returncode == code, err
     line = err.strip().splitlines()[-1]
-    assert line.startswith("run: interrupted (SIGINT) at round ")
+    assert line.startswith(f"run: interrupted ({number.name}) at round ")
     # The go-on command asks for an allocation again, with the same words.
     assert line.endswith(f"--slurm --slurm-option=--nodes=3 --slurm-option=--time=10 -o {run}")
     nothing_committed(run)
