@@ -520,8 +520,12 @@ class _Step:
     committed: Callable[[], bool] | None
     started: float  # time.monotonic() at the start
     node_logs: Sequence[Path]  # each starter's stderr (slurmstepd's lines go there too)
-    begun: set[int] = field(default_factory=set)  # roles their starter reported started
     not_started: dict[int, str] = field(default_factory=dict)  # role -> why its node did not
+    begun: set[int] = field(default_factory=set)  # roles their node's starter started
+    # Roles whose starter ended while they ran, with its status and when srun said so: their
+    # own ends, on the starter's stdout, may still be on their way (another pipe than srun's
+    # stderr), so they are settled last.
+    orphaned: dict[int, tuple[int | None, float]] = field(default_factory=dict)
     srun: _Srun | None = None
     stopping: bool = False
 
@@ -624,10 +628,15 @@ class _Step:
         if found.code == 0:
             return
         for task in found.tasks:
-            # A starter that ended before its roles did (its exec failed, it was killed): each
-            # role it never reported ends with it.
+            # A starter that ended before it started its roles (its exec failed): each ends
+            # with it, now. One that ended while they ran (killed): they end with it unless
+            # their own ends come.
             for spec in self.roles_of(task):
-                if spec.role not in self.ledger.outcomes and spec.role not in self.not_started:
+                if spec.role in self.ledger.outcomes or spec.role in self.not_started:
+                    continue
+                if spec.role in self.begun:
+                    self.orphaned.setdefault(spec.role, (found.code, now))
+                else:
                     self.end(spec, found.code, now)
 
     def settle(self) -> None:
@@ -638,6 +647,9 @@ class _Step:
                 continue
             if spec.role in self.not_started:
                 self.ledger.settle(RoleOutcome(spec.role, None, log=spec.log))  # its node's
+                continue
+            if spec.role in self.orphaned:
+                self.end(spec, *self.orphaned[spec.role])
                 continue
             self.end(
                 spec,
