@@ -72,6 +72,8 @@ __all__ = [
     "IdentityPartInvalid",
     "IndexBudgetExceeded",
     "InputInvalid",
+    "JobCancelled",
+    "JobTimeLimit",
     "KeyScheduleInvalid",
     "LauncherLost",
     "LearnerInputInvalid",
@@ -88,6 +90,7 @@ __all__ = [
     "PeerLost",
     "PlanInvalid",
     "PortMissing",
+    "PortTaken",
     "ProgressRecordInvalid",
     "ProtocolFailure",
     "ProtocolRejected",
@@ -106,6 +109,8 @@ __all__ = [
     "SelfTransfer",
     "SkippedVersion",
     "SlotFault",
+    "SlurmJobEnded",
+    "SlurmUnavailable",
     "TargetMismatch",
     "TopologyError",
     "TrailingBytes",
@@ -650,6 +655,42 @@ class NodeUnreachable(RunFailed):
     let the run go on with fewer roles (``[recovery] lost_role = "drop"``, docs/deploy.md)."""
 
 
+class PortTaken(RunFailed):
+    """A port fixed at compile time for one of this role's listeners (``alpha run --slurm``,
+    docs/slurm.md) is held by another socket on its node's address: another job's
+    participant, a service of the node, or a participant of an earlier launch still running
+    there. The next attempt of a run takes the next block of the plan's range
+    (``[addresses] ports``); a range no other job of the cluster uses avoids it.
+
+    Carries ``role``, ``peer`` (the higher role the listener was for), ``address`` and
+    ``port``."""
+
+    def __init__(self, *, role: int, peer: int, address: str, port: int) -> None:
+        self.role, self.peer, self.address, self.port = role, peer, address, port
+        super().__init__(
+            f"role {role} cannot listen for role {peer} at {address}:{port}: another socket "
+            "holds that port (another job, a service of the node, or a participant still "
+            "running there); give the plan a range no one else uses ([addresses] ports)"
+        )
+
+
+class SlurmJobEnded(RunFailed):
+    """Slurm ended the job or the job step the roles ran in, and no attempt can run in it
+    any more: the message says how (``alpha run --slurm``, docs/slurm.md). Never raised
+    itself: the subclass names why."""
+
+
+class JobCancelled(SlurmJobEnded):
+    """The job or its step was cancelled (``scancel``, by its user or an administrator): the
+    run stops, as it does for Ctrl-C, and is not restarted."""
+
+
+class JobTimeLimit(JobCancelled):
+    """The job reached its time limit and Slurm cancelled it: there is no time left in the
+    allocation for another attempt. Ask for a longer ``--time``, or run from the latest
+    checkpoint in a new allocation (``--resume``)."""
+
+
 class PortMissing(RunFailed):
     """A participant's stdin ended before the launcher gave it the port of a
     lower peer: the launcher stopped, or the participant was started by hand
@@ -829,6 +870,13 @@ class PlanInvalid(InputInvalid, ValueError):
         self.line = line
         text = f"{field}: {message}" if field else message
         super().__init__(f"{where}: {text}" if where else text)
+
+
+class SlurmUnavailable(InputInvalid):
+    """``alpha run --slurm`` cannot run here: a Slurm command (``srun``, ``scontrol``,
+    ``salloc``) is missing or fails, there is no allocation and no ``--slurm-option`` to make
+    one, or the allocation's nodes cannot be read (each named with what Slurm said);
+    nothing ran (docs/slurm.md)."""
 
 
 class DeployInvalid(InputInvalid, ValueError):

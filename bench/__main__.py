@@ -26,6 +26,7 @@ MODULES = (
     "bench.combine_shared",
     "bench.scale",
     "bench.matmul",
+    "bench.slurm",
 )
 # Run only when named: each takes far longer than the rest together (chaos: most of an hour;
 # teacher: minutes, its AArch64 role under emulation).
@@ -49,7 +50,9 @@ def main() -> int:
         "roles with restarts under a fault every 15-30 s, --runs runs of --minutes each: most "
         "of an hour at the defaults, so only when named), teacher (issue 28: the teacher "
         "example on 8 roles, and with an AArch64 role under QEMU: accuracy, time, equal bit "
-        "for bit; minutes, so only when named); default: all but chaos and teacher, and "
+        "for bit; minutes, so only when named), slurm (issue 29: an 8-role learner's every edge up "
+        "under srun on the tests' Slurm cluster, which it starts, against alpha launch on one "
+        "host, warm and cold); default: all but chaos and teacher, and "
         "docs/benchmarks.md is rewritten",
     )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")

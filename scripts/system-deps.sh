@@ -31,6 +31,10 @@ NEEDS=(
   # A frame corrupted on the wire, by a rule in a network namespace of a gate's or the chaos
   # benchmark's own (harness/netns.py, bench/chaos.py): loopback checks no TCP checksum.
   "command -v nft|nftables"
+  # alpha run --slurm's tests and benchmark start a Slurm cluster of their own on this host
+  # (harness/slurm.py): munged, slurmctld and several slurmd, with Slurm's client commands.
+  "test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd && command -v srun|slurm-wlm"
+  "test -x /usr/sbin/munged && command -v mungekey|munge"
 )
 
 missing=()
@@ -60,7 +64,8 @@ fi
 echo "system-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 
-# openssh-server's post-install would start a system sshd; the tests start their own. A
+# openssh-server's post-install would start a system sshd (slurmctld's, slurmd's and munge's
+# their daemons); the tests start their own. A
 # policy-rc.d that exits 101 tells invoke-rc.d not to start services, for this install only:
 # ours is removed after, and one that was already there is left as it was.
 policy=/usr/sbin/policy-rc.d

@@ -166,6 +166,25 @@ def add_deploy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_slurm_options(parser: argparse.ArgumentParser) -> None:
+    """``--slurm`` and ``--slurm-option WORD`` (``alpha run``)."""
+    parser.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run the roles on the nodes of a Slurm allocation, one srun step per attempt: "
+        "inside salloc or an sbatch script, or one asked for with --slurm-option "
+        "(docs/slurm.md)",
+    )
+    parser.add_argument(
+        "--slurm-option",
+        action="append",
+        default=None,
+        metavar="WORD",
+        help="with --slurm outside an allocation: a word for the salloc that makes one "
+        "(repeatable), e.g. --slurm-option=--nodes=3 --slurm-option=--time=30",
+    )
+
+
 def _tagged(option: str) -> Callable[[str], tuple[str, str]]:
     """An override option's argument as ``(option, text)``: it is read (as TOML) with the
     plan, so that a wrong one is refused as a plan's key is (``PlanInvalid``, docs/plans.md)."""

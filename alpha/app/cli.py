@@ -28,6 +28,7 @@ from alpha.app._options import (
     add_json_option,
     add_output_option,
     add_override_options,
+    add_slurm_options,
     existing_path,
     nonnegative_int,
     shard,
@@ -238,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="the main job: compile, launch, and compare with the replicated learner",
         description="Compile PLAN (default: the shipped digits plan), launch its participants "
-        "on this host (or, with --deploy, on a deployment's nodes) with live progress, and "
+        "on this host (or, with --deploy, on a deployment's nodes; with --slurm, on a Slurm "
+        "allocation's) with live progress, and "
         "compare the final parameters with the "
         "replicated learner's, bit for bit. Exits 1 when they differ or a role fails.",
     )
@@ -278,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_interpreter_option(run)
     add_deploy_options(run)  # with --restarts, a spare takes a gone node's roles
+    add_slurm_options(run)
     add_cold_option(run)
     add_override_options(run)
     run.set_defaults(handler=_run)

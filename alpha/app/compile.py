@@ -183,6 +183,7 @@ def describe_role(
             plan.address(min(role, peer), max(role, peer)),
             keys.get((role, peer)),
             keys.get((peer, role)),
+            plan.port(min(role, peer), max(role, peer)),
         )
         for peer in peers
     )

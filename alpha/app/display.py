@@ -326,6 +326,16 @@ class PhaseStatus:
             return
         self._show(f"starting: {up}/{total} roles up", final=False)
 
+    def started(self, text: str) -> None:
+        """Roles that announce nothing were started (by ``srun``, docs/slurm.md): the line
+        says ``text`` until :meth:`close` hands it to the rounds bar; off a terminal, one
+        line now."""
+        self._enter("starting")
+        if not self.live:
+            self.out.write(f"{self.label}: {text}\n")
+            self.out.flush()
+        self._show(text, final=True)
+
     async def announced(self, role: int, ports: tuple[int, ...]) -> None:
         """The launcher's ``on_announce``: one more role is up, of the total the last
         :meth:`starting` named."""

@@ -11,6 +11,10 @@ still gets its summary, history and plots (exit 1).
 With ``--deploy FILE`` the roles run on the deployment's nodes (``alpha.app._remote_run``):
 role 0's progress records are brought into the run folder as they are written and the
 reports back once the launch is over, so that all of the above reads them unchanged.
+
+With ``--slurm`` the roles run on the nodes of a Slurm allocation (``alpha.app._slurm_run``,
+``alpha.launch.slurm``), started by one ``srun`` step per attempt; the run folder is on
+storage every node sees, so progress records and reports are read there as on one host.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import trio
 from alpha.app._launching import local_interpreters, plan_targets
 from alpha.app._options import interpreters
 from alpha.app._remote_run import Deployed, RemoteAttempt, pod_ids
+from alpha.app._slurm_run import Slurmed
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
 from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
 from alpha.app.interrupted import Interrupted, RunTrack, found_in, interrupted_by, run_line
@@ -70,6 +75,8 @@ from alpha.errors import (
     LearnerStateInvalid,
     NodeUnreachable,
     PlanInvalid,
+    SlurmJobEnded,
+    SlurmUnavailable,
     UsageError,
 )
 from alpha.exitcodes import EXIT_FAILURE, EXIT_OK
@@ -79,6 +86,7 @@ from alpha.launch.deploy import load_deployment
 from alpha.launch.launcher import LaunchResult, launch, launch_specs
 from alpha.launch.outcome import RoleOutcome
 from alpha.launch.recovery import Classified, classify, classify_error
+from alpha.launch.slurm import srun_launch
 from alpha.learner.data import Dataset
 from alpha.learner.saving import (
     PARAMETERS,
@@ -262,12 +270,15 @@ def _launch_segment(
     on_checkpoint: Callable[[CheckpointRecord], None] | None = None,
     on_first: Callable[[], None] | None = None,
     remote: RemoteAttempt | None = None,
+    slurm: Slurmed | None = None,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
     each round's, and each generation it publishes while the run goes on; a status line shows
     the phases before the first round (``PhaseStatus``). With ``remote`` (``--deploy``) the
     roles run on its nodes; a node that cannot be reached, written or read back fails the
-    launch (``error``), as a lost role does."""
+    launch (``error``), as a lost role does. With ``slurm`` (``--slurm``) one ``srun`` step
+    starts them on the allocation's nodes where ``plan.placement`` puts them, each with the
+    nodes' interpreter (``interpreters``, else this one's path)."""
     reach("run.compiling", 0)
     status = PhaseStatus(progress.out, "run")
     roles = parse_roles("all", plan.participants)
@@ -282,7 +293,8 @@ def _launch_segment(
     records_path = progress_path(directory)
     status.checking(0, len(roles))  # every artifact is checked whole: seconds for many roles
     try:
-        # On the nodes, the interpreters are theirs (deploy_specs), not this host's.
+        # On a deployment's nodes, the interpreters are theirs (deploy_specs), not this
+        # host's; on Slurm's, the ones given, else this one's path (a shared install).
         specs, deadline = launch_specs(directory, None if remote else interpreters)
     except BaseException:
         status.close()
@@ -323,18 +335,34 @@ def _launch_segment(
                 # role. On the nodes the commit record is role 0's node's, which the launcher
                 # does not see: every failure stops the others there.
                 committed = None if remote is not None else (reports / COMMIT_NAME).exists
-                status.starting(0, len(specs))
-                if remote is not None:
-                    await remote.start()
-                result = await launch(
-                    specs,
-                    deadline=deadline,
-                    warm=warm,
-                    committed=committed,
-                    on_announce=status.announced,
-                    route=None if remote is None else remote.route,
-                    shared=remote is None,
-                )
+                if slurm is not None and slurm.placed is not None:
+                    placed = slurm.placed
+                    status.started(
+                        f"srun: {len(specs)} roles on {placed.placement.nodes_used} node(s) "
+                        f"of job {slurm.allocation.job}"
+                    )
+                    result = await srun_launch(
+                        specs,
+                        placed,
+                        slurm.allocation,
+                        directory,
+                        name=plan.name,
+                        deadline=deadline,
+                        committed=committed,
+                    )
+                else:
+                    status.starting(0, len(specs))
+                    if remote is not None:
+                        await remote.start()
+                    result = await launch(
+                        specs,
+                        deadline=deadline,
+                        warm=warm,
+                        committed=committed,
+                        on_announce=status.announced,
+                        route=None if remote is None else remote.route,
+                        shared=remote is None,
+                    )
                 if remote is not None:
                     # Before the follower's last read: the rounds written just before the end.
                     await remote.finish(ended_well=result.first_to_fail is None)
@@ -361,7 +389,8 @@ def _launch_segment(
         raise Interrupted(result.signal, records=records)
     failure = result.first_to_fail
     if failure is not None:
-        cause = f"role {failure.role}: {failure.cause}"
+        # A failure of no one role (Slurm ended the job) is named without a role.
+        cause = failure.cause if failure.role < 0 else f"role {failure.role}: {failure.cause}"
         return _Launched(cause, {}, records, result.signal, failure)
     try:
         _, found = committed_reports(reports, plan.tree.children)
@@ -384,11 +413,13 @@ def run_plan(
     warm: bool = True,
     restarts: int | None = None,
     deploy: Deployed | None = None,
+    slurm: Slurmed | None = None,
 ) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
     forks them from the warm starter (:func:`alpha.launch.launcher.launch`). With ``deploy``
-    the roles run on its nodes (``docs/deploy.md``), ``interpreters`` naming the nodes' own.
+    the roles run on its nodes (``docs/deploy.md``), ``interpreters`` naming the nodes' own;
+    with ``slurm``, on the nodes of its Slurm allocation (``docs/slurm.md``), the same.
 
     With a ``[checkpoint]`` table the run is still one launch, which publishes a generation
     every ``every`` rounds at a commit step of its own while the rounds go on, and the last at
@@ -428,9 +459,11 @@ def run_plan(
         track.options = tuple(word for each in plan.overrides for word in each.argv)
         if deploy is not None:
             track.options += deploy.words
+        if slurm is not None:
+            track.options += slurm.options
         recovery = plan.recovery or RecoverySpec()
         chances = recovery.restarts if restarts is None else restarts
-        run = _Run(directory, out, interpreters, folder, warm, started, track, deploy)
+        run = _Run(directory, out, interpreters, folder, warm, started, track, deploy, slurm)
         try:
             return _attempts(run, plan, resume, chances, recovery)
         except BaseException as error:
@@ -445,7 +478,7 @@ class _Run:
     """What every attempt of one ``run_plan`` shares: the run folder, where lines go, how
     roles start (``interpreters``, ``warm``), the checkpoint folder it holds (None: none), when
     it started (``time.monotonic()``), the track a signal's line is made from, and the
-    deployment its roles run on (None: this host)."""
+    deployment or the Slurm allocation its roles run on (None: this host)."""
 
     directory: Path
     out: TextIO
@@ -455,6 +488,7 @@ class _Run:
     started: float
     track: RunTrack
     deploy: Deployed | None = None
+    slurm: Slurmed | None = None
 
 
 def _attempts(
@@ -465,7 +499,8 @@ def _attempts(
     role fewer when ``recovery.lost_role`` is ``"drop"`` (docs/recovery.md). With
     ``run.deploy``, each attempt is first placed on the nodes that answer (a spare taking a
     gone node's roles, or those roles dropped), and a node gone with no spare left ends the
-    run (docs/deploy.md)."""
+    run (docs/deploy.md). With ``run.slurm``, each attempt is first placed on the job's
+    nodes as Slurm shows them then, and a job Slurm ended ends the run (docs/slurm.md)."""
     directory, out, folder, track = run.directory, run.out, run.folder, run.track
     shutil.rmtree(directory / ATTEMPTS_DIR, ignore_errors=True)  # an earlier run's attempts
     attempts: list[dict[str, object]] = []
@@ -485,11 +520,22 @@ def _attempts(
                 unplaced = (attempt, at, roles, began, recomputed)
                 return _unstarted(run, plan, summary, attempts, unplaced, error)
             roles, nodes = len(placed.nodes), pod_ids(placed.nodes)
+        if run.slurm is not None:
+            try:
+                run.slurm.place(roles, attempt)
+            except (SlurmJobEnded, NodeUnreachable, SlurmUnavailable) as error:
+                if summary is None and isinstance(error, SlurmUnavailable):
+                    raise  # the first attempt's: nothing ran, the command's own refusal
+                unplaced = (attempt, at, roles, began, recomputed)
+                return _unstarted(run, plan, summary, attempts, unplaced, error)
+            nodes = run.slurm.nodes(roles)
         shrunk = roles != plan.participants
         if attempt:
             track.resume = at
         try:
             each = plan if attempt == 0 and not shrunk else _as_attempt(plan, attempt, roles)
+            if run.slurm is not None and run.slurm.placed is not None:
+                each = dataclasses.replace(each, placement=run.slurm.placed.placement)
             epochs = None if attempt == 0 else (plan.epoch, each.epoch)
             summary = _run_plan(run, each, at, epochs)
         except AlphaError as error:
@@ -791,6 +837,7 @@ def _run_plan(
         on_checkpoint,
         on_first=lambda: first_round.append(time.time()),
         remote=None if run.deploy is None else run.deploy.attempt(directory, run.interpreters),
+        slurm=run.slurm,
     )
     cause, found = launched.cause, launched.reports
     if cause:
@@ -809,6 +856,8 @@ def _run_plan(
             base = _failed_generation(folder, nonce, rounds)
             said, go_on = _published_after_failure(folder, base, previous, resume)
             also = () if run.deploy is None else run.deploy.words
+            if run.slurm is not None:
+                also = run.slurm.options
             cause += "; " + _go_on_line(plan, said, go_on, also)
         if diverged is not None:
             summary = _diverged(
@@ -1062,6 +1111,8 @@ def run_command(args: argparse.Namespace) -> int:
         restarts=args.restarts,
         deploy=args.deploy,
         ssh_options=args.ssh_option or (),
+        slurm=args.slurm,
+        slurm_options=args.slurm_option or (),
     )
 
 
@@ -1078,6 +1129,8 @@ def main_run(
     restarts: int | None = None,
     deploy: str | None = None,
     ssh_options: Sequence[str] = (),
+    slurm: bool = False,
+    slurm_options: Sequence[str] = (),
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
@@ -1085,26 +1138,43 @@ def main_run(
     ``(option, text)`` pairs of ``--roles``, ``--fanout``, ``--rounds`` and ``--set``;
     ``restarts`` (``--restarts K``) overrides the plan's ``[recovery] restarts``; ``deploy``
     (``--deploy FILE``) runs the roles on a deployment's nodes, each ssh call given
-    ``ssh_options`` first (``docs/deploy.md``).
+    ``ssh_options`` first (``docs/deploy.md``); ``slurm`` (``--slurm``) on the nodes of a
+    Slurm allocation, the caller's or one asked for with ``slurm_options``
+    (``--slurm-option``, ``docs/slurm.md``), which is cancelled when the run is over.
 
     Raises:
-        UsageError: ``--ssh-option`` without ``--deploy``.
+        UsageError: ``--ssh-option`` without ``--deploy``, ``--slurm-option`` without
+            ``--slurm``, or ``--slurm`` with ``--deploy``.
         DeployInvalid: the deployment file is wrong, or does not list one node per role.
+        PlanInvalid: ``--slurm`` with a plan that lists edge addresses.
+        SlurmUnavailable: ``--slurm`` where no allocation is or can be made.
     """
     if ssh_options and deploy is None:
         raise UsageError("run: --ssh-option is for ssh calls, which only --deploy makes")
+    if slurm_options and not slurm:
+        raise UsageError("run: --slurm-option is for the Slurm allocation, which --slurm uses")
+    if slurm and deploy is not None:
+        raise UsageError("run: --slurm and --deploy each place the roles: give one of them")
     plan = load_plan(
         resolve_plan(plan_path) if plan_path else DEFAULT_PLAN, overrides=overrides_of(overrides)
     )
     require_learner(plan)  # a sum check is refused before any folder is made
     require_buildable(plan.participants, "run")
+    if slurm and plan.edge_addresses:
+        # On Slurm every edge listens on its listener's node: an address the plan lists would
+        # be silently replaced.
+        raise PlanInvalid(
+            "with --slurm every edge listens on its listener's node, as Slurm gives its "
+            "address: remove [addresses.edges]",
+            field="addresses.edges",
+        )
     deployed = None
     if deploy is not None:
         # A wrong file, or one that does not place every role, is refused before anything.
         deployment = load_deployment(deploy)
         deployment.require_roles(plan.participants)
         deployed = Deployed(deployment, deploy, tuple(ssh_options))
-    else:
+    elif not slurm:
         # An AArch64 role on this x86-64 host runs under qemu: found now, not after the
         # compile.
         interpreters = local_interpreters(
@@ -1114,15 +1184,21 @@ def main_run(
         # A round no generation has is refused here, before any folder is made.
         resume = str(resume_generation(Path(resume), resume_round, plan.name, sys.stderr))
     folder = Path(directory or f"runs/{plan.name}")
-    with hold_folder(folder, "alpha run"):
+    with hold_folder(folder, "alpha run"), contextlib.ExitStack() as held:
+        slurmed = None
+        if slurm:
+            # Last before the run: an allocation this run makes is cancelled when it ends.
+            slurmed = Slurmed.allocate(tuple(slurm_options), plan.name, plan.ports, folder)
+            held.callback(slurmed.release)
         summary = run_plan(
             plan,
-            folder,
+            folder.resolve() if slurm else folder,  # the nodes see it at the same path
             interpreters=interpreters,
             resume=None if resume is None else Path(resume),
             warm=warm,
             restarts=restarts,
             deploy=deployed,
+            slurm=slurmed,
         )
     if summary.signal is not None:
         print(f"run: {summary.cause}", file=sys.stderr)  # its one line
@@ -1185,7 +1261,7 @@ def _summary_rows(plan: Plan, summary: RunSummary) -> list[tuple[str, str]]:
         rows.append(("attempts", f"{len(summary.attempts)} ({len(failed)} failed: {causes})"))
         rows.append(("rounds recomputed", str(summary.recomputed_rounds)))
     placed = [each for each in summary.attempts if isinstance(each.get("nodes"), list)]
-    for each in placed:  # --deploy: the node of each role, in role order
+    for each in placed:  # --deploy, --slurm: the node of each role, in role order
         nodes = each["nodes"]
         assert isinstance(nodes, list)
         name = "nodes" if len(summary.attempts) == 1 else f"nodes of attempt {each['attempt']}"

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     )
     from alpha.artifact.environ import (
         BLAS_THREADS,
+        FAILURE_CLOCK_ENV,
+        REALTIME,
         TRACEBACK_ENV,
     )
     from alpha.artifact.loader import (
@@ -105,10 +107,12 @@ __all__ = [
     "ARTIFACT_MODE",
     "BLAS_THREADS",
     "FAILURE_CLOCK",
+    "FAILURE_CLOCK_ENV",
     "KEYED_ARTIFACT_MODE",
     "MANIFEST_NAME",
     "MAX_PAYLOAD_BYTES",
     "PAYLOAD_NAME",
+    "REALTIME",
     "REPORTS_DIR",
     "RUN_FORMAT",
     "RUN_JSON",
@@ -166,6 +170,8 @@ __getattr__, __dir__ = lazy(
         "alpha.artifact.environ": (
             "BLAS_THREADS",
             "TRACEBACK_ENV",
+            "FAILURE_CLOCK_ENV",
+            "REALTIME",
         ),
         "alpha.artifact.loader": (
             "MANIFEST_NAME",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BLAS_THREADS", "TRACEBACK_ENV"]
+__all__ = ["BLAS_THREADS", "FAILURE_CLOCK_ENV", "REALTIME", "TRACEBACK_ENV"]
 
 TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
 """Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
@@ -19,3 +19,13 @@ participant computes without BLAS (contract arithmetic in explicit loops, docs/l
 OpenBLAS starts a thread per core when numpy is imported, and they spin a while: about 0.1 s
 of CPU at every start here, a quarter of a participant's start-up, paid by every role of a run
 that starts them all at once on a few cores."""
+
+FAILURE_CLOCK_ENV: Final = "ALPHA_FAILURE_CLOCK"
+"""Which clock a failing participant's failure-clock line reads (``docs/launch.md``): the
+host's monotonic clock by default, one clock for every process of a host, which the launcher
+compares with its own; ``realtime`` (:data:`REALTIME`), the wall clock, where the roles run
+on several hosts whose monotonic clocks are unrelated (``alpha run --slurm`` sets it,
+``docs/slurm.md``): wall clocks kept in step (NTP) compare across hosts."""
+
+REALTIME: Final = "realtime"
+"""The value of :data:`FAILURE_CLOCK_ENV` that asks for the wall clock."""

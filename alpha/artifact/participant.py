@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from alpha.artifact.environ import TRACEBACK_ENV
+from alpha.artifact.environ import FAILURE_CLOCK_ENV, REALTIME, TRACEBACK_ENV
 from alpha.errors import (
     AlphaError,
     ArtifactInvalid,
@@ -58,9 +58,15 @@ def _log_failed(role: int | str, what: str) -> None:
     print(failed_line(role, what), file=sys.stderr, flush=True)
 
 
+def _clock() -> float:
+    """Now, on the clock failure-clock lines read: the host's monotonic clock, or the wall
+    clock where the launcher asks for it (roles on several hosts, FAILURE_CLOCK_ENV)."""
+    return time.time() if os.environ.get(FAILURE_CLOCK_ENV) == REALTIME else time.monotonic()
+
+
 def _log_clock(role: int | str, clock: float | None = None) -> None:
     """The failure-clock line, just before a failure's one-line cause (docs/launch.md)."""
-    line = clock_line(role, time.monotonic() if clock is None else clock)
+    line = clock_line(role, _clock() if clock is None else clock)
     print(line, file=sys.stderr, flush=True)
 
 
@@ -68,7 +74,7 @@ def unexpected(role: int | str, error: BaseException) -> int:
     """Report an exception that is not one of Alpha's as this participant's failure: its
     failure-clock line, then one line with its class and message (the traceback first only
     with ``ALPHA_TRACEBACK=1``); return the exit code, ``EXIT_FAILURE``."""
-    clock = time.monotonic()
+    clock = _clock()
     if os.environ.get(TRACEBACK_ENV) == "1":
         traceback.print_exception(error, file=sys.stderr)
     leaves = failures(error) or [error]

@@ -112,7 +112,10 @@ def _check_file(directory: Path, entry: Mapping[str, object], what: str) -> None
 @final
 @dataclass(frozen=True, slots=True)
 class VerifiedRole:
-    """One role's artifact, checked against ``run.json`` and against itself."""
+    """One role's artifact, checked against ``run.json`` and against itself. ``lower`` and
+    ``higher`` are the peers whose ports the launcher relays: those of its edges without a
+    port fixed at compile time (``docs/roles.md``), each of which it connects to or listens
+    for."""
 
     role: int
     path: Path
@@ -189,6 +192,9 @@ def verified_roles(directory: Path) -> tuple[list[VerifiedRole], float | None]:
         deadlines.append(seconds)
         target = payload["target"]
         assert isinstance(target, str)  # one of TARGETS: checked by read_artifact
+        # An edge whose port was fixed at compile time is neither announced nor relayed.
+        lower = tuple(edge.peer for edge in description.lower if edge.port is None)
+        higher = tuple(edge.peer for edge in description.higher if edge.port is None)
         specs.append(VerifiedRole(role, path, lower, higher, target))
     bounded = [seconds for seconds in deadlines if seconds is not None]
     return specs, (max(bounded) if len(bounded) == len(deadlines) and bounded else None)

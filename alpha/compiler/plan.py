@@ -76,6 +76,7 @@ from alpha.compiler.plan_placement import (
     TARGETS_KEYS,
     read_addresses,
     read_gpu,
+    read_ports,
     read_targets,
     read_transport,
 )
@@ -89,6 +90,7 @@ from alpha.compiler.plan_run import MAX_NAME_CHARS, MAX_ROUNDS, RUN_KEYS, read_r
 from alpha.compiler.plan_work import CHOICES, MAX_WORK_SIZE, WORK_KEYS, WORK_KINDS, read_work
 from alpha.core.budgets import Budgets
 from alpha.core.membership import ParticipantGroup
+from alpha.core.placement import NodePlacement, PortRange
 from alpha.core.sealing import KEYED_INTEGRITY
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
@@ -221,6 +223,12 @@ class Plan:
         edge_addresses: ``((low, high), address)`` per listed edge, ascending by edge.
         transport: ``"auto"`` (shared memory for edges the launcher runs on one host) or
             ``"tcp"`` (``[addresses] transport``).
+        ports: the range every edge's port is fixed from when the roles run on nodes
+            (``[addresses] ports``), or None: the default range there, ephemeral ports here.
+        placement: where each role runs and what each edge listens on, when ``alpha run
+            --slurm`` spreads the roles over an allocation's nodes (set by it, never read from
+            the text, like ``segment``; no part of the run identity), or None: every edge
+            listens on its plan address, on an ephemeral port it announces.
         default_target: the target of every role not listed in ``target_roles``.
         target_roles: ``(target, roles)`` per listed target, in TARGETS order, roles ascending.
         work_kind: ``"sum-check"`` or ``"learn"``.
@@ -273,6 +281,8 @@ class Plan:
     integrity: str = KEYED_INTEGRITY
     payload_digest: str = "sha256"
     transport: str = "auto"
+    ports: PortRange | None = None
+    placement: NodePlacement | None = None
     # Derived lookups, O(listed entries) to build; excluded from equality, hashing and repr.
     _address_of: Mapping[tuple[int, int], str] = field(
         init=False, repr=False, compare=False, hash=False
@@ -290,8 +300,9 @@ class Plan:
     def address(self, low: int, high: int) -> str:
         """The IPv4 address of the edge ``low``-``high`` (``low`` is ``high``'s parent).
 
-        The address ``low`` listens on and ``high`` connects to: the one listed in
-        ``[addresses.edges]``, else the default. O(tree depth).
+        The address ``low`` listens on and ``high`` connects to: with a :attr:`placement`,
+        that of ``low``'s node; else the one listed in ``[addresses.edges]``, else the
+        default. O(tree depth).
 
         Raises:
             RoleOutOfRange: ``high`` is not a role ``0..participants-1``.
@@ -303,7 +314,19 @@ class Plan:
                 f"roles {low!r} and {high!r} are not an edge of this plan's tree: an edge is "
                 f"(parent, child), and the parent of {high} is {parent}"
             )
+        if self.placement is not None:
+            return self.placement.address_of(low)
         return self._address_of.get((low, high), self.default_address)
+
+    def port(self, low: int, high: int) -> int | None:
+        """The port fixed for the edge ``low``-``high`` by the :attr:`placement`, or None
+        (without one: the listener binds an ephemeral port and announces it).
+
+        Raises:
+            RoleOutOfRange, TopologyError: as :meth:`address`.
+        """
+        self.address(low, high)  # the same refusal of a pair that is not an edge
+        return None if self.placement is None else self.placement.port_of(high)
 
     def target(self, role: int) -> str:
         """The target (``"x86_64"`` or ``"aarch64"``) ``role``'s artifact is built for. O(1).
@@ -392,6 +415,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     budgets = read_budgets(root)
     default_address, edge_addresses = read_addresses(root, tree)
     transport = read_transport(root)
+    ports = read_ports(root, n)
     default_target, target_roles = read_targets(root, n)
     work_kind, work_size, choice = read_work(root)
     learner = read_learner(root, work_kind, dtype)
@@ -416,6 +440,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
         default_address=default_address,
         edge_addresses=edge_addresses,
         transport=transport,
+        ports=ports,
         default_target=default_target,
         target_roles=target_roles,
         work_kind=work_kind,

@@ -11,6 +11,7 @@ from typing import Final
 
 from alpha.checked import int_in
 from alpha.compiler._fields import Table, ipv4, one_of, refuse_unknown, shown, table_at
+from alpha.core.placement import PortRange
 from alpha.core.targets import TARGETS  # the machine targets; the first is the default
 from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid
@@ -25,6 +26,7 @@ __all__ = [
     "EdgeAddress",
     "read_addresses",
     "read_gpu",
+    "read_ports",
     "read_targets",
     "read_transport",
 ]
@@ -42,7 +44,7 @@ _ROLE_KEY: Final = re.compile(_ROLE_TEXT)
 _EDGE_KEY: Final = re.compile(f"({_ROLE_TEXT})-({_ROLE_TEXT})")
 
 # The keys the table knows, in documentation order; messages list them in this order.
-ADDRESSES_KEYS: Final = ("default", "transport", "edges")
+ADDRESSES_KEYS: Final = ("default", "transport", "ports", "edges")
 TARGETS_KEYS: Final = ("default", *TARGETS)
 
 GPU_KEYS: Final = ("roles",)
@@ -89,6 +91,40 @@ def read_transport(root: Table) -> str:
     """
     table = table_at(root, "addresses") or {}
     return one_of(table, "addresses.transport", TRANSPORTS, default="auto")
+
+
+#: ``LOW-HIGH`` in canonical decimal: one range has one spelling.
+_PORT_RANGE: Final = re.compile(r"(0|[1-9][0-9]{0,4})-(0|[1-9][0-9]{0,4})")
+
+
+def read_ports(root: Table, n: int) -> PortRange | None:
+    """``addresses.ports``: the range ``"LOW-HIGH"`` every edge's port is fixed from when the
+    roles run on nodes that cannot relay announced ports (``alpha run --slurm``,
+    docs/slurm.md), or None when the plan names none. The range must hold one port per edge
+    of the ``n``-role tree.
+
+    Raises:
+        PlanInvalid: not a string ``LOW-HIGH``, a port outside 1024..65535, a reversed range,
+            or fewer than ``n - 1`` ports.
+    """
+    table = table_at(root, "addresses") or {}
+    if "ports" not in table:
+        return None
+    value = table["ports"]
+    match = _PORT_RANGE.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise PlanInvalid(
+            f'must be a range of ports "LOW-HIGH" such as "23000-23999", got {shown(value)}',
+            field="addresses.ports",
+        )
+    ports = PortRange(int(match[1]), int(match[2]))
+    if ports.span < n - 1:
+        raise PlanInvalid(
+            f"the range {ports} holds {ports.span} port(s), and a run of {n} roles listens "
+            f"on {n - 1} (one per edge): widen it",
+            field="addresses.ports",
+        )
+    return ports
 
 
 def read_targets(root: Table, n: int) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:

@@ -83,6 +83,14 @@ if TYPE_CHECKING:
         MAX_NUMBER_DIGITS,
         parse_group,
     )
+    from alpha.core.placement import (
+        DEFAULT_PORTS,
+        MAX_PORT,
+        MIN_PORT,
+        NodePlacement,
+        PortRange,
+        port_offset,
+    )
     from alpha.core.sealing import (
         INTEGRITIES,
         KEY_SIZE,
@@ -106,6 +114,7 @@ __all__ = [
     "CONTRACT_DOMAIN",
     "DEFAULT_BUDGETS",
     "DEFAULT_INDEX_BUDGET",
+    "DEFAULT_PORTS",
     "DELIVERIES",
     "DIGEST_DOMAIN",
     "DIGEST_SIZE",
@@ -125,8 +134,10 @@ __all__ = [
     "MAX_EPOCH",
     "MAX_IDENTITY_BYTES",
     "MAX_NUMBER_DIGITS",
+    "MAX_PORT",
     "MAX_ROLE",
     "MAX_ROLES",
+    "MIN_PORT",
     "OPERATIONS",
     "PAYLOAD_DIGESTS",
     "ROLE_WIDTH",
@@ -138,8 +149,10 @@ __all__ = [
     "Contract",
     "EdgeKeys",
     "Join",
+    "NodePlacement",
     "ParticipantGroup",
     "ParticipantTree",
+    "PortRange",
     "Repeat",
     "RunIdentity",
     "Selection",
@@ -166,6 +179,7 @@ __all__ = [
     "ordered_sum",
     "pair",
     "parse_group",
+    "port_offset",
     "repeat",
     "star",
     "stride",
@@ -245,6 +259,14 @@ __getattr__, __dir__ = lazy(
         "alpha.core.membership_text": (
             "MAX_NUMBER_DIGITS",
             "parse_group",
+        ),
+        "alpha.core.placement": (
+            "DEFAULT_PORTS",
+            "MAX_PORT",
+            "MIN_PORT",
+            "NodePlacement",
+            "PortRange",
+            "port_offset",
         ),
         "alpha.core.sealing": (
             "INTEGRITIES",

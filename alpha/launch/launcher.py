@@ -53,7 +53,9 @@ from alpha.errors import (
 )
 from alpha.files import role_file
 from alpha.launch.outcome import (
+    CAUSE_TAIL_BYTES,
     EXIT_NOTICE,
+    LAUNCH_SLACK,
     LaunchResult,
     OutcomeLedger,
     RoleOutcome,
@@ -84,11 +86,6 @@ __all__ = [
     "read_cause",
 ]
 
-LAUNCH_SLACK: Final = 5.0
-"""Seconds the launcher allows past the participants' own session deadline (and the start
-allowance, :func:`announce_bound`) before it stops them itself: time to report, and to exit
-after their own budgets ran out."""
-
 ANNOUNCE_WAIT: Final = 60.0
 """Seconds one participant may take to announce its ports after it was started, on a host
 that starts nothing else: an emulated AArch64 participant needs a few seconds to import its
@@ -111,11 +108,6 @@ the handle it waits on for the exit, and its log while it is being created."""
 # hook: relays, forwards), and the least of them it can start with.
 _OWN_FDS: Final = 256
 _OWN_FDS_LEAST: Final = 64
-
-CAUSE_TAIL_BYTES: Final = 64 * 1024
-"""How much of the end of a failed role's log the launcher reads for its cause: the last two
-lines are a clock and a one-line cause (a long one lists a few failures, kilobytes); a
-training role's log can be megabytes of progress lines before them."""
 
 #: Called after a role announced, with its ports in edge order (used by tests and gates to
 #: act between two starts, e.g. to connect a stranger to a listener).

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from alpha.errors import AlphaError
 
 __all__ = [
+    "CAUSE_TAIL_BYTES",
     "EXIT_NOTICE",
+    "LAUNCH_SLACK",
     "LaunchResult",
     "OutcomeLedger",
     "RoleOutcome",
@@ -41,6 +43,16 @@ __all__ = [
     "signal_name",
     "with_log",
 ]
+
+LAUNCH_SLACK: Final = 5.0
+"""Seconds a launcher allows past the participants' own session deadline (and the start
+allowance, ``alpha.launch.launcher.announce_bound``) before it stops them itself: time to
+report, and to exit after their own budgets ran out."""
+
+CAUSE_TAIL_BYTES: Final = 64 * 1024
+"""How much of the end of a failed role's log the launcher reads for its cause: the last two
+lines are a clock and a one-line cause (a long one lists a few failures, kilobytes); a
+training role's log can be megabytes of progress lines before them."""
 
 EXIT_NOTICE: Final = 1.0
 """Seconds by which a failure the launcher saw itself (an exit without a failure-clock line,

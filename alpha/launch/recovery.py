@@ -10,7 +10,9 @@ wait ran past its budget (``budget``: a stalled role, a lost packet). It is neve
 the same attempt would fail the same way: the learner diverged (``divergence``: the same
 bits give the same loss), the plan, an artifact or an input is wrong (``usage``), or the run
 itself erred (``error``: a check that failed on agreed values, a misuse of a slot, a commit
-that does not read, an exception that is not one of Alpha's refusals).
+that does not read, an exception that is not one of Alpha's refusals), or Slurm ended the job
+the run was in (``cancelled``: ``scancel``, or the job's time limit: no attempt can run in an
+allocation that is gone, and a run its user cancelled stays stopped).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from alpha.errors import (
     NodeUnreachable,
     PeerLost,
     PortMissing,
+    PortTaken,
     RegionRefused,
     RoundAborted,
+    SlurmJobEnded,
 )
 
 if TYPE_CHECKING:
@@ -49,11 +53,12 @@ FAILURE_CLASSES: Final = {
     "usage": "the plan, an artifact or another input is wrong",
     "error": "a check on agreed values failed, a slot was misused, the commit does not read, "
     "or an exception that is not one of Alpha's refusals",
+    "cancelled": "Slurm ended the job or its step: scancel, or the job's time limit",
 }
 #: The classes a restart may end otherwise: what a fresh attempt does not repeat.
 RETRIED: Final = frozenset({"lost", "refused", "budget"})
 
-_LOST: Final = (PeerLost, LauncherLost, NodeUnreachable, PortMissing)
+_LOST: Final = (PeerLost, LauncherLost, NodeUnreachable, PortMissing, PortTaken)
 _REFUSED: Final = (FrameRefused, RegionRefused)
 # "role R: failed: Class: message", a participant's one line (alpha.wire.console).
 _FAILED_CLASS: Final = re.compile(r"failed: ([A-Za-z_][A-Za-z0-9_]*): ")
@@ -83,6 +88,8 @@ def classify_error(name: str) -> str:
         return "divergence"
     if issubclass(found, InputInvalid):
         return "usage"
+    if issubclass(found, SlurmJobEnded):
+        return "cancelled"
     if issubclass(found, _LOST):
         return "lost"
     if issubclass(found, _REFUSED):

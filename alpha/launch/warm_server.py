@@ -47,6 +47,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
 import types
 import zipfile
@@ -339,7 +340,106 @@ def _send(control: socket.socket, message: dict[str, object]) -> None:
         raise _LauncherGone from None
 
 
+NODE_FLAG = "--node"  # as alpha.launch.slurm: this text as a node's starter under srun
+
+
+def _event(message: dict[str, object]) -> None:
+    """One line of a node starter's events on its stdout, which srun carries to the launcher."""
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _warm_up(runtime: str | None, artifact: str | None) -> tuple[str | None, str | None]:
+    """Import numpy and trio, and what every child imports of ``runtime`` and compile the
+    loader of ``artifact``, once for all; then freeze every object (see :func:`main`); why the
+    runtime and the loader were not, each (None: done)."""
+    import numpy  # noqa: F401
+    import trio  # noqa: F401
+
+    refused = "no runtime named" if runtime is None else preload(runtime)
+    unloaded = "no artifact named" if artifact is None else precompile_loader(artifact)
+    gc.collect()
+    gc.freeze()
+    return refused, unloaded
+
+
+def node_main(plan_path: str) -> int:
+    """A node's starter under srun (``alpha run --slurm``, docs/slurm.md): the roles
+    ``plan_path`` names (JSON: ``{"runtime": PATH, "roles": [{"role", "argv", "log"}, ...]}``,
+    the runtime the roles' artifacts bind, preloaded as :func:`main` does), each forked warm when
+    its argv is ``[THIS PYTHON, ARTIFACT]``, else started as its own program, every one at
+    once, its stdin and stdout ``/dev/null`` and its stderr its log; this process is their
+    parent and their launcher (``ALPHA_LAUNCHER_PID``), so they stop when it is gone.
+
+    Each start and each end is one JSON line on stdout, which srun carries to the launcher:
+    ``{"event": "started", "role": R, "pid": P}``, ``{"event": "exit", "role": R, "code": C,
+    "at": T}`` (C as ``Popen.returncode``; T the wall clock when it was reaped), or
+    ``{"event": "refused", "role": R, "error": TEXT, "at": T}`` for one that could not be
+    started. It returns once every role ended: 0 when every one exited 0, else 1. Slurm's
+    signals end it as any task (their default actions), and its roles with it."""
+    del sys.path[0]  # this file's folder: a child finds its modules as `python ARTIFACT` does
+    with open(plan_path) as file:
+        plan: dict[str, Any] = json.load(file)
+    entries: list[dict[str, Any]] = plan["roles"]
+    warm = [e["argv"][1] for e in entries if e["argv"][:1] == [sys.executable]]
+    refused, unloaded = _warm_up(plan.get("runtime"), warm[0] if warm else None)
+    for why in (refused, unloaded):
+        if why is not None:
+            print(f"node starter: each role imports its own: {why}", file=sys.stderr, flush=True)
+    forkable = len(os.listdir("/proc/self/task")) == 1  # a fork copies only its own thread
+    env = {**os.environ, "ALPHA_LAUNCHER_PID": str(os.getpid())}  # as LAUNCHER_PID_ENV
+    null_in = os.open(os.devnull, os.O_RDONLY)
+    null_out = os.open(os.devnull, os.O_WRONLY)
+    roles: dict[int, int] = {}  # pid -> role
+    failed = False
+    for entry in entries:
+        role, argv = int(entry["role"]), [str(word) for word in entry["argv"]]
+        try:
+            log = os.open(entry["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            _event({"event": "refused", "role": role, "error": str(error), "at": time.time()})
+            failed = True
+            continue
+        try:
+            if forkable and argv[:1] == [sys.executable] and len(argv) == 2:
+                gate, opened = os.pipe()
+                os.write(opened, b"+")  # nothing to tell anyone first: it may run at once
+                pid = os.fork()
+                if pid == 0:
+                    _child(argv, env, [null_in, null_out, log], [opened], gate)
+                for fd in (gate, opened):
+                    os.close(fd)
+            else:
+                pid = os.posix_spawn(
+                    argv[0],
+                    argv,
+                    env,
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, null_in, 0),
+                        (os.POSIX_SPAWN_DUP2, null_out, 1),
+                        (os.POSIX_SPAWN_DUP2, log, 2),
+                    ],
+                )
+        except OSError as error:
+            _event({"event": "refused", "role": role, "error": str(error), "at": time.time()})
+            failed = True
+            continue
+        finally:
+            os.close(log)
+        roles[pid] = role
+        _event({"event": "started", "role": role, "pid": pid})
+    while roles:
+        pid, status = os.wait()
+        if pid in roles:
+            code = os.waitstatus_to_exitcode(status)
+            failed = failed or code != 0
+            _event({"event": "exit", "role": roles.pop(pid), "code": code, "at": time.time()})
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == [NODE_FLAG]:
+        return node_main(argv[1])
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_IGN)
     control = socket.socket(fileno=int(argv[0]))

@@ -11,10 +11,18 @@ listens and the higher connects, and every participant:
 A connector learns a listener's port only from the launcher, which relays it once the
 listener announced it: every participant starts at once, and none ever connects to an absent
 listener. The wait for a port is a wait for a peer to come up, like an accept, and the accept
-budget bounds both. The first frame each way on a new connection is a hello bound
-to the run identity and the edge; a wrong hello (a stranger, another run, another edge) is
-refused with the frame codec's class and the run aborts. Every wait is bounded by a named
-budget (``alpha.core.budgets``).
+budget bounds both.
+
+An edge whose port was fixed at compile time (``Edge.port``: roles started by ``srun``,
+which has no pipe to relay a port through, docs/slurm.md) is neither announced nor read from
+stdin: the listener binds that port, and the connector connects to it, retrying while the
+listener is not up yet (the connection is refused) for at most the accept budget, the wait
+for a peer to come up that the wait for its port was. Everything after the connection (the
+hellos, every frame's checks) is the same on both kinds of edge.
+
+The first frame each way on a new connection is a hello bound to the run identity and the
+edge; a wrong hello (a stranger, another run, another edge) is refused with the frame codec's
+class and the run aborts. Every wait is bounded by a named budget (``alpha.core.budgets``).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Final
 import trio
 
 from alpha.core.budgets import Budgets
-from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing
+from alpha.errors import AlphaError, LauncherLost, PeerLost, PortMissing, PortTaken
 from alpha.runtime.channel import FrameChannel
 from alpha.runtime.edge import edge_end
 from alpha.runtime.parent import launcher_pid
@@ -50,6 +58,13 @@ connecting now, so that the ABORT reaches it instead of a reset (a stranger that
 listener first is the case that needs it). Every participant starts at once and a live peer
 connects within milliseconds of its port's announcement; one second covers a loaded host and
 keeps a failing role from lingering on a peer that will never come."""
+
+FIXED_RETRY_FIRST: Final = 0.01
+"""Seconds before the second try at an edge's fixed port, doubled at each try after, up to
+``connect_interval``: the listener is another role starting at the same moment, most often
+up within a few tens of milliseconds, and a refused connection on a live host costs a
+round trip; trying only every ``connect_interval`` (0.1 s by default) would add up to that
+much to every edge whose connector starts first."""
 
 # connect() failures worth another attempt: the listener is not up yet or is momentarily full.
 _RETRY_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EAGAIN})
@@ -152,28 +167,58 @@ class Establishment:
         return self.description.budgets
 
     async def listen(self) -> list[int]:
-        """Step 1: bind and listen on every edge to a higher peer; return the ports."""
+        """Step 1: bind and listen on every edge to a higher peer; return the ports (an
+        edge's fixed port, or the ephemeral one the kernel chose).
+
+        Raises:
+            PortTaken: another socket holds an edge's fixed port on its address.
+        """
         ports = []
         for edge in self.description.higher:
             self.step = f"binding the listener for role {edge.peer}"
             sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
             self.listeners[edge.peer] = sock
-            await sock.bind((edge.address, 0))
+            if edge.port is None:
+                await sock.bind((edge.address, 0))
+            else:
+                # A connection of an earlier run may still hold the port in TIME_WAIT, which a
+                # new listener may take over; a live listener or connection holding it may not.
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+                try:
+                    await sock.bind((edge.address, edge.port))
+                except OSError as error:
+                    if error.errno != errno.EADDRINUSE:
+                        raise
+                    raise PortTaken(
+                        role=self.role, peer=edge.peer, address=edge.address, port=edge.port
+                    ) from None
             sock.listen(_BACKLOG)
             ports.append(int(sock.getsockname()[1]))
         return ports
 
     async def connect(self, edge: Edge, port: int) -> FrameChannel:
-        """Step 3 for one lower peer: connect (bounded attempts, each and all of them within
-        the connect budget), then exchange hellos."""
+        """Step 3 for one lower peer: connect, then exchange hellos. To a relayed port, the
+        listener is up: bounded attempts, each and all of them within the connect budget. To
+        an edge's fixed port, the listener may still be starting: attempts at growing
+        intervals (:data:`FIXED_RETRY_FIRST`, doubled up to ``connect_interval``), all of them
+        within the accept budget (the wait for a peer to come up)."""
         budgets = self.budgets
-        self.step = f"connecting to role {edge.peer} at {edge.address}:{port}"
+        fixed = edge.port is not None
+        if fixed:
+            self.step = f"waiting for role {edge.peer} to listen at {edge.address}:{port}"
+            bound, attempts, budget = budgets.accept, None, "accept"
+        else:
+            self.step = f"connecting to role {edge.peer} at {edge.address}:{port}"
+            bound, attempts, budget = budgets.connect, budgets.connect_attempts, "connect"
         self.waiting_for = edge.peer
         stream: trio.SocketStream | None = None
+        pause = min(FIXED_RETRY_FIRST, budgets.connect_interval) if fixed else 0.0
         # A connect to an address that drops packets waits for the kernel's SYN retries (two
-        # minutes); the connect budget bounds every attempt, and all of them together.
-        with trio.move_on_after(budgets.connect):
-            for attempt in range(budgets.connect_attempts):
+        # minutes); the budget bounds every attempt, and all of them together.
+        with trio.move_on_after(bound):
+            attempt = 0
+            while attempts is None or attempt < attempts:
+                attempt += 1
                 sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
                 try:
                     await sock.connect((edge.address, port))
@@ -187,7 +232,10 @@ class Establishment:
                             cause=str(error),
                             when=self.where.when(),
                         ) from None
-                    if attempt + 1 < budgets.connect_attempts:
+                    if attempts is None:
+                        await trio.sleep(pause)
+                        pause = min(2 * pause, budgets.connect_interval)
+                    elif attempt < attempts:
                         await trio.sleep(budgets.connect_interval)
                     continue
                 except BaseException:
@@ -196,7 +244,7 @@ class Establishment:
                 stream = trio.SocketStream(sock)
                 break
         if stream is None:
-            raise self.where.exhausted("connect", budgets.connect, peer=edge.peer)
+            raise self.where.exhausted(budget, bound, peer=edge.peer)
         channel = self.channels[edge.peer] = self.channel(stream, edge.peer)
         end = self.edges[edge.peer]
         self.step = f"greeting role {edge.peer}"
@@ -342,25 +390,32 @@ async def establish(
         FrameRefused: a hello was wrong (a stranger, another run, another edge).
         PeerLost: a connection broke.
         PortMissing: the launcher closed stdin before giving a lower peer's port.
+        PortTaken: another socket holds one of the role's fixed ports.
     """
     state = state or Establishment(description)
     stack.callback(state.close)
     ports = await state.listen()
     state.step = "announcing ports"
-    await announce(encode_ports(ports))
+    # A fixed port is no announcement: its connector knows it from its own description.
+    fixed = [edge.port is not None for edge in description.higher]
+    relayed_ports = [port for port, known in zip(ports, fixed, strict=True) if not known]
+    await announce(encode_ports(relayed_ports))
     lower = description.lower
-    peers = [edge.peer for edge in lower]
-    for index, edge in enumerate(lower):
-        state.step = f"waiting for the port of role {edge.peer} on stdin"
-        state.waiting_for = edge.peer
-        (port,) = await read_ports(
-            ports_in,
-            1,
-            role=description.role,
-            peers=peers[index:],
-            budgets=description.budgets,
-            where=state.where,
-        )
+    relayed = [edge.peer for edge in lower if edge.port is None]
+    for edge in lower:
+        if edge.port is not None:
+            port = edge.port
+        else:
+            state.step = f"waiting for the port of role {edge.peer} on stdin"
+            state.waiting_for = edge.peer
+            (port,) = await read_ports(
+                ports_in,
+                1,
+                role=description.role,
+                peers=relayed[relayed.index(edge.peer) :],
+                budgets=description.budgets,
+                where=state.where,
+            )
         channel = await state.connect(edge, port)
         stack.push_async_callback(channel.aclose)
     for edge in description.higher:

@@ -37,6 +37,11 @@ TRANSPORTS: Final = ("auto", "tcp")
 """How a role's edges move payloads: ``auto``, through a shared-memory region where the launcher
 runs both ends on this host (``alpha.runtime.shared``), else TCP; ``tcp``, always TCP."""
 
+# A fixed port is one a participant binds as an ordinary user: never a privileged one (and
+# never 0, which would ask the kernel for an ephemeral port no one relays).
+MIN_FIXED_PORT: Final = 1024
+MAX_FIXED_PORT: Final = 65535
+
 # The digits a key's hex may use: lowercase only, so a key has one spelling.
 _HEX: Final = frozenset("0123456789abcdef")
 
@@ -44,16 +49,24 @@ _HEX: Final = frozenset("0123456789abcdef")
 @final
 @dataclass(frozen=True, slots=True)
 class Edge:
-    """One incident edge of a role: the peer, the IPv4 address the lower role listens on, and
-    in a keyed run the keys of the edge's two directions (``send_key``: this role to the peer;
-    ``receive_key``: the peer to this role), never shown in a repr."""
+    """One incident edge of a role: the peer, the IPv4 address the lower role listens on, in
+    a keyed run the keys of the edge's two directions (``send_key``: this role to the peer;
+    ``receive_key``: the peer to this role), never shown in a repr, and the port the lower
+    role listens on when it was fixed at compile time (``port``; None: an ephemeral port,
+    announced on stdout and relayed by the launcher, docs/launch.md)."""
 
     peer: int
     address: str = DEFAULT_ADDRESS
     send_key: bytes | None = field(default=None, repr=False)
     receive_key: bytes | None = field(default=None, repr=False)
+    port: int | None = None
 
     def __post_init__(self) -> None:
+        if self.port is not None and not int_in(self.port, MIN_FIXED_PORT, MAX_FIXED_PORT):
+            raise RoleDescriptionInvalid(
+                f"edges[peer={self.peer}].port must be an int in "
+                f"{MIN_FIXED_PORT}..{MAX_FIXED_PORT} or absent, got {self.port!r}"
+            )
         try:
             ipaddress.IPv4Address(self.address)
         except ValueError as error:
@@ -245,6 +258,8 @@ def _text(data: Mapping[str, object], name: str, default: str = "sha256") -> str
 
 def _edge_dict(edge: Edge) -> dict[str, object]:
     entry: dict[str, object] = {"peer": edge.peer, "address": edge.address}
+    if edge.port is not None:
+        entry["port"] = edge.port
     if edge.send_key is not None and edge.receive_key is not None:
         entry["keys"] = {"send": edge.send_key.hex(), "receive": edge.receive_key.hex()}
     return entry
@@ -253,9 +268,10 @@ def _edge_dict(edge: Edge) -> dict[str, object]:
 def _edge_from(entry: Mapping[str, object]) -> Edge:
     peer = _int(entry, "peer", label="edges[].peer")
     address = entry.get("address", DEFAULT_ADDRESS)
+    port = entry.get("port")
     keys = entry.get("keys")
     if keys is None:
-        return Edge(peer, address)  # type: ignore[arg-type]  # Edge checks it
+        return Edge(peer, address, port=port)  # type: ignore[arg-type]  # Edge checks it
     if not isinstance(keys, dict) or set(keys) != {"send", "receive"}:
         raise RoleDescriptionInvalid(
             f"edges[peer={peer}].keys must be a table of two hex keys, send and receive"
@@ -272,4 +288,4 @@ def _edge_from(entry: Mapping[str, object]) -> Edge:
             raise RoleDescriptionInvalid(
                 f"edges[peer={peer}].keys.{name} must be {KEY_SIZE} bytes in lowercase hex"
             ) from None
-    return Edge(peer, address, found[0], found[1])  # type: ignore[arg-type]  # Edge checks it
+    return Edge(peer, address, found[0], found[1], port)  # type: ignore[arg-type]  # Edge checks it

@@ -39,6 +39,10 @@ def test_every_error_of_alphas_is_in_one_class(name: str) -> None:
         ("LauncherLost", "lost"),
         ("NodeUnreachable", "lost"),
         ("PortMissing", "lost"),
+        ("PortTaken", "lost"),  # the next attempt takes the next block of ports
+        ("JobCancelled", "cancelled"),  # scancel: the run stays stopped
+        ("JobTimeLimit", "cancelled"),  # no time is left in the allocation
+        ("SlurmUnavailable", "usage"),
         ("Corrupted", "refused"),
         ("Forged", "refused"),
         ("Truncated", "refused"),

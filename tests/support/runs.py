@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,24 @@ _POLL = 0.01  # seconds between looks at the run's progress
 
 
 def run_with_faults(
-    argv: Sequence[str], run: Path, faults: Sequence[Fault]
+    argv: Sequence[str],
+    run: Path,
+    faults: Sequence[Fault],
+    env: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any], str]:
-    """``alpha ARGV`` (a ``run ... -o RUN --json``), making each fault of ``faults`` in turn
-    when its round is recorded in ``run``; the exit code, the JSON summary and stderr. The
-    test fails when the run ends before every fault was made."""
+    """``alpha ARGV`` (a ``run ... -o RUN --json``), in the environment ``env`` (default:
+    this process's), making each fault of ``faults`` in turn when its round is recorded in
+    ``run``; the exit code, the JSON summary and stderr. The test fails when the run ends
+    before every fault was made."""
     from harness.runs import recorded_round  # the harness's, loaded by the tests that run one
 
     with subprocess.Popen(
-        [*ALPHA, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*ALPHA, *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as process:
         pending = list(faults)
         while pending and process.poll() is None:

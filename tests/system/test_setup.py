@@ -59,7 +59,14 @@ def _missing(scope: str, tmp_path: Path) -> str:
 def test_the_main_jobs_packages_are_python3_venv_alone(tmp_path: Path) -> None:
     assert _missing("run", tmp_path).split() == ["python3-venv"]
     suite = set(_missing("test", tmp_path).split())
-    assert {"python3-venv", "qemu-user", "openssh-client", "iproute2"} <= suite
+    assert {
+        "python3-venv",
+        "qemu-user",
+        "openssh-client",
+        "iproute2",
+        "slurm-wlm",
+        "munge",
+    } <= suite
 
 
 def test_an_unknown_scope_is_refused(tmp_path: Path) -> None:
