@@ -29,6 +29,7 @@ from alpha.app._options import (
     add_output_option,
     add_override_options,
     add_slurm_options,
+    add_trace_option,
     existing_path,
     nonnegative_int,
     shard,
@@ -282,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_options(run)  # with --restarts, a spare takes a gone node's roles
     add_slurm_options(run)
     add_cold_option(run)
+    add_trace_option(run)
     add_override_options(run)
     run.set_defaults(handler=_run)
 
@@ -324,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_options(launch)
     add_interpreter_option(launch)
     add_cold_option(launch)
+    add_trace_option(launch)
     add_json_option(launch, "the outcome")
     launch.set_defaults(handler=_launch)
 

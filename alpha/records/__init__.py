@@ -17,15 +17,15 @@ if TYPE_CHECKING:
         subtree_digest,
     )
     from alpha.records.folder import (
-        COMMIT_NAME,
         ARTIFACT_GLOB,
         CHECKPOINTS_DIR,
+        COMMIT_NAME,
         HISTORY_CSV,
         LOGS_DIR,
         LOSS_PNG,
         PROGRESS_DIR,
-        REPORTS_DIR,
         REPORT_GLOB,
+        REPORTS_DIR,
         RUN_JSON,
         TRACE_DIR,
         artifact_name,
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
         progress_path,
     )
     from alpha.records.reports import (
-        ATTEMPTS_DIR,
         ATTEMPT_FILES,
+        ATTEMPTS_DIR,
         clear_attempt,
         committed_reports,
         keep_attempt,

@@ -1,0 +1,247 @@
+"""A traced participant's trace writer: one record per frame, local operation, wait and end,
+each written whole by one system call as it happens (``docs/trace.md``).
+
+The record layout is :mod:`alpha.records.trace`'s; this module owns the file. A record is one
+``os.pwrite`` of 96 bytes at the place the bounds give it (:func:`record_offset`): no buffer
+this process holds, so a participant killed at any moment leaves every record it finished,
+and at most its last one cut (which a reader finds by its check and ignores).
+
+The runtime reaches the writer through the role's :class:`~alpha.runtime.whereabouts.Whereabouts`
+(``where.trace``), which the establishment, every channel and the interpreter share; untraced,
+that is None, and each hook costs one attribute lookup and a test. The round and phase of
+every record are the whereabouts' at the moment it is written.
+
+A trace that cannot be written (a full disk, a folder that cannot be made) is said once in
+the role's log and given up: the run goes on untraced, since a trace only shows what it did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, final
+
+from alpha.core.identity import RunIdentity
+from alpha.errors import AlphaError, RoundAborted, SlotFault
+from alpha.records.trace import (
+    FLAG_RAN_OUT,
+    NONE_U32,
+    Event,
+    Phase,
+    TraceBounds,
+    TraceHeader,
+    encode_header,
+    names_detail,
+    pack_record,
+    record_offset,
+)
+from alpha.wire.frame import FrameKind
+
+if TYPE_CHECKING:
+    from alpha.runtime.whereabouts import Whereabouts
+
+__all__ = ["NO_DIGEST", "Tracer"]
+
+NO_DIGEST: Final = bytes(32)
+"""The detail of a frame whose payload digest is not recorded (an ABORT names its cause)."""
+
+_PHASES: Final = {"establishing": Phase.ESTABLISHING, "running": Phase.RUNNING}
+_FILE_MODE: Final = 0o644  # a trace holds digests and timings, no key: anyone may read it
+
+
+@final
+class Tracer:
+    """One role's trace file, open for writing; every method writes one record now.
+
+    ``where`` gives each record its round and phase; it is the role's, set when the session
+    starts (:meth:`attach`). Times are the host's monotonic clock in nanoseconds
+    (``time.monotonic_ns``), one clock for every process of a host.
+    """
+
+    __slots__ = ("_fd", "_role", "_seq", "bounds", "path", "where")
+
+    def __init__(self, fd: int, path: Path, bounds: TraceBounds, role: int) -> None:
+        self._fd: int | None = fd
+        self._seq = 0
+        self._role = role
+        self.path = path
+        self.bounds = bounds
+        self.where: Whereabouts | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        role: int,
+        participants: int,
+        identity: RunIdentity,
+        digest: str,
+        bounds: TraceBounds,
+    ) -> Tracer:
+        """Make a new trace file at ``path`` (one an earlier launch left is replaced) and write
+        its header.
+
+        Raises:
+            OSError: the folder or the file cannot be made or written.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A new file, never the old one truncated: a reader holding the old one keeps it whole.
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
+        header = TraceHeader(
+            role=role,
+            participants=participants,
+            identity=hashlib.sha256(identity.encode()).digest(),
+            digest=digest,
+            bounds=bounds,
+            monotonic_ns=time.monotonic_ns(),
+            wall_ns=time.time_ns(),
+        )
+        try:
+            os.write(fd, encode_header(header))
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, path, bounds, role)
+
+    def attach(self, where: Whereabouts) -> None:
+        """Take the round and phase of each record from ``where``, and be its ``trace``."""
+        self.where = where
+        where.trace = self
+
+    @property
+    def records(self) -> int:
+        """Records written so far (those a ``first`` trace dropped past its limit included)."""
+        return self._seq
+
+    def _write(
+        self,
+        event: int,
+        start: int,
+        kind: int = 0,
+        peer: int | None = None,
+        slot: int = NONE_U32,
+        version: int = 0,
+        extent: int = 0,
+        detail: bytes = NO_DIGEST,
+        flags: int = 0,
+    ) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        seq = self._seq
+        self._seq = seq + 1
+        at = record_offset(seq, self.bounds)
+        if at is None:
+            return  # a "first" trace past its limit keeps what it has
+        where = self.where
+        if where is None:
+            phase, round_ = Phase.ESTABLISHING, NONE_U32
+        else:
+            phase = _PHASES.get(where.phase, Phase.COMPLETING)
+            round_ = NONE_U32 if where.round is None else where.round
+        end = time.monotonic_ns()
+        peer_field = NONE_U32 if peer is None else peer
+        data = pack_record(
+            seq, start, end, event, kind, phase, flags, peer_field, slot, round_, version,
+            extent, detail,
+        )  # fmt: skip
+        try:
+            os.pwrite(fd, data, at)
+        except OSError as error:
+            self._give_up(str(error))
+
+    def _give_up(self, why: str) -> None:
+        print(
+            f"role {self._role}: trace: cannot write {self.path}: {why}; the run goes on untraced",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.close()
+
+    # --- the events -------------------------------------------------------------------------
+
+    def frame(
+        self,
+        event: Event,
+        kind: FrameKind,
+        peer: int,
+        slot: int,
+        version: int,
+        extent: int,
+        digest: bytes | None,
+        start: int,
+        flags: int = 0,
+    ) -> None:
+        """A frame sent (``Event.SEND``) or received and checked (``Event.RECEIVE``), from
+        ``start`` to now: its payload digest ``D``, never its trailer."""
+        self._write(event, start, kind, peer, slot, version, extent, digest or NO_DIGEST, flags)
+
+    def abort(self, event: Event, peer: int, cause: str, start: int) -> None:
+        """An ABORT frame sent or received on the edge to ``peer``, carrying ``cause`` (the
+        original cause's class)."""
+        self._write(event, start, FrameKind.ABORT, peer, 0, 0, 0, names_detail(cause))
+
+    def refused(
+        self, error: SlotFault, kind: FrameKind, slot: int, extent: int, start: int
+    ) -> None:
+        """A frame refused at a receive slot of ``kind`` and ``slot``: the refusal's class, its
+        peer and the version the slot expected (its counter, unchanged)."""
+        version = error.version if isinstance(error.version, int) else 0
+        self._write(
+            Event.REFUSED,
+            start,
+            kind,
+            error.peer if isinstance(error.peer, int) else None,
+            slot,
+            version,
+            extent,
+            names_detail(type(error).__name__),
+        )
+
+    def operation(self, name: str, region: str, start: int) -> None:
+        """A local operation ``name`` on ``region`` (a fold is ``fold``), from ``start``."""
+        self._write(Event.OPERATION, start, detail=names_detail(name, region))
+
+    def wait(self, budget: str, peer: int | None, start: int, *, ran_out: bool = False) -> None:
+        """A wait bounded by ``budget`` on ``peer`` (None: no one peer), from ``start``."""
+        flags = FLAG_RAN_OUT if ran_out else 0
+        self._write(Event.WAIT, start, peer=peer, detail=names_detail(budget), flags=flags)
+
+    def failed(self, error: AlphaError) -> None:
+        """The role failed with ``error``: its class; for an abort, the original cause's
+        class too, and the role that failed first (in the slot field) and the peer that told
+        this role."""
+        now = time.monotonic_ns()
+        if isinstance(error, RoundAborted):
+            self._write(
+                Event.FAILED,
+                now,
+                peer=error.peer,
+                slot=error.origin,
+                detail=names_detail(type(error).__name__, error.cause),
+            )
+            return
+        peer = getattr(error, "peer", None)
+        self._write(
+            Event.FAILED,
+            now,
+            peer=peer if isinstance(peer, int) else None,
+            slot=self._role,
+            detail=names_detail(type(error).__name__),
+        )
+
+    def committed(self) -> None:
+        """The role learned that the run committed."""
+        self._write(Event.COMMITTED, time.monotonic_ns())
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        if self.where is not None and self.where.trace is self:
+            self.where.trace = None
