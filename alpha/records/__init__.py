@@ -2,7 +2,8 @@
 roles agree on (``commit``), the reports folder read against it (``reports``), and the progress
 records role 0 writes after each round and the launcher reads as they come (``progress``,
 ``docs/progress.md``), and the traces a traced run's roles write (``trace``, their layout;
-``trace_table``, a trace read into one array; ``docs/trace.md``).
+``trace_table``, a trace read into one array; ``trace_diff``, where two traced runs part;
+``docs/trace.md``).
 """
 
 from typing import TYPE_CHECKING
@@ -85,6 +86,13 @@ if TYPE_CHECKING:
         pack_record,
         record_offset,
     )
+    from alpha.records.trace_diff import (
+        COMPARED_KINDS,
+        Divergence,
+        FrameSide,
+        TraceDiff,
+        diff_traces,
+    )
     from alpha.records.trace_table import (
         RECORD_DTYPE,
         Trace,
@@ -101,6 +109,7 @@ __all__ = [
     "CHECK_PRIME",
     "COMMIT_FORMAT",
     "COMMIT_NAME",
+    "COMPARED_KINDS",
     "DEFAULT_TRACE_LIMIT",
     "DETAIL_SIZE",
     "FLAG_RAN_OUT",
@@ -129,13 +138,16 @@ __all__ = [
     "TRACE_RECORD_SIZE",
     "CheckpointRecord",
     "CommitRecord",
+    "Divergence",
     "Event",
+    "FrameSide",
     "Phase",
     "RecordReader",
     "RecordWriter",
     "RoundRecord",
     "Trace",
     "TraceBounds",
+    "TraceDiff",
     "TraceHeader",
     "TraceRecord",
     "artifact_name",
@@ -148,6 +160,7 @@ __all__ = [
     "decode_header",
     "decode_record",
     "detail_names",
+    "diff_traces",
     "encode",
     "encode_header",
     "encode_record",
@@ -243,6 +256,13 @@ __getattr__, __dir__ = lazy(
             "names_detail",
             "pack_record",
             "record_offset",
+        ),
+        "alpha.records.trace_diff": (
+            "COMPARED_KINDS",
+            "Divergence",
+            "FrameSide",
+            "TraceDiff",
+            "diff_traces",
         ),
         "alpha.records.trace_table": (
             "RECORD_DTYPE",
