@@ -125,62 +125,100 @@ class TraceDiff:
         return self.first is None
 
 
+# The columns of a frame record the comparison reads; a record's 96 bytes are never copied.
+_COLUMNS: Final = ("event", "peer", "kind", "slot", "version", "extent", "round", "seq")
+# What names a frame record in the schedule: equal in both runs, in the same order, is the
+# common case (a role's schedule runs in one order), aligned by position without a sort.
+_NAMING: Final = ("event", "peer", "kind", "slot", "version")
+
+
 @dataclass(frozen=True)
 class _Frames:
-    """One run's compared frame records, in key order, as columns."""
+    """One run's compared frame records as columns: roles ascending, each role's records in
+    the order it wrote them (or, once :meth:`by_key`, in key order)."""
 
-    keys: np.ndarray  # (n, 3) uint64: role << 32 | peer; kind << 34 | slot << 1 | received; version
-    records: np.ndarray  # RECORD_DTYPE, same order
-    roles: np.ndarray  # uint64, same order
+    role: np.ndarray  # uint64
+    columns: dict[str, np.ndarray]
+    digest: np.ndarray  # (n, 4) uint64: the payload digest's words
+
+    def __len__(self) -> int:
+        return len(self.role)
+
+    def take(self, order: np.ndarray) -> _Frames:
+        return _Frames(
+            self.role[order],
+            {name: column[order] for name, column in self.columns.items()},
+            self.digest[order],
+        )
+
+    def keys(self) -> np.ndarray:
+        """(n, 3) uint64: role << 32 | peer; kind << 34 | slot << 1 | received; version."""
+        cols = self.columns
+        keys = np.empty((len(self), 3), dtype=np.uint64)
+        keys[:, 0] = (self.role << np.uint64(32)) | cols["peer"].astype(np.uint64)
+        keys[:, 1] = (
+            (cols["kind"].astype(np.uint64) << np.uint64(34))
+            | (cols["slot"].astype(np.uint64) << np.uint64(1))
+            | (cols["event"] == Event.RECEIVE).astype(np.uint64)
+        )
+        keys[:, 2] = cols["version"]
+        return keys
+
+    def by_key(self) -> tuple[_Frames, np.ndarray]:
+        keys = self.keys()
+        order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))
+        return self.take(order), keys[order]
 
 
 def _frames(traces: Mapping[int, Trace]) -> _Frames:
-    parts = []
-    roles = []
+    roles, digests = [], []
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in _COLUMNS}
     for role, trace in sorted(traces.items()):
         found = trace.records
-        chosen = found[
+        chosen = np.flatnonzero(
             np.isin(found["event"], (Event.SEND, Event.RECEIVE))
             & np.isin(found["kind"], COMPARED_KINDS)
-        ]
-        parts.append(chosen)
+        )
+        for name in _COLUMNS:
+            columns[name].append(found[name][chosen])
+        # A field of a structured array is strided: gathered, then viewed as words.
+        digests.append(found["detail"][chosen].view(np.uint64).reshape(len(chosen), 4))
         roles.append(np.full(len(chosen), role, dtype=np.uint64))
-    records = np.concatenate(parts)
-    owner = np.concatenate(roles)
-    received = (records["event"] == Event.RECEIVE).astype(np.uint64)
-    keys = np.empty((len(records), 3), dtype=np.uint64)
-    keys[:, 0] = (owner << np.uint64(32)) | records["peer"].astype(np.uint64)
-    keys[:, 1] = (
-        (records["kind"].astype(np.uint64) << np.uint64(34))
-        | (records["slot"].astype(np.uint64) << np.uint64(1))
-        | received
+    return _Frames(
+        np.concatenate(roles),
+        {name: np.concatenate(parts) for name, parts in columns.items()},
+        np.concatenate(digests),
     )
-    keys[:, 2] = records["version"]
-    order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))
-    return _Frames(keys[order], records[order], owner[order])
 
 
 _KEY: Final = np.dtype([("role_peer", "<u8"), ("kind_slot", "<u8"), ("version", "<u8")])
 
 
-def _matched(a: _Frames, b: _Frames) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Indices of the records both runs hold (in A, in B, pairwise), then of those only A
-    holds and those only B holds."""
-    if a.keys.shape == b.keys.shape and np.array_equal(a.keys, b.keys):
-        both = np.arange(len(a.keys))
-        none = np.empty(0, dtype=np.intp)
-        return both, both, none, none
-    ka = np.ascontiguousarray(a.keys).view(_KEY).ravel()
-    kb = np.ascontiguousarray(b.keys).view(_KEY).ravel()
-    _, in_a, in_b = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
-    only_a = np.setdiff1d(np.arange(len(ka)), in_a, assume_unique=True)
-    only_b = np.setdiff1d(np.arange(len(kb)), in_b, assume_unique=True)
-    return in_a, in_b, only_a, only_b
-
-
-def _digests(records: np.ndarray) -> np.ndarray:
-    # A field of a structured array is strided: made contiguous before it is viewed as words.
-    return np.ascontiguousarray(records["detail"]).view(np.uint64).reshape(len(records), 4)
+def _matched(
+    a: _Frames, b: _Frames
+) -> tuple[_Frames, _Frames, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The two runs' frames (reordered when they must be sorted to align), then the indices
+    of the records both hold (in A, in B, pairwise), those only A holds and those only B
+    holds."""
+    none = np.empty(0, dtype=np.intp)
+    if (
+        len(a) == len(b)
+        and np.array_equal(a.role, b.role)
+        and all(np.array_equal(a.columns[n], b.columns[n]) for n in _NAMING)
+    ):
+        both = np.arange(len(a))
+        return a, b, both, both, none, none
+    a, ka = a.by_key()
+    b, kb = b.by_key()
+    if ka.shape == kb.shape and np.array_equal(ka, kb):
+        both = np.arange(len(a))
+        return a, b, both, both, none, none
+    sa = np.ascontiguousarray(ka).view(_KEY).ravel()
+    sb = np.ascontiguousarray(kb).view(_KEY).ravel()
+    _, in_a, in_b = np.intersect1d(sa, sb, assume_unique=True, return_indices=True)
+    only_a = np.setdiff1d(np.arange(len(sa)), in_a, assume_unique=True)
+    only_b = np.setdiff1d(np.arange(len(sb)), in_b, assume_unique=True)
+    return a, b, in_a, in_b, only_a, only_b
 
 
 def _round(value: int) -> int | None:
@@ -199,13 +237,14 @@ def _last_operation(trace: Trace, seq: int) -> str:
     return f"{names[0]} on {names[1]!r}" if len(names) > 1 else (names[0] if names else "")
 
 
-def _side(record: np.void, trace: Trace) -> FrameSide:
-    seq = int(record["seq"])
+def _side(frames: _Frames, i: int, trace: Trace) -> FrameSide:
+    cols = frames.columns
+    seq, kind = int(cols["seq"][i]), int(cols["kind"][i])
     return FrameSide(
-        kind=_KIND_NAMES.get(int(record["kind"]), str(int(record["kind"]))),
-        extent=int(record["extent"]),
-        digest=bytes(record["detail"]).hex(),
-        round=_round(int(record["round"])),
+        kind=_KIND_NAMES.get(kind, str(kind)),
+        extent=int(cols["extent"][i]),
+        digest=frames.digest[i].tobytes().hex(),
+        round=_round(int(cols["round"][i])),
         seq=seq,
         before=_last_operation(trace, seq),
     )
@@ -253,118 +292,100 @@ def diff_traces(a: Mapping[int, Trace], b: Mapping[int, Trace]) -> TraceDiff:
             another payload digest.
     """
     _check_comparable(a, b)
-    fa, fb = _frames(a), _frames(b)
-    in_a, in_b, only_a, only_b = _matched(fa, fb)
-    ra, rb = fa.records[in_a], fb.records[in_b]
+    fa, fb, in_a, in_b, only_a, only_b = _matched(_frames(a), _frames(b))
+    ca, cb = fa.columns, fb.columns
     differs = (
-        (ra["extent"] != rb["extent"])
-        | (ra["round"] != rb["round"])
-        | np.any(_digests(ra) != _digests(rb), axis=1)
+        (ca["extent"][in_a] != cb["extent"][in_b])
+        | (ca["round"][in_a] != cb["round"][in_b])
+        | np.any(fa.digest[in_a] != fb.digest[in_b], axis=1)
     )
-    whole_a = np.array([a[r].whole for r in sorted(a)])
-    whole_b = np.array([b[r].whole for r in sorted(b)])
-    index = {role: n for n, role in enumerate(sorted(a))}
-    positions = np.array([index[r] for r in sorted(a)])
-    lookup = np.zeros(max(index) + 1 if index else 1, dtype=np.intp)
-    lookup[list(index)] = positions
-
-    def counted(roles: np.ndarray, whole: np.ndarray) -> np.ndarray:
-        return whole[lookup[roles.astype(np.intp)]] if len(roles) else np.zeros(0, dtype=bool)
-
+    roles = sorted(a)
+    lookup = np.zeros(max(roles) + 1, dtype=np.intp)
+    lookup[roles] = np.arange(len(roles))
+    whole_a = np.array([a[r].whole for r in roles])
+    whole_b = np.array([b[r].whole for r in roles])
     # Present in A only: a difference where B's trace of that role is whole, and so on.
-    lacking_b = only_a[counted(fa.roles[only_a], whole_b)]
-    lacking_a = only_b[counted(fb.roles[only_b], whole_a)]
-    partial = tuple(r for r in sorted(a) if not (a[r].whole and b[r].whole))
+    lacking_b = only_a[whole_b[lookup[fa.role[only_a].astype(np.intp)]]]
+    lacking_a = only_b[whole_a[lookup[fb.role[only_b].astype(np.intp)]]]
+    partial = tuple(r for r in roles if not (a[r].whole and b[r].whole))
     differing = int(differs.sum()) + len(lacking_b) + len(lacking_a)
     if not differing:
         return TraceDiff(len(in_a), 0, None, partial)
-    # The first round any difference is in, found over arrays; only its records go on.
-    both_at = np.flatnonzero(differs)
-    rounds = (
-        ra["round"][both_at],
-        fa.records["round"][lacking_b],
-        fb.records["round"][lacking_a],
+    # The first round any difference is in, found over arrays; only its records go on. A
+    # candidate is (role, received, seq in A or -1, seq in B or -1, index in A, index in B).
+    pairs = np.flatnonzero(differs)
+    found = (
+        (in_a[pairs], in_b[pairs]),
+        (lacking_b, np.full(len(lacking_b), -1)),
+        (np.full(len(lacking_a), -1), lacking_a),
     )
-    first_round = min(int(each.min()) for each in rounds if len(each))
-    # Candidates: (round, role, received, seq in A or -1, seq in B or -1, source, index).
-    candidates: list[tuple[int, int, int, int, int, str, int]] = []
-    for source, found, at in (
-        ("both", ra, both_at),
-        ("a", fa.records, lacking_b),
-        ("b", fb.records, lacking_a),
-    ):
-        for i in at[found["round"][at] == first_round]:
-            i = int(i)
-            if source == "both":
-                rec, role = ra[i], int(fa.roles[in_a[i]])
-                seqs = (int(ra["seq"][i]), int(rb["seq"][i]))
-            elif source == "a":
-                rec, role = fa.records[i], int(fa.roles[i])
-                seqs = (int(rec["seq"]), -1)
-            else:
-                rec, role = fb.records[i], int(fb.roles[i])
-                seqs = (-1, int(rec["seq"]))
-            received = int(rec["event"] == Event.RECEIVE)
-            candidates.append((first_round, role, received, seqs[0], seqs[1], source, i))
+    rounds = [
+        np.where(at_a >= 0, ca["round"][np.maximum(at_a, 0)], cb["round"][np.maximum(at_b, 0)])
+        for at_a, at_b in found
+        if len(at_a)
+    ]
+    first_round = min(int(each.min()) for each in rounds)
+    candidates: list[tuple[int, int, int, int, int, int]] = []
+    for (at_a, at_b), round_of in zip((f for f in found if len(f[0])), rounds, strict=True):
+        for i, j in zip(at_a[round_of == first_round], at_b[round_of == first_round], strict=True):
+            frames, k = (fa, int(i)) if i >= 0 else (fb, int(j))
+            received = int(frames.columns["event"][k] == Event.RECEIVE)
+            candidates.append(
+                (
+                    int(frames.role[k]),
+                    received,
+                    int(ca["seq"][i]) if i >= 0 else -1,
+                    int(cb["seq"][j]) if j >= 0 else -1,
+                    int(i),
+                    int(j),
+                )
+            )
     # A send is caused when its role received a differing frame earlier in that run.
     firsts: dict[tuple[int, int], int] = {}  # (role, side) -> the earliest differing receive
-    for _, role, received, seq_a, seq_b, _, _ in candidates:
+    for role, received, seq_a, seq_b, _, _ in candidates:
         for side, seq in ((0, seq_a), (1, seq_b)):
             if received and seq >= 0:
-                key = (role, side)
-                firsts[key] = min(firsts.get(key, seq), seq)
+                firsts[(role, side)] = min(firsts.get((role, side), seq), seq)
 
-    def caused(entry: tuple[int, int, int, int, int, str, int]) -> bool:
-        _, role, received, seq_a, seq_b, _, _ = entry
-        if received:
-            return True
-        return any(
+    def caused(entry: tuple[int, int, int, int, int, int]) -> bool:
+        role, received, seq_a, seq_b, _, _ = entry
+        return bool(received) or any(
             seq >= 0 and firsts.get((role, side), seq) < seq
             for side, seq in ((0, seq_a), (1, seq_b))
         )
 
-    def place(entry: tuple[int, int, int, int, int, str, int]) -> tuple[int, int, int]:
+    def place(entry: tuple[int, int, int, int, int, int]) -> tuple[int, int, int]:
         # Uncaused first (only sends can be), then by role and the order it recorded them.
-        _, role, _, seq_a, seq_b, _, _ = entry
+        role, _, seq_a, seq_b, _, _ = entry
         return (int(caused(entry)), role, seq_a if seq_a >= 0 else seq_b)
 
     chosen = min(candidates, key=place)
-    round_, role, received, _, _, source, i = chosen
-    if source == "both":
-        rec_a, rec_b = ra[i], rb[i]
-        why = (
-            "digest"
-            if bytes(rec_a["detail"]) != bytes(rec_b["detail"])
-            else "extent"
-            if rec_a["extent"] != rec_b["extent"]
-            else "round"
-        )
-    elif source == "a":
-        rec_a, rec_b, why = fa.records[i], None, "absent in B"
+    role, received, _, _, i, j = chosen
+    frames, k = (fa, i) if i >= 0 else (fb, j)
+    cols = frames.columns
+    peer, kind = int(cols["peer"][k]), int(cols["kind"][k])
+    slot, version = int(cols["slot"][k]), int(cols["version"][k])
+    if i < 0:
+        why, refused = "absent in A", _refused_at(a[role], peer, kind, slot, version)
+    elif j < 0:
+        why, refused = "absent in B", _refused_at(b[role], peer, kind, slot, version)
+    elif not np.array_equal(fa.digest[i], fb.digest[j]):
+        why, refused = "digest", ""
     else:
-        rec_a, rec_b, why = None, fb.records[i], "absent in A"
-    rec = rec_a if rec_a is not None else rec_b
-    assert rec is not None
-    peer, kind = int(rec["peer"]), int(rec["kind"])
-    slot, version = int(rec["slot"]), int(rec["version"])
-    sender, receiver = (peer, role) if received else (role, peer)
-    refused = ""
-    if rec_a is None:
-        refused = _refused_at(a[role], peer, kind, slot, version)
-    elif rec_b is None:
-        refused = _refused_at(b[role], peer, kind, slot, version)
+        why = "extent" if ca["extent"][i] != cb["extent"][j] else "round"
+        refused = ""
     first = Divergence(
-        round=_round(round_),
+        round=_round(first_round),
         role=role,
         direction="received" if received else "sent",
         peer=peer,
-        sender=sender,
-        receiver=receiver,
+        sender=peer if received else role,
+        receiver=role if received else peer,
         kind=_KIND_NAMES.get(kind, str(kind)),
         slot=slot,
         version=version,
-        a=None if rec_a is None else _side(rec_a, a[role]),
-        b=None if rec_b is None else _side(rec_b, b[role]),
+        a=None if i < 0 else _side(fa, i, a[role]),
+        b=None if j < 0 else _side(fb, j, b[role]),
         why=why,
         origin=not caused(chosen),
         refused=refused,

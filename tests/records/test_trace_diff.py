@@ -114,6 +114,18 @@ def test_two_equal_runs_are_equal_whatever_their_times() -> None:
     assert diff.equal and diff.differing == 0 and diff.compared == 16
 
 
+def test_frames_are_aligned_by_their_names_not_by_the_order_they_came_in() -> None:
+    # Role 0 took its two contributions in the other order (receives run at once from 1 MiB).
+    steps = _steps()
+    swapped = list(steps)
+    first, second = (n for n, s in enumerate(steps) if s[:2] == (0, Event.RECEIVE) and s[3] == 0)
+    swapped[first], swapped[second] = swapped[second], swapped[first]
+    assert diff_traces(_traces(steps), _traces(swapped)).equal
+    changed = _traces([s if n != first else (*s[:4], "other") for n, s in enumerate(swapped)])
+    found = diff_traces(_traces(steps), changed).first
+    assert found is not None and (found.role, found.direction, found.peer) == (0, "received", 2)
+
+
 def _shift(records: np.ndarray, by: int) -> np.ndarray:
     moved = records.copy()
     moved["start"] += by
