@@ -6,7 +6,7 @@ for readers of millions of records (``alpha observe trace``, ``alpha observe dif
 (``np.frombuffer`` over a file's bytes), and :func:`read_trace` applies that module's checks to
 every record at once: the mark, the check (a Horner loop over 23 words, vectorised), every
 field's range, and the sequence. What it accepts is what :func:`alpha.records.trace.decode_record`
-accepts, record by record (``tests/records/test_trace.py`` holds the two to each other).
+accepts, record by record (``tests/records/test_trace_records.py`` holds the two to each other).
 
 Pure: bytes in, arrays out; the files are read by the caller.
 """
@@ -140,7 +140,8 @@ class Trace:
 
 def read_trace(data: bytes | bytearray | memoryview, name: str = "a trace") -> Trace:
     """The trace in ``data`` (a whole trace file's bytes). A last record cut short, or a last
-    written one damaged, is a participant killed while writing it: ignored (``torn``).
+    written one damaged, is a participant killed while writing it: ignored (``torn``). Zero
+    records at the end are room the writer reserved and never wrote: not records.
 
     Raises:
         TraceInvalid: the header is not a trace header (:func:`decode_header`); a record other
@@ -151,6 +152,13 @@ def read_trace(data: bytes | bytearray | memoryview, name: str = "a trace") -> T
     view = memoryview(data)[TRACE_HEADER_SIZE:]
     count = len(view) // TRACE_RECORD_SIZE
     torn = len(view) % TRACE_RECORD_SIZE != 0  # a record cut short at the end
+    if count:
+        # Room the writer reserved and never wrote (a killed role's file is not cut to its
+        # records): whole records of zeros at the end. A zero record before a written one is
+        # not room: it is damage, and the checks below refuse it.
+        words = np.frombuffer(view[: count * TRACE_RECORD_SIZE], dtype="<u8")
+        written = np.flatnonzero(words.reshape(count, TRACE_RECORD_SIZE // 8).any(axis=1))
+        count = int(written[-1]) + 1 if len(written) else 0
     bounds = header.bounds
     if count > bounds.limit:
         raise TraceInvalid(

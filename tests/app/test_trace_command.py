@@ -1,6 +1,6 @@
 """``alpha observe trace`` and ``alpha observe diff`` refusals, and ``--trace`` where the roles
 run elsewhere (docs/trace.md, docs/cli.md): each exits 2 with one line naming what is wrong,
-before anything runs. The commands on real traced runs: tests/system/test_trace.py."""
+before anything runs. The commands on real traced runs: tests/system/test_traced_runs.py."""
 
 from __future__ import annotations
 

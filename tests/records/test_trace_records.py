@@ -224,6 +224,26 @@ def test_a_torn_last_record_is_ignored_and_the_rest_read() -> None:
     assert read.records["seq"].tolist() == [0, 1, 2, 3, 4] and read.torn
 
 
+def test_room_reserved_and_never_written_is_no_record() -> None:
+    for mode in ("first", "ring"):
+        bounds = TraceBounds(16, mode)
+        data = _file(bounds, 5)
+        reserved = bytes(data) + bytes(3 * TRACE_RECORD_SIZE)  # a killed writer's file
+        trace = read_trace(reserved)
+        assert trace.records["seq"].tolist() == [0, 1, 2, 3, 4] and not trace.torn
+        # A record cut by the kill, then the room after it.
+        cut = bytes(data) + _record(5)[:50] + bytes(TRACE_RECORD_SIZE - 50 + 96)
+        trace = read_trace(cut)
+        assert trace.records["seq"].tolist() == [0, 1, 2, 3, 4] and trace.torn
+    # Zeros before a written record are damage, not room.
+    data = _file(TraceBounds(16, "first"), 5)
+    data[TRACE_HEADER_SIZE + TRACE_RECORD_SIZE : TRACE_HEADER_SIZE + 2 * TRACE_RECORD_SIZE] = bytes(
+        TRACE_RECORD_SIZE
+    )
+    with pytest.raises(TraceInvalid, match="record 1 is damaged"):
+        read_trace(bytes(data))
+
+
 def test_a_damaged_record_before_the_last_is_refused() -> None:
     data = _file(TraceBounds(8, "first"), 5)
     data[TRACE_HEADER_SIZE + 2 * TRACE_RECORD_SIZE + 7] ^= 1
