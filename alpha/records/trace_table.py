@@ -60,10 +60,10 @@ _WORDS: Final = 23
 # 2^32 mod CHECK_PRIME: one word's weight over the next's, for the Horner loop.
 _SHIFT: Final = np.uint64((1 << 32) % CHECK_PRIME)
 _PRIME: Final = np.uint64(CHECK_PRIME)
-# Steps of the Horner loop between two remainders: from a value below 2^32, k steps (times 5,
-# plus a word below 2^32) stay below 1.25 * 5^k * 2^32, under 2^63 for k = 13; the remainder,
+# Steps of the Horner loop between two remainders: from a value below 2^32, k steps (times 140,
+# plus a word below 2^32) stay below 1.01 * 140^k * 2^32, under 2^61 for k = 4; the remainder,
 # a division, is the loop's dearest step.
-_REDUCE_EVERY: Final = 13
+_REDUCE_EVERY: Final = 4
 # Records checked at once: a chunk's intermediates stay a few MiB however long the trace.
 _CHUNK: Final = 1 << 18
 _EVENTS: Final = np.array([int(e) for e in Event], dtype=np.uint8)

@@ -36,8 +36,12 @@ from typing import TYPE_CHECKING, Final, final
 from alpha.core.identity import RunIdentity
 from alpha.errors import AlphaError, RoundAborted, SlotFault
 from alpha.records.trace import (
+    CHECK_PRIME,
     FLAG_RAN_OUT,
     NONE_U32,
+    RECORD_BODY,
+    RECORD_CHECK,
+    RECORD_MARK,
     TRACE_HEADER_SIZE,
     TRACE_RECORD_SIZE,
     Event,
@@ -46,7 +50,6 @@ from alpha.records.trace import (
     TraceHeader,
     encode_header,
     names_detail,
-    pack_record_into,
 )
 from alpha.wire.frame import FrameKind
 
@@ -62,6 +65,10 @@ per record; a short run's file is cut to what it wrote at close."""
 
 NO_DIGEST: Final = bytes(32)
 """The detail of a frame whose payload digest is not recorded (an ABORT names its cause)."""
+
+_pack_body: Final = RECORD_BODY.pack_into
+_pack_check: Final = RECORD_CHECK.pack_into
+_CHECKED: Final = RECORD_BODY.size  # the check covers the body
 
 # The whereabouts' phase as a record's (plain ints: struct takes them without a conversion).
 _ESTABLISHING: Final = int(Phase.ESTABLISHING)
@@ -157,7 +164,8 @@ class Tracer:
         detail: bytes = NO_DIGEST,
         flags: int = 0,
     ) -> None:
-        # The hot path of every hook: record_offset's arithmetic written out, plain ints.
+        # The hot path of every hook, written out (a call costs as much as a field here):
+        # record_offset's arithmetic, the layout's two structs, the check over the body.
         if self._fd is None:
             return
         seq = self._seq
@@ -177,11 +185,14 @@ class Tracer:
         else:
             phase = _PHASES.get(where.phase, _COMPLETING)
             round_ = NONE_U32 if where.round is None else where.round
-        assert self._map is not None  # grown above
-        pack_record_into(
-            self._map, at, seq, start, time.monotonic_ns(), event, kind, phase, flags,
-            NONE_U32 if peer is None else peer, slot, round_, version, extent, detail,
+        mapped = self._map
+        assert mapped is not None  # grown above
+        _pack_body(
+            mapped, at, seq, start, time.monotonic_ns(), event, kind, phase, flags,
+            NONE_U32 if peer is None else peer, slot, round_, version, extent, detail, RECORD_MARK,
         )  # fmt: skip
+        body = mapped[at : at + _CHECKED]
+        _pack_check(mapped, at + _CHECKED, int.from_bytes(body, "little") % CHECK_PRIME)
 
     def _grow(self) -> bool:
         """Reserve and map the next chunk of the file (never past the bounds' last record);
