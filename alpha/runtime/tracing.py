@@ -87,8 +87,8 @@ class Tracer:
     """
 
     __slots__ = (
-        "_cap", "_fd", "_limit", "_map", "_ring", "_role", "_seq", "_size", "bounds", "path",
-        "where",
+        "_cap", "_fd", "_limit", "_map", "_names", "_ring", "_role", "_seq", "_size", "bounds",
+        "path", "where",
     )  # fmt: skip
 
     def __init__(self, fd: int, path: Path, bounds: TraceBounds, role: int) -> None:
@@ -98,6 +98,7 @@ class Tracer:
         self._cap = TRACE_HEADER_SIZE + bounds.limit * TRACE_RECORD_SIZE
         self._limit = bounds.limit
         self._ring = bounds.mode == "ring"
+        self._names: dict[tuple[str, str], bytes] = {}
         self._seq = 0
         self._role = role
         self.path = path
@@ -152,18 +153,21 @@ class Tracer:
         """Records written so far (those a ``first`` trace dropped past its limit included)."""
         return self._seq
 
-    def _write(
+    def frame(
         self,
         event: int,
+        kind: int,
+        peer: int | None,
+        slot: int,
+        version: int,
+        extent: int,
+        detail: bytes | None,
         start: int,
-        kind: int = 0,
-        peer: int | None = None,
-        slot: int = NONE_U32,
-        version: int = 0,
-        extent: int = 0,
-        detail: bytes = NO_DIGEST,
         flags: int = 0,
     ) -> None:
+        """One record, from ``start`` to now: a frame sent (``Event.SEND``) or received and
+        checked (``Event.RECEIVE``) with its payload digest ``D`` (never its trailer) as
+        ``detail``; every other event comes here too, through the methods below."""
         # The hot path of every hook, written out (a call costs as much as a field here):
         # record_offset's arithmetic, the layout's two structs, the check over the body.
         if self._fd is None:
@@ -189,7 +193,8 @@ class Tracer:
         assert mapped is not None  # grown above
         _pack_body(
             mapped, at, seq, start, time.monotonic_ns(), event, kind, phase, flags,
-            NONE_U32 if peer is None else peer, slot, round_, version, extent, detail, RECORD_MARK,
+            NONE_U32 if peer is None else peer, slot, round_, version, extent,
+            NO_DIGEST if detail is None else detail, RECORD_MARK,
         )  # fmt: skip
         body = mapped[at : at + _CHECKED]
         _pack_check(mapped, at + _CHECKED, int.from_bytes(body, "little") % CHECK_PRIME)
@@ -223,26 +228,10 @@ class Tracer:
 
     # --- the events -------------------------------------------------------------------------
 
-    def frame(
-        self,
-        event: Event,
-        kind: FrameKind,
-        peer: int,
-        slot: int,
-        version: int,
-        extent: int,
-        digest: bytes | None,
-        start: int,
-        flags: int = 0,
-    ) -> None:
-        """A frame sent (``Event.SEND``) or received and checked (``Event.RECEIVE``), from
-        ``start`` to now: its payload digest ``D``, never its trailer."""
-        self._write(event, start, kind, peer, slot, version, extent, digest or NO_DIGEST, flags)
-
     def abort(self, event: Event, peer: int, cause: str, start: int) -> None:
         """An ABORT frame sent or received on the edge to ``peer``, carrying ``cause`` (the
         original cause's class)."""
-        self._write(event, start, FrameKind.ABORT, peer, 0, 0, 0, names_detail(cause))
+        self.frame(event, FrameKind.ABORT, peer, 0, 0, 0, names_detail(cause), start)
 
     def refused(
         self, error: SlotFault, kind: FrameKind, slot: int, extent: int, start: int
@@ -250,25 +239,21 @@ class Tracer:
         """A frame refused at a receive slot of ``kind`` and ``slot``: the refusal's class, its
         peer and the version the slot expected (its counter, unchanged)."""
         version = error.version if isinstance(error.version, int) else 0
-        self._write(
-            Event.REFUSED,
-            start,
-            kind,
-            error.peer if isinstance(error.peer, int) else None,
-            slot,
-            version,
-            extent,
-            names_detail(type(error).__name__),
-        )
+        peer = error.peer if isinstance(error.peer, int) else None
+        detail = names_detail(type(error).__name__)
+        self.frame(Event.REFUSED, kind, peer, slot, version, extent, detail, start)
 
     def operation(self, name: str, region: str, start: int) -> None:
         """A local operation ``name`` on ``region`` (a fold is ``fold``), from ``start``."""
-        self._write(Event.OPERATION, start, detail=names_detail(name, region))
+        detail = self._names.get((name, region))
+        if detail is None:  # a schedule names a few operations and regions: each made once
+            detail = self._names[(name, region)] = names_detail(name, region)
+        self.frame(Event.OPERATION, 0, None, NONE_U32, 0, 0, detail, start)
 
     def wait(self, budget: str, peer: int | None, start: int, *, ran_out: bool = False) -> None:
         """A wait bounded by ``budget`` on ``peer`` (None: no one peer), from ``start``."""
         flags = FLAG_RAN_OUT if ran_out else 0
-        self._write(Event.WAIT, start, peer=peer, detail=names_detail(budget), flags=flags)
+        self.frame(Event.WAIT, 0, peer, NONE_U32, 0, 0, names_detail(budget), start, flags)
 
     def failed(self, error: AlphaError) -> None:
         """The role failed with ``error``: its class; for an abort, the original cause's
@@ -276,26 +261,17 @@ class Tracer:
         this role."""
         now = time.monotonic_ns()
         if isinstance(error, RoundAborted):
-            self._write(
-                Event.FAILED,
-                now,
-                peer=error.peer,
-                slot=error.origin,
-                detail=names_detail(type(error).__name__, error.cause),
-            )
+            detail = names_detail(type(error).__name__, error.cause)
+            self.frame(Event.FAILED, 0, error.peer, error.origin, 0, 0, detail, now)
             return
         peer = getattr(error, "peer", None)
-        self._write(
-            Event.FAILED,
-            now,
-            peer=peer if isinstance(peer, int) else None,
-            slot=self._role,
-            detail=names_detail(type(error).__name__),
-        )
+        peer = peer if isinstance(peer, int) else None
+        detail = names_detail(type(error).__name__)
+        self.frame(Event.FAILED, 0, peer, self._role, 0, 0, detail, now)
 
     def committed(self) -> None:
         """The role learned that the run committed."""
-        self._write(Event.COMMITTED, time.monotonic_ns())
+        self.frame(Event.COMMITTED, 0, None, NONE_U32, 0, 0, NO_DIGEST, time.monotonic_ns())
 
     def close(self) -> None:
         """Stop writing: unmap, cut the file to the records written (the reserved rest
