@@ -37,8 +37,10 @@ ROLES = 8  # blocks of 3, 3 and 2 on the three nodes
 PLACED = ["n1", "n1", "n1", "n2", "n2", "n2", "n3", "n3"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster_once() -> Iterator[SlurmCluster]:
+    """One cluster for this module, stopped when its last test ends: its daemons are this
+    process's children, and later modules count what is left below it."""
     try:
         with running_cluster(len(NODES)) as started:
             yield started
