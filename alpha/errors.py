@@ -113,6 +113,8 @@ __all__ = [
     "SlurmUnavailable",
     "TargetMismatch",
     "TopologyError",
+    "TraceInvalid",
+    "TraceMismatch",
     "TrailingBytes",
     "TreeSizeInvalid",
     "Truncated",
@@ -996,6 +998,20 @@ class GenerationNotFound(InputInvalid, LookupError):
         else:
             held = "it holds no published generation"
         super().__init__(f"checkpoint folder {folder} has no generation of round {round}; {held}")
+
+
+class TraceInvalid(InputInvalid, ValueError):
+    """A trace file (``trace/role-NNNNNN.trace``, ``docs/trace.md``) is not one a participant
+    writes: a header of another format or version, a record damaged anywhere but at its end (a
+    last record cut short by a kill is not damage, and is ignored), records out of sequence,
+    or no trace file where one was named. The message names the file and, for a record, its
+    place. ``alpha observe`` reads traces; a run never does, so this is an input's fault."""
+
+
+class TraceMismatch(InputInvalid, ValueError):
+    """Two traced runs that ``alpha observe diff`` cannot compare: another run identity
+    (another plan, or another learner, contract or membership), or another set of roles. A
+    difference there is not a divergence of one computation; the message says which."""
 
 
 class GpuUnavailable(RunFailed):

@@ -27,6 +27,7 @@ MODULES = (
     "bench.scale",
     "bench.matmul",
     "bench.slurm",
+    "bench.trace",
 )
 # Run only when named: each takes far longer than the rest together (chaos: most of an hour;
 # teacher: minutes, its AArch64 role under emulation).
@@ -52,7 +53,9 @@ def main() -> int:
         "example on 8 roles, and with an AArch64 role under QEMU: accuracy, time, equal bit "
         "for bit; minutes, so only when named), slurm (issue 29: an 8-role learner's every edge up "
         "under srun on the tests' Slurm cluster, which it starts, against alpha launch on one "
-        "host, warm and cold); default: all but chaos and teacher, and "
+        "host, warm and cold), trace (issue 30: traced against untraced combine at 1 KiB and "
+        "1 MiB, n = 4, interleaved, and alpha observe diff on two traces of 10^6 frames); "
+        "default: all but chaos and teacher, and "
         "docs/benchmarks.md is rewritten",
     )
     parser.add_argument("--repeat", type=int, default=9, help="runs per median (default 9)")

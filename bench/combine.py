@@ -175,12 +175,13 @@ class _Launched:
     cpu: float  # the participants' user and system CPU, all roles together
 
 
-def _launch(compiled: _Compiled) -> _Launched:
-    """Launch a compiled plan; it must commit with the expected total at every role."""
+def _launch(compiled: _Compiled, trace: bool = False) -> _Launched:
+    """Launch a compiled plan (each role writing its trace with ``trace``, bench.trace); it
+    must commit with the expected total at every role."""
     plan = compiled.plan
     specs, deadline = launch_specs(compiled.directory)
     before = _children_cpu()
-    result = trio.run(partial(launch, specs, deadline=deadline))
+    result = trio.run(partial(launch, specs, deadline=deadline, trace=trace))
     cpu = _children_cpu() - before
     if not result.ok:
         failure = result.first_to_fail
@@ -228,10 +229,11 @@ class _Pair:
     def rounds(self) -> int:
         return self.long.plan.rounds - self.short.plan.rounds
 
-    def sample(self) -> _Launched:
-        """Seconds per combine from one launch of each round count, the shorter first."""
-        short = _launch(self.short)
-        long = _launch(self.long)
+    def sample(self, trace: bool = False) -> _Launched:
+        """Seconds per combine from one launch of each round count, the shorter first; with
+        ``trace`` every role writes its trace (bench.trace)."""
+        short = _launch(self.short, trace)
+        long = _launch(self.long, trace)
         return _Launched(
             (long.root - short.root) / self.rounds,
             (long.wall - short.wall) / self.rounds,

@@ -42,6 +42,7 @@ from alpha.wire import KEYED_FORMAT_VERSION, keyed_seal, payload_digest
 
 __all__ = [
     "BEHAVIOURS",
+    "PERTURBED_FROM",
     "Behaviour",
     "Damage",
     "Patch",
@@ -170,6 +171,25 @@ _COMPLETION: Final = "alpha/runtime/completion.py"
 _DONE: Final = (
     "        await upward.send(_end(upward).completion_out(FrameKind.DONE), mine, step=step)\n"
 )
+
+# A learner's contribution (alpha/schedule/operations.py, the `contribute` operation).
+_OPERATIONS: Final = "alpha/schedule/operations.py"
+_CONTRIBUTE: Final = """\
+    "contribute": lambda ctx, g: ctx.need_learner().contribute(
+        ctx.buffers[PARAMETERS], g, ctx.round
+    ),
+"""
+# From this round on (counted from 0) the perturbed contribution differs: round 0 stays the
+# honest run's, so that a diff must name the round as well as the role.
+PERTURBED_FROM: Final = 1
+_PERTURBED: Final = f"""\
+    "contribute": lambda ctx, g: (
+        ctx.need_learner().contribute(ctx.buffers[PARAMETERS], g, ctx.round),
+        # One ulp up, in the region's own dtype (a float64 step would round back to g[0]).
+        ctx.round >= {PERTURBED_FROM}
+        and g.__setitem__(0, np.nextafter(g[0], g.dtype.type(np.inf))),
+    )[0],
+"""
 
 # The sending side's module and the receiving side's (alpha.wire.send and alpha.wire.receive).
 _SEND: Final = "alpha/wire/send.py"
@@ -356,6 +376,12 @@ BEHAVIOURS: Final[dict[str, Behaviour]] = {
                     ),
                 ),
             ),
+        ),
+        Behaviour(
+            "perturbed-contribution",
+            f"from round {PERTURBED_FROM} on, its learner contribution's first value one ulp "
+            "higher (np.nextafter, in the region's dtype); every frame and check honest",
+            (Patch(_OPERATIONS, _CONTRIBUTE, _PERTURBED),),
         ),
         Behaviour(
             "other-program",

@@ -24,7 +24,15 @@ import trio
 from alpha.artifact import artifact_runtime
 from alpha.errors import RoundAborted
 from alpha.launch import LaunchResult, LaunchSpec, launch, launch_specs
-from alpha.records import COMMIT_NAME, LOGS_DIR, PROGRESS_DIR, REPORT_GLOB, REPORTS_DIR, log_name
+from alpha.records import (
+    COMMIT_NAME,
+    LOGS_DIR,
+    PROGRESS_DIR,
+    REPORT_GLOB,
+    REPORTS_DIR,
+    TRACE_DIR,
+    log_name,
+)
 from alpha.wire import failure_of
 from harness.processes import running
 from harness.relay import Fault, Relay
@@ -165,6 +173,7 @@ async def relayed_run(
     stranger_sends: bytes = HTTP_REQUEST,
     interrupt: Interrupt | None = None,
     shared: bool = False,
+    trace: bool = False,
 ) -> Outcome:
     """Copy the compiled run in ``compiled`` to ``folder`` and launch it.
 
@@ -184,11 +193,17 @@ async def relayed_run(
         shared: the relayed edge's roles share memory (the launcher runs both on this host and
             the plan moves payloads of ``alpha.runtime.SHARED_MIN`` bytes or more): the relay
             frames each such DATA frame as its doorbell, header and trailer (``Relay.shared``).
+        trace: every role writes its trace (``alpha.launch.launch``'s ``trace``) into
+            ``folder/trace``, the replaced roles' too (their ``adversaries/trace`` is a link
+            to it, since a role writes its trace beside its artifact).
     """
     shutil.copytree(compiled, folder)
     specs, deadline = launch_specs(folder, interpreters)
     if replace:
         (folder / "adversaries").mkdir()
+        if trace:
+            (folder / TRACE_DIR).mkdir(exist_ok=True)
+            (folder / "adversaries" / TRACE_DIR).symlink_to(Path("..") / TRACE_DIR)
         swapped = []
         for spec in specs:
             if spec.role in replace:
@@ -259,6 +274,7 @@ async def relayed_run(
                 absent=absent,
                 delays=delays,
                 on_announce=intrude if stranger is not None else None,
+                trace=trace,
             )
         finally:
             for conn in strangers:

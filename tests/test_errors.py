@@ -90,6 +90,8 @@ INPUT = {
     "GenerationForeign",
     "GenerationNotFound",
     "KeyScheduleInvalid",
+    "TraceInvalid",
+    "TraceMismatch",
 }
 RUN = {
     "RunFailed",
@@ -174,6 +176,8 @@ BUILTIN_BASES: dict[str, set[type[Exception]]] = {
     "GenerationForeign": {ValueError},
     "GenerationNotFound": {LookupError},
     "KeyScheduleInvalid": {ValueError},
+    "TraceInvalid": {ValueError},
+    "TraceMismatch": {ValueError},
 }
 
 

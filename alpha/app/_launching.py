@@ -169,6 +169,7 @@ def launch_folder(
     label: str = "launch",
     out: TextIO | None = None,
     status: PhaseStatus | None = None,
+    trace: bool = False,
 ) -> int:
     """Launch ``specs`` (the roles of ``directory``) and wait for every role; the exit code:
     0 when all finished, else 1, or 128 + the signal that stopped the launch. ``route`` turns
@@ -177,7 +178,8 @@ def launch_folder(
     reports and progress into ``directory`` (not on remote nodes), so the run's result is
     read from there. ``label`` begins each line (``launch``, ``exchange``); ``out`` is where
     progress and lines go (stderr); ``status`` the status line a caller already shows (it
-    checked the artifacts), else a new one.
+    checked the artifacts), else a new one. ``trace``: every role writes its trace into the
+    folder's ``trace/`` (``docs/trace.md``).
 
     Before any role starts, the folder's previous attempt is swept
     (:func:`alpha.records.reports.clear_attempt`), and for a learner its ``loss.png`` and
@@ -226,6 +228,7 @@ def launch_folder(
                     route=route,
                     warm=warm,
                     shared=local,
+                    trace=trace,
                 )
                 nursery.cancel_scope.cancel()
             return result

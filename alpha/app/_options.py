@@ -1,7 +1,7 @@
 """The options several commands share, in one place: their argument types (each refusal one
 line through :class:`argparse.ArgumentTypeError`, so ``alpha`` exits 2 naming the option), the
-``-o``/``--json``/``--cold``/``--interpreter`` options under the same names and help everywhere,
-and how a command prints its ``--json`` object.
+``-o``/``--json``/``--cold``/``--trace``/``--interpreter`` options under the same names and
+help everywhere, and how a command prints its ``--json`` object.
 
 Only the parser (``alpha.app.cli``) and the command modules beside it import this module; it
 imports nothing heavier than the standard library at import time, so ``alpha --help`` stays
@@ -131,6 +131,23 @@ def add_cold_option(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start every role in an interpreter of its own instead of forking it from the "
         "warm starter (docs/launch.md)",
+    )
+
+
+TRACE_HERE_ONLY = (
+    "{command}: --trace traces roles this host starts (their traces go into the run folder's "
+    "trace/); with --deploy or --slurm the roles run on other nodes: leave --trace out"
+)
+"""The refusal of ``--trace`` where the roles run on other hosts (``docs/trace.md``)."""
+
+
+def add_trace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="every role writes a trace of its frames, local operations and waits into the "
+        "run folder's trace/, within the plan's [trace] bounds; alpha observe trace and "
+        "alpha observe diff read them (docs/trace.md)",
     )
 
 

@@ -29,6 +29,7 @@ from alpha.app._options import (
     add_output_option,
     add_override_options,
     add_slurm_options,
+    add_trace_option,
     existing_path,
     nonnegative_int,
     shard,
@@ -143,6 +144,24 @@ def _observe_gate(args: argparse.Namespace) -> int:
     return observe_gate(args)
 
 
+def _observe_trace(args: argparse.Namespace) -> int:
+    from alpha.app.trace_command import observe_trace
+
+    return observe_trace(args)
+
+
+def _observe_diff(args: argparse.Namespace) -> int:
+    from alpha.app.trace_command import observe_diff
+
+    return observe_diff(args)
+
+
+def _rounds(text: str) -> tuple[int, int]:
+    from alpha.app.trace_command import round_window
+
+    return round_window(text)
+
+
 def _emulation(args: argparse.Namespace) -> int:
     from alpha.app.emulation_command import emulation_command
 
@@ -175,6 +194,8 @@ COMMANDS: Final[Mapping[tuple[str, ...], Callable[[argparse.Namespace], int]]] =
         _checkpoint,
     ),
     ("observe", "gate"): _observe_gate,
+    ("observe", "trace"): _observe_trace,
+    ("observe", "diff"): _observe_diff,
     ("plans",): _plans,
     ("emulation",): _emulation,
     ("emulation", "show"): _emulation,
@@ -282,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_options(run)  # with --restarts, a spare takes a gone node's roles
     add_slurm_options(run)
     add_cold_option(run)
+    add_trace_option(run)
     add_override_options(run)
     run.set_defaults(handler=_run)
 
@@ -324,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_options(launch)
     add_interpreter_option(launch)
     add_cold_option(launch)
+    add_trace_option(launch)
     add_json_option(launch, "the outcome")
     launch.set_defaults(handler=_launch)
 
@@ -432,7 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("home", nargs="?", default=None, metavar="DIR", help="where to build")
     build.set_defaults(handler=_emulation)
 
-    observe = commands.add_parser("observe", help="prove the runtime's refusals on real runs")
+    observe = commands.add_parser(
+        "observe", help="prove the runtime's refusals on real runs; see and compare traced runs"
+    )
     observed = observe.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     observed.required = True
     gate = observed.add_parser(
@@ -448,6 +473,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_json_option(gate, "the rows (instead of the table)")
     gate.set_defaults(handler=_observe_gate)
+    traced = observed.add_parser(
+        "trace",
+        help="merge a traced run's traces into a Chrome trace and draw a sequence chart",
+        description="Read the traces a run wrote with --trace (DIR/trace/role-NNNNNN.trace), "
+        "write them as one Chrome trace (Trace Event Format JSON: a track per role, an arrow "
+        "from each send to its receive; Perfetto's UI opens it) and draw a sequence chart of "
+        "a window of rounds as a PNG, a refused frame and an abort's spread marked "
+        "(docs/trace.md). Exits 2 when DIR holds no readable trace.",
+    )
+    traced.add_argument("dir", metavar="DIR", help="a traced run's folder (or its trace/)")
+    traced.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="the Chrome trace's file (default DIR/trace.json)",
+    )
+    traced.add_argument(
+        "--png", default=None, metavar="FILE", help="the chart's file (default DIR/trace.png)"
+    )
+    traced.add_argument(
+        "--rounds",
+        type=_rounds,
+        default=None,
+        metavar="A:B",
+        help="the chart's rounds, counted from 0 (default: a failed run's first refusal and "
+        "the round before; else rounds 0 and 1)",
+    )
+    add_json_option(traced, "what was read and written")
+    traced.set_defaults(handler=_observe_trace)
+    diff = observed.add_parser(
+        "diff",
+        help="name the first frame whose payload differs between two traced runs of one plan",
+        description="Compare the DATA and CHOICE frames of two traced runs of one plan, "
+        "aligned by role, edge, slot and version, and name the first (round, role, frame) "
+        "whose payload digest differs, with what each run computed there (docs/trace.md). "
+        "Exits 0 when they are equal, 1 when they differ, 2 when they cannot be compared.",
+    )
+    diff.add_argument("dir_a", metavar="DIR_A", help="a traced run's folder (or its trace/)")
+    diff.add_argument("dir_b", metavar="DIR_B", help="another traced run of the same plan")
+    add_json_option(diff, "the comparison")
+    diff.set_defaults(handler=_observe_diff)
     return parser
 
 

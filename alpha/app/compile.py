@@ -325,6 +325,8 @@ def _write_artifacts(
             "description": description.to_dict(),
             "schedule": encode(project(protocol, role)),
         }
+        if plan.trace is not None:  # the plan's bounds on a traced run (docs/trace.md)
+            payload["trace"] = plan.trace.to_dict()
         if digits is not None:
             from alpha.compiler.work_learn import learner_setup
             from alpha.learner.payload import learner_payload

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from alpha.app._launching import folder_targets, launch_folder, local_interpreters
-from alpha.app._options import interpreters
+from alpha.app._options import TRACE_HERE_ONLY, interpreters
 from alpha.errors import UsageError
 from alpha.files import hold_folder
 from alpha.records.folder import LOGS_DIR
@@ -23,7 +23,8 @@ def launch_command(args: argparse.Namespace) -> int:
     """``alpha launch``: the exit code of :func:`alpha.app._launching.launch_folder`.
 
     Raises:
-        UsageError: ``DIR`` is not a folder, or ``--interpreter`` names a target twice.
+        UsageError: ``DIR`` is not a folder, ``--interpreter`` names a target twice, or
+            ``--trace`` comes with ``--deploy``.
         EmulationUnavailable: without ``--deploy``, a role is built for another target and
             this host cannot emulate it (``docs/emulation.md``); no role started.
         InputInvalid: ``DIR`` has no ``run.json`` that ``alpha compile`` wrote, or the
@@ -34,6 +35,8 @@ def launch_command(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         raise UsageError(f"alpha launch: {directory} is not a directory")
     chosen = interpreters("launch", args.interpreter)
+    if args.trace and args.deploy is not None:
+        raise UsageError(TRACE_HERE_ONLY.format(command="launch"))
     from alpha.artifact.run_json import read_run_json
 
     run = read_run_json(directory)  # a folder compile did not write is refused untouched
@@ -50,6 +53,7 @@ def launch_command(args: argparse.Namespace) -> int:
             as_json=args.json,
             warm=not args.cold,
             participants=participants,
+            trace=args.trace,
         )
 
 
@@ -62,6 +66,7 @@ def _launch_dir(
     as_json: bool,
     warm: bool,
     participants: int,
+    trace: bool = False,
 ) -> int:
     from alpha.app.display import PhaseStatus
     from alpha.launch.launcher import launch_specs
@@ -76,7 +81,9 @@ def _launch_dir(
             status.close()
             raise
         status.checking(participants, participants)
-        return launch_folder(directory, specs, deadline, as_json=as_json, warm=warm, status=status)
+        return launch_folder(
+            directory, specs, deadline, as_json=as_json, warm=warm, status=status, trace=trace
+        )
     from alpha.launch.deploy import load_deployment
     from alpha.launch.remote import prepare_nodes
 

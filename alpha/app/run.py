@@ -39,7 +39,7 @@ from typing import Any, Final, TextIO
 import trio
 
 from alpha.app._launching import local_interpreters, plan_targets
-from alpha.app._options import interpreters
+from alpha.app._options import TRACE_HERE_ONLY, interpreters
 from alpha.app._remote_run import Deployed, RemoteAttempt, pod_ids
 from alpha.app._slurm_run import Slurmed
 from alpha.app.compile import compile_plan, parse_roles, require_buildable
@@ -271,6 +271,7 @@ def _launch_segment(
     on_first: Callable[[], None] | None = None,
     remote: RemoteAttempt | None = None,
     slurm: Slurmed | None = None,
+    trace: bool = False,
 ) -> _Launched:
     """Compile ``plan`` into ``directory`` and run it, following role 0's progress records:
     each round's, and each generation it publishes while the run goes on; a status line shows
@@ -278,7 +279,8 @@ def _launch_segment(
     roles run on its nodes; a node that cannot be reached, written or read back fails the
     launch (``error``), as a lost role does. With ``slurm`` (``--slurm``) one ``srun`` step
     starts them on the allocation's nodes where ``plan.placement`` puts them, each with the
-    nodes' interpreter (``interpreters``, else this one's path)."""
+    nodes' interpreter (``interpreters``, else this one's path). With ``trace`` every role
+    writes its trace into the folder's ``trace/`` (``docs/trace.md``)."""
     reach("run.compiling", 0)
     status = PhaseStatus(progress.out, "run")
     roles = parse_roles("all", plan.participants)
@@ -362,6 +364,7 @@ def _launch_segment(
                         on_announce=status.announced,
                         route=None if remote is None else remote.route,
                         shared=remote is None,
+                        trace=trace,
                     )
                 if remote is not None:
                     # Before the follower's last read: the rounds written just before the end.
@@ -414,12 +417,14 @@ def run_plan(
     restarts: int | None = None,
     deploy: Deployed | None = None,
     slurm: Slurmed | None = None,
+    trace: bool = False,
 ) -> RunSummary:
     """Compile ``plan`` into ``directory``, run it, and compare with the replicated learner.
     ``interpreters`` starts each target's roles (``launch_specs``); ``warm``
     forks them from the warm starter (:func:`alpha.launch.launcher.launch`). With ``deploy``
     the roles run on its nodes (``docs/deploy.md``), ``interpreters`` naming the nodes' own;
-    with ``slurm``, on the nodes of its Slurm allocation (``docs/slurm.md``), the same.
+    with ``slurm``, on the nodes of its Slurm allocation (``docs/slurm.md``), the same. With
+    ``trace`` every role writes its trace (``alpha run --trace``, ``docs/trace.md``).
 
     With a ``[checkpoint]`` table the run is still one launch, which publishes a generation
     every ``every`` rounds at a commit step of its own while the rounds go on, and the last at
@@ -463,7 +468,7 @@ def run_plan(
             track.options += slurm.options
         recovery = plan.recovery or RecoverySpec()
         chances = recovery.restarts if restarts is None else restarts
-        run = _Run(directory, out, interpreters, folder, warm, started, track, deploy, slurm)
+        run = _Run(directory, out, interpreters, folder, warm, started, track, deploy, slurm, trace)
         try:
             return _attempts(run, plan, resume, chances, recovery)
         except BaseException as error:
@@ -478,7 +483,8 @@ class _Run:
     """What every attempt of one ``run_plan`` shares: the run folder, where lines go, how
     roles start (``interpreters``, ``warm``), the checkpoint folder it holds (None: none), when
     it started (``time.monotonic()``), the track a signal's line is made from, and the
-    deployment or the Slurm allocation its roles run on (None: this host)."""
+    deployment or the Slurm allocation its roles run on (None: this host), and whether its
+    roles write traces."""
 
     directory: Path
     out: TextIO
@@ -489,6 +495,7 @@ class _Run:
     track: RunTrack
     deploy: Deployed | None = None
     slurm: Slurmed | None = None
+    trace: bool = False
 
 
 def _attempts(
@@ -838,6 +845,7 @@ def _run_plan(
         on_first=lambda: first_round.append(time.time()),
         remote=None if run.deploy is None else run.deploy.attempt(directory, run.interpreters),
         slurm=run.slurm,
+        trace=run.trace,
     )
     cause, found = launched.cause, launched.reports
     if cause:
@@ -1113,6 +1121,7 @@ def run_command(args: argparse.Namespace) -> int:
         ssh_options=args.ssh_option or (),
         slurm=args.slurm,
         slurm_options=args.slurm_option or (),
+        trace=args.trace,
     )
 
 
@@ -1131,6 +1140,7 @@ def main_run(
     ssh_options: Sequence[str] = (),
     slurm: bool = False,
     slurm_options: Sequence[str] = (),
+    trace: bool = False,
 ) -> int:
     """``alpha run``: the exit code, 0 only when the run committed and equals the replicated
     learner; 128 + the signal when one stopped it (130: Ctrl-C). ``resume_round`` picks the
@@ -1141,10 +1151,12 @@ def main_run(
     ``ssh_options`` first (``docs/deploy.md``); ``slurm`` (``--slurm``) on the nodes of a
     Slurm allocation, the caller's or one asked for with ``slurm_options``
     (``--slurm-option``, ``docs/slurm.md``), which is cancelled when the run is over.
+    ``trace`` (``--trace``) has every role write its trace into the run folder's ``trace/``
+    (``docs/trace.md``): on this host only.
 
     Raises:
         UsageError: ``--ssh-option`` without ``--deploy``, ``--slurm-option`` without
-            ``--slurm``, or ``--slurm`` with ``--deploy``.
+            ``--slurm``, ``--slurm`` with ``--deploy``, or ``--trace`` with either.
         DeployInvalid: the deployment file is wrong, or does not list one node per role.
         PlanInvalid: ``--slurm`` with a plan that lists edge addresses.
         SlurmUnavailable: ``--slurm`` where no allocation is or can be made.
@@ -1155,6 +1167,8 @@ def main_run(
         raise UsageError("run: --slurm-option is for the Slurm allocation, which --slurm uses")
     if slurm and deploy is not None:
         raise UsageError("run: --slurm and --deploy each place the roles: give one of them")
+    if trace and (slurm or deploy is not None):
+        raise UsageError(TRACE_HERE_ONLY.format(command="run"))
     plan = load_plan(
         resolve_plan(plan_path) if plan_path else DEFAULT_PLAN, overrides=overrides_of(overrides)
     )
@@ -1199,6 +1213,7 @@ def main_run(
             restarts=restarts,
             deploy=deployed,
             slurm=slurmed,
+            trace=trace,
         )
     if summary.signal is not None:
         print(f"run: {summary.cause}", file=sys.stderr)  # its one line

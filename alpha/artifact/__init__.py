@@ -56,6 +56,8 @@ if TYPE_CHECKING:
         BLAS_THREADS,
         FAILURE_CLOCK_ENV,
         REALTIME,
+        TRACE_ENV,
+        TRACE_ON,
         TRACEBACK_ENV,
     )
     from alpha.artifact.loader import (
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
         checked_role,
         host_target,
         read_artifact,
+        trace_bounds,
     )
     from alpha.artifact.read import (
         artifact_entry,
@@ -118,6 +121,8 @@ __all__ = [
     "RUN_JSON",
     "TARGETS",
     "TRACEBACK_ENV",
+    "TRACE_ENV",
+    "TRACE_ON",
     "VerifiedRole",
     "artifact_entry",
     "artifact_name",
@@ -141,6 +146,7 @@ __all__ = [
     "run_embedded",
     "run_payload",
     "runtime_entry",
+    "trace_bounds",
     "unexpected",
     "verified_roles",
     "verify_archive",
@@ -172,6 +178,8 @@ __getattr__, __dir__ = lazy(
             "TRACEBACK_ENV",
             "FAILURE_CLOCK_ENV",
             "REALTIME",
+            "TRACE_ENV",
+            "TRACE_ON",
         ),
         "alpha.artifact.loader": (
             "MANIFEST_NAME",
@@ -195,6 +203,7 @@ __getattr__, __dir__ = lazy(
             "checked_role",
             "host_target",
             "read_artifact",
+            "trace_bounds",
         ),
         "alpha.artifact.read": ("artifact_entry",),
         "alpha.artifact.run_json": (

@@ -17,7 +17,7 @@ from alpha.artifact.payload import check_target, read_artifact
 from alpha.errors import AlphaError, TargetMismatch, one_line
 from alpha.exitcodes import EXIT_USAGE
 from alpha.files import role_file
-from alpha.records.folder import REPORTS_DIR
+from alpha.records.folder import REPORTS_DIR, TRACE_DIR, trace_name
 from alpha.records.progress import progress_path
 from alpha.wire.console import failed_line
 
@@ -62,7 +62,8 @@ def run_embedded(archive: Path | None = None) -> int:
             )
             return EXIT_CANNOT_START
         # A finished role leaves its report (docs/roles.md) in reports/ beside its artifact,
-        # and a role that records rounds its progress in progress/ (docs/progress.md).
+        # a role that records rounds its progress in progress/ (docs/progress.md), and a
+        # traced role its trace in trace/ (docs/trace.md).
         folder = path.resolve().parent
         reports = folder / REPORTS_DIR
         reports.mkdir(exist_ok=True)
@@ -87,4 +88,5 @@ def run_embedded(archive: Path | None = None) -> int:
         payload,
         report_path=str(reports / role_file(role, ".json")),
         progress_path=str(progress_path(folder, role)),
+        trace_path=str(folder / TRACE_DIR / trace_name(role)),
     )

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BLAS_THREADS", "FAILURE_CLOCK_ENV", "REALTIME", "TRACEBACK_ENV"]
+__all__ = [
+    "BLAS_THREADS",
+    "FAILURE_CLOCK_ENV",
+    "REALTIME",
+    "TRACEBACK_ENV",
+    "TRACE_ENV",
+    "TRACE_ON",
+]
 
 TRACEBACK_ENV: Final = "ALPHA_TRACEBACK"
 """Set to ``1``, a participant that fails on an exception that is not one of Alpha's prints its
@@ -29,3 +36,12 @@ on several hosts whose monotonic clocks are unrelated (``alpha run --slurm`` set
 
 REALTIME: Final = "realtime"
 """The value of :data:`FAILURE_CLOCK_ENV` that asks for the wall clock."""
+
+TRACE_ENV: Final = "ALPHA_TRACE"
+"""Set to :data:`TRACE_ON` (``alpha run --trace`` and ``alpha launch --trace`` set it for every
+role they start), a participant writes its trace, ``trace/role-NNNNNN.trace`` beside its
+artifact, within the bounds its artifact carries (the plan's ``[trace]``) or the defaults
+(``docs/trace.md``). Unset, nothing is traced, and nothing of the trace writer is loaded."""
+
+TRACE_ON: Final = "1"
+"""The value of :data:`TRACE_ENV` that turns tracing on; any other leaves it off."""

@@ -18,11 +18,13 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
-from alpha.artifact.environ import FAILURE_CLOCK_ENV, REALTIME, TRACEBACK_ENV
+from alpha.artifact.environ import FAILURE_CLOCK_ENV, REALTIME, TRACE_ENV, TRACE_ON, TRACEBACK_ENV
+from alpha.artifact.payload import trace_bounds
 from alpha.errors import (
     AlphaError,
     ArtifactInvalid,
@@ -45,6 +47,8 @@ from alpha.wire.console import FAILURE_CLOCK, clock_line, failed_line, role_line
 if TYPE_CHECKING:
     from alpha.learner.saving import Saver
     from alpha.learner.state import LearnerState
+    from alpha.records.trace import TraceBounds
+    from alpha.runtime.tracing import Tracer
 
 __all__ = ["FAILURE_CLOCK", "TRACEBACK_ENV", "run_description", "run_payload", "unexpected"]
 
@@ -94,17 +98,44 @@ async def _announce(role: int, data: bytes) -> None:
     await announce_on_stdout(data)
 
 
+def _open_trace(
+    description: RoleDescription, path: str | None, bounds: TraceBounds | None
+) -> Tracer | None:
+    """The role's trace writer when its environment turns tracing on (``TRACE_ENV``) and it
+    has a place for its trace; None otherwise. A trace that cannot be made is said in the log
+    and the role runs untraced: a trace only shows the run."""
+    if path is None or bounds is None or os.environ.get(TRACE_ENV) != TRACE_ON:
+        return None
+    from alpha.runtime.tracing import Tracer  # only a traced role loads the writer
+
+    try:
+        return Tracer.open(
+            Path(path),
+            role=description.role,
+            participants=description.participants,
+            identity=description.identity,
+            digest=description.payload_digest,
+            bounds=bounds,
+        )
+    except OSError as error:
+        _log(description.role, f"trace: cannot make {path}: {error}; the run goes on untraced")
+        return None
+
+
 def run_description(
     description: RoleDescription,
     schedule: LocalSchedule,
     report_path: str | None = None,
     learner: LearnerState | None = None,
     saver: Saver | None = None,
+    trace_path: str | None = None,
+    bounds: TraceBounds | None = None,
 ) -> int:
     """Run one participant in this process: its schedule over its edges; return its exit
-    code."""
+    code. Traced (``TRACE_ENV``), it writes its trace at ``trace_path`` within ``bounds``."""
     role = description.role
     reported: list[AlphaError] = []
+    trace = _open_trace(description, trace_path, bounds)
 
     def report_failure(error: AlphaError) -> None:
         # Logged the moment the session fails, before its connections close: see run_role.
@@ -128,6 +159,7 @@ def run_description(
                 report_path=report_path,
                 learner=learner,
                 saver=saver,
+                trace=trace,
             )
         moved = sum(e.sent_bytes + e.received_bytes for e in report.edges)
         _log(
@@ -148,6 +180,9 @@ def run_description(
         return EXIT_FAILURE
     except Exception as error:  # not one of Alpha's: a bug or an unchecked OS error
         return unexpected(role, error)
+    finally:
+        if trace is not None:
+            trace.close()
     return EXIT_OK
 
 
@@ -155,6 +190,7 @@ def run_payload(
     payload: Mapping[str, object],
     report_path: str | None = None,
     progress_path: str | None = None,
+    trace_path: str | None = None,
 ) -> int:
     """Run the participant an artifact carries (see ``alpha.artifact``); return its exit code.
     An exception that is not one of Alpha's is reported in one line (:func:`unexpected`).
@@ -162,20 +198,26 @@ def run_payload(
     ``payload["description"]`` is the role description (``docs/roles.md``) and
     ``payload["schedule"]`` the role's projected local schedule (``docs/protocol.md``). A
     learner that records rounds (role 0) appends them to ``progress_path``
-    (``docs/progress.md``).
+    (``docs/progress.md``). A traced participant (``TRACE_ENV``) writes its trace at
+    ``trace_path`` within the bounds ``payload["trace"]`` gives, or the defaults
+    (``docs/trace.md``).
     """
     try:
-        return _run_payload(payload, report_path, progress_path)
+        return _run_payload(payload, report_path, progress_path, trace_path)
     except Exception as error:  # not one of Alpha's, outside the session
         role = payload.get("role", "?")
         return unexpected(role if isinstance(role, int) else "?", error)
 
 
 def _run_payload(
-    payload: Mapping[str, object], report_path: str | None, progress_path: str | None
+    payload: Mapping[str, object],
+    report_path: str | None,
+    progress_path: str | None,
+    trace_path: str | None,
 ) -> int:
     try:
         description = RoleDescription.from_dict(payload.get("description"))
+        bounds = trace_bounds(payload, "the artifact's payload")
         raw = payload.get("schedule")
         if raw is None:
             raise ArtifactInvalid("it has no schedule; build artifacts with alpha compile")
@@ -196,7 +238,7 @@ def _run_payload(
         _log_failed("?", f"{type(error).__name__}: the artifact's payload: {error}")
         return EXIT_USAGE
     if learner is None:
-        return run_description(description, schedule, report_path, learner)
+        return run_description(description, schedule, report_path, None, None, trace_path, bounds)
     from alpha.learner.payload import attach_gpu
     from alpha.learner.saving import Saver, carried_history, load_start
 
@@ -222,6 +264,8 @@ def _run_payload(
         _log_failed(description.role, f"GpuUnavailable: {error}")
         return EXIT_FAILURE
     try:
-        return run_description(description, schedule, report_path, learner, saver)
+        return run_description(
+            description, schedule, report_path, learner, saver, trace_path, bounds
+        )
     finally:
         learner.release()  # before the interpreter's cleanup, where PyCUDA would abort

@@ -20,6 +20,7 @@ from alpha.core.targets import TARGETS
 from alpha.core.topology import MAX_ROLES
 from alpha.errors import ArtifactInvalid, TargetMismatch
 from alpha.files import role_file
+from alpha.records.trace import TraceBounds, bounds_problem
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -32,6 +33,7 @@ __all__ = [
     "checked_role",
     "host_target",
     "read_artifact",
+    "trace_bounds",
 ]
 
 ARTIFACT_FORMAT: Final = "alpha-artifact/1"
@@ -106,7 +108,8 @@ def checked_role(value: object, where: str) -> int:
 
 
 def check_payload_fields(payload: Mapping[str, object], where: str) -> None:
-    """The light checks (no numpy needed): format, role, target, a description table.
+    """The light checks (no numpy needed): format, role, target, a description table, the
+    trace's bounds when it carries them.
 
     Raises:
         ArtifactInvalid: the first field that is wrong, named.
@@ -124,6 +127,26 @@ def check_payload_fields(payload: Mapping[str, object], where: str) -> None:
             f"{where}: description must be a role description table, "
             f"got {payload.get('description')!r}"
         )
+    trace_bounds(payload, where)
+
+
+def trace_bounds(payload: Mapping[str, object], where: str) -> TraceBounds:
+    """The bounds a traced participant writes its trace within (``docs/trace.md``): the
+    payload's ``trace`` table (``{"limit": N, "mode": "first" | "ring"}``, the plan's
+    ``[trace]``), or the defaults when it has none.
+
+    Raises:
+        ArtifactInvalid: ``trace`` is not such a table; the message names what is wrong.
+    """
+    entry = payload.get("trace")
+    if entry is None:
+        return TraceBounds()
+    if not isinstance(entry, Mapping) or set(entry) != {"limit", "mode"}:
+        raise ArtifactInvalid(f"{where}: trace must be a table of limit and mode, got {entry!r}")
+    problem = bounds_problem(entry["limit"], entry["mode"])
+    if problem is not None:
+        raise ArtifactInvalid(f"{where}: trace.{problem}")
+    return TraceBounds(entry["limit"], entry["mode"])
 
 
 # --- reading a payload from an archive ----------------------------------------

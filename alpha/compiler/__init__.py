@@ -146,6 +146,10 @@ if TYPE_CHECKING:
         RUN_KEYS,
         read_run,
     )
+    from alpha.compiler.plan_trace import (
+        TRACE_KEYS,
+        read_trace,
+    )
     from alpha.compiler.plan_work import (
         CHOICES,
         MAX_WORK_SIZE,
@@ -247,6 +251,7 @@ __all__ = [
     "TARGETS",
     "TARGETS_KEYS",
     "TOPOLOGY_KEYS",
+    "TRACE_KEYS",
     "WORKS",
     "WORK_KEYS",
     "WORK_KINDS",
@@ -322,6 +327,7 @@ __all__ = [
     "read_run",
     "read_targets",
     "read_topology",
+    "read_trace",
     "read_transport",
     "read_work",
     "require_learner",
@@ -474,6 +480,10 @@ __getattr__, __dir__ = lazy(
             "MAX_ROUNDS",
             "RUN_KEYS",
             "read_run",
+        ),
+        "alpha.compiler.plan_trace": (
+            "TRACE_KEYS",
+            "read_trace",
         ),
         "alpha.compiler.plan_work": (
             "CHOICES",

@@ -20,7 +20,8 @@ documentation order, each read by its own module (one reader per table, beside t
 bounds of its fields): ``plan_run`` ([run]), ``plan_membership`` ([membership], [topology]),
 ``plan_contract`` ([contract]), ``plan_budgets`` ([budgets]), ``plan_placement``
 ([addresses], [targets], [gpu]), ``plan_work`` ([work]), ``plan_learner`` ([learner]),
-``plan_checkpoint`` ([checkpoint]) and ``plan_recovery`` ([recovery]). Their public names are
+``plan_checkpoint`` ([checkpoint]), ``plan_recovery`` ([recovery]) and ``plan_trace``
+([trace]). Their public names are
 re-exported here. The generic readers of one field (an integer in a range, one of some
 strings, an IPv4 address, a sub-table, the refusal of an unknown key) are in
 :mod:`alpha.compiler._fields`. Adding a table is a module of its own, its name in ``_TABLES``
@@ -87,6 +88,7 @@ from alpha.compiler.plan_recovery import (
     read_recovery,
 )
 from alpha.compiler.plan_run import MAX_NAME_CHARS, MAX_ROUNDS, RUN_KEYS, read_run
+from alpha.compiler.plan_trace import TRACE_KEYS, read_trace
 from alpha.compiler.plan_work import CHOICES, MAX_WORK_SIZE, WORK_KEYS, WORK_KINDS, read_work
 from alpha.core.budgets import Budgets
 from alpha.core.membership import ParticipantGroup
@@ -96,6 +98,7 @@ from alpha.core.topology import ParticipantTree
 from alpha.errors import PlanInvalid, RoleOutOfRange, TopologyError
 from alpha.files import read_regular_file
 from alpha.learner.data import MAX_SEED
+from alpha.records.trace import TraceBounds
 from alpha.schedule.role import DEFAULT_ADDRESS
 
 if TYPE_CHECKING:  # the type only: this module does no I/O beyond load_plan's one read
@@ -149,6 +152,7 @@ _LEARNER_KEYS: Final = LEARNER_KEYS
 _GPU_KEYS: Final = GPU_KEYS
 _CHECKPOINT_KEYS: Final = CHECKPOINT_KEYS
 _RECOVERY_KEYS: Final = RECOVERY_KEYS
+_TRACE_KEYS: Final = TRACE_KEYS
 _TABLE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "run": _RUN_KEYS,
     "membership": _MEMBERSHIP_KEYS,
@@ -162,6 +166,7 @@ _TABLE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "gpu": _GPU_KEYS,
     "checkpoint": _CHECKPOINT_KEYS,
     "recovery": _RECOVERY_KEYS,
+    "trace": _TRACE_KEYS,
 }
 _TABLES: Final = tuple(_TABLE_KEYS)
 
@@ -238,6 +243,8 @@ class Plan:
         gpus: ``(role, GPU UUID)`` per bound role, ascending by role.
         checkpoint: the ``[checkpoint]`` table of a learn plan, or None.
         recovery: the ``[recovery]`` table of a learn plan, or None (no restarts).
+        trace: the ``[trace]`` table's bounds, or None (a traced run's defaults); no part of
+            the run identity.
         segment: the part of the run one launch runs (set by ``alpha run``), or None.
         source: where the text came from (a path, or ``"<plan>"``).
         text_sha256: the hex SHA-256 of the plan's text in UTF-8 (before any override).
@@ -276,6 +283,7 @@ class Plan:
     text_sha256: str
     checkpoint: CheckpointSpec | None = None
     recovery: RecoverySpec | None = None
+    trace: TraceBounds | None = None
     segment: Segment | None = None
     overrides: tuple[Override, ...] = ()
     integrity: str = KEYED_INTEGRITY
@@ -363,13 +371,13 @@ def parse_plan(text: str, *, source: str = "<plan>", overrides: Sequence[Overrid
     overridden plan is checked, and is, as if the values were written in the text.
 
     Tables are read in documentation order (run, membership, topology, contract, budgets,
-    addresses, targets, work, learner, gpu, checkpoint, recovery), each first for unknown keys
-    and then field by field in documentation order; the first refusal met is raised. A refusal says
-    where its field was written (``where``): the override it came from (``--set
-    run.rounds=0``), else the source and line of its key (``PLAN.toml:3``, found by
+    addresses, targets, work, learner, gpu, checkpoint, recovery, trace), each first for
+    unknown keys and then field by field in documentation order; the first refusal met is
+    raised. A refusal says where its field was written (``where``): the override it came from
+    (``--set run.rounds=0``), else the source and line of its key (``PLAN.toml:3``, found by
     :func:`alpha.compiler.plan_lines.field_line`; the source alone when no line is found). A
-    plan read from text (the source ``"<plan>"``) gets the ``line`` but no ``where``. O(size of
-    ``text``).
+    plan read from text (the source ``"<plan>"``) gets the ``line`` but no ``where``. O(size
+    of ``text``).
 
     Raises:
         TypeError: ``text`` or ``source`` is not a str.
@@ -422,6 +430,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
     gpus = read_gpu(root, n)
     checkpoint = read_checkpoint(root, work_kind, rounds)
     recovery = read_recovery(root, work_kind, None if learner is None else learner.contributors)
+    trace = read_trace(root)
     return Plan(
         name=name,
         rounds=rounds,
@@ -452,6 +461,7 @@ def _parse_plan(text: str, source: str, overrides: tuple[Override, ...]) -> Plan
         text_sha256=digest,
         checkpoint=checkpoint,
         recovery=recovery,
+        trace=trace,
         overrides=overrides,
     )
 

@@ -39,6 +39,7 @@ from typing import Final, Protocol
 
 import trio
 
+from alpha.artifact.environ import TRACE_ENV, TRACE_ON
 from alpha.artifact.verified import verified_roles
 from alpha.artifact.verify import artifact_runtime
 from alpha.core.targets import TARGETS
@@ -552,6 +553,7 @@ async def launch(
     warm: bool = True,
     committed: Callable[[], bool] | None = None,
     shared: bool = True,
+    trace: bool = False,
 ) -> LaunchResult:
     """Start every role of ``specs`` at once, relay announced ports, wait for every role.
 
@@ -590,6 +592,8 @@ async def launch(
             regions (``docs/frames.md``); once every role has ended, any region file of the
             token still in the folder (a role killed before its peer took the name) is
             removed. False (roles on other hosts): every frame over TCP.
+        trace: every role writes its trace (``ALPHA_TRACE=1`` in its environment,
+            ``docs/trace.md``); False: none does, whatever the launcher's environment says.
 
     Returns:
         Every role's outcome and the role that failed first (see
@@ -597,6 +601,10 @@ async def launch(
     """
     state = _Launch(specs, fail_fast, committed)
     state.route = route
+    # The command line's --trace is the one switch: never one inherited from the caller's shell.
+    state.environment.pop(TRACE_ENV, None)
+    if trace:
+        state.environment[TRACE_ENV] = TRACE_ON
     token = launch_token() if shared else None
     if token is None:
         state.environment.pop(SHARED_ENV, None)  # never one inherited from another launch

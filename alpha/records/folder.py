@@ -8,6 +8,7 @@ artifacts (``docs/artifacts.md``, ``docs/launch.md``).
     FOLDER/reports/commit.json   the commit record role 0 publishes (records.commit)
     FOLDER/progress/         the rounds a learner records, role-NNNNNN.jsonl (records.progress)
     FOLDER/checkpoints/      the default checkpoint folder (alpha.checkpoint.store)
+    FOLDER/trace/            each traced role's trace, role-NNNNNN.trace (records.trace)
     FOLDER/loss.png, FOLDER/history.csv   what alpha run draws and writes of the rounds
 
 Names only: no module here reads or writes a file, so anything may import it, an artifact's
@@ -31,10 +32,12 @@ __all__ = [
     "REPORTS_DIR",
     "REPORT_GLOB",
     "RUN_JSON",
+    "TRACE_DIR",
     "artifact_name",
     "log_name",
     "progress_name",
     "report_name",
+    "trace_name",
 ]
 
 RUN_JSON: Final = "run.json"
@@ -49,6 +52,10 @@ LOGS_DIR: Final = "logs"
 PROGRESS_DIR: Final = "progress"
 """Where, beside its artifacts, a run's progress files are (``progress/role-000000.jsonl``,
 ``docs/progress.md``)."""
+
+TRACE_DIR: Final = "trace"
+"""Where, beside its artifacts, a traced run's roles write their traces
+(``trace/role-NNNNNN.trace``, ``docs/trace.md``)."""
 
 COMMIT_NAME: Final = "commit.json"
 """The commit record's file name, in role 0's report folder (``reports/commit.json``)."""
@@ -88,3 +95,8 @@ def log_name(role: int) -> str:
 def progress_name(role: int) -> str:
     """``role-NNNNNN.jsonl``: the rounds the role records, in ``progress/``."""
     return role_file(role, ".jsonl")
+
+
+def trace_name(role: int) -> str:
+    """``role-NNNNNN.trace``: the role's trace, in ``trace/``."""
+    return role_file(role, ".trace")

@@ -3,8 +3,8 @@ before a launch, and read after it, each role's report checked against role 0's 
 Only a committed run's reports count (``docs/failure.md``).
 
 Each launch is a fresh attempt: :func:`clear_attempt` sweeps what an earlier launch left in the
-folder (its reports and commit record, its logs, its progress records) before any role starts,
-so nothing of an earlier launch sits beside a failed one (``docs/launch.md``).
+folder (its reports and commit record, its logs, its progress records, its traces) before any
+role starts, so nothing of an earlier launch sits beside a failed one (``docs/launch.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 from alpha.errors import CommitInvalid
 from alpha.files import STAGED_SUFFIX
 from alpha.records.commit import COMMIT_NAME, CommitRecord, check_reports
-from alpha.records.folder import LOGS_DIR, PROGRESS_DIR, REPORTS_DIR
+from alpha.records.folder import LOGS_DIR, PROGRESS_DIR, REPORTS_DIR, TRACE_DIR
 
 __all__ = ["ATTEMPTS_DIR", "ATTEMPT_FILES", "clear_attempt", "committed_reports", "keep_attempt"]
 
@@ -25,11 +25,12 @@ ATTEMPT_FILES: Final = (
     (REPORTS_DIR, ("*.json", f"*{STAGED_SUFFIX}")),
     (LOGS_DIR, ("*.log",)),
     (PROGRESS_DIR, ("*.jsonl", f"*{STAGED_SUFFIX}")),
+    (TRACE_DIR, ("*.trace",)),
 )
 """What one launch writes in its run folder, and the next sweeps: each subfolder with the
 patterns of the files a launch puts there (every role's report and the commit record; every
-role's log and an SSH forward's; role 0's progress records). Only these: a file of the user's
-in those folders, and everything else in the run folder, stays."""
+role's log and an SSH forward's; role 0's progress records; a traced launch's traces). Only
+these: a file of the user's in those folders, and everything else in the run folder, stays."""
 
 
 def clear_attempt(directory: Path) -> int:

@@ -81,6 +81,10 @@ if TYPE_CHECKING:
         schedule_extents,
         sweep_regions,
     )
+    from alpha.runtime.tracing import (
+        NO_DIGEST,
+        Tracer,
+    )
     from alpha.runtime.whereabouts import (
         COMPLETING,
         ESTABLISHING,
@@ -100,6 +104,7 @@ __all__ = [
     "LAUNCHER_PID_ENV",
     "LAUNCHER_POLL",
     "LEAN_RUN",
+    "NO_DIGEST",
     "OVERLAP_MIN",
     "PORT_BYTES",
     "READ_AHEAD_MAX",
@@ -123,6 +128,7 @@ __all__ = [
     "RoleReport",
     "SharedDigest",
     "Sharing",
+    "Tracer",
     "Whereabouts",
     "as_one_error",
     "complete",
@@ -217,6 +223,10 @@ __getattr__, __dir__ = lazy(
             "run_tag",
             "schedule_extents",
             "sweep_regions",
+        ),
+        "alpha.runtime.tracing": (
+            "NO_DIGEST",
+            "Tracer",
         ),
         "alpha.runtime.whereabouts": (
             "COMPLETING",

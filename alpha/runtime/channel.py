@@ -27,6 +27,7 @@ import fcntl
 import socket
 import struct
 import termios
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ import trio
 from alpha.core.budgets import Budgets
 from alpha.core.identity import RunIdentity
 from alpha.errors import BudgetExhausted, FrameRefused, FrameSpecInvalid, PeerLost, RoundAborted
+from alpha.records.trace import FLAG_SHARED, Event
 from alpha.runtime.cause import as_one_error
 from alpha.runtime.edge import EdgeEnd
 from alpha.runtime.shared import Area, Region
@@ -345,6 +347,8 @@ class FrameChannel:
             PeerLost: the connection broke.
             BudgetExhausted: the peer did not take the bytes within the receive budget.
         """
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         name = slot.sealing.digest
         shared = digest if isinstance(digest, SharedDigest) else SharedDigest(payload, digest, name)
         if shared.name != name:
@@ -373,6 +377,12 @@ class FrameChannel:
             await self._raise_pending_abort()
             raise
         self.sent_bytes += slot.spec.frame_size
+        if trace is not None:
+            spec = slot.spec
+            trace.frame(
+                Event.SEND, spec.kind, self.peer, spec.slot, slot.next_version - 1, spec.extent,
+                found, began, 0 if area is None else FLAG_SHARED,
+            )  # fmt: skip
         return found
 
     async def _send_hashing(
@@ -581,10 +591,14 @@ class FrameChannel:
         """
         if not self.can_abort or self.edge is None:
             return False
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         frame = self.edge.abort_out().prepare(encode_cause(cause))
         wait = min(ABORT_SEND_WAIT, self.budgets.receive)
         try:
             await self._send_pieces(frame.pieces(), "sending an abort", wait)
+            if trace is not None:
+                trace.abort(Event.SEND, self.peer, cause.cause, began)
             await self.stream.send_eof()
         except (BudgetExhausted, PeerLost, trio.BrokenResourceError, trio.ClosedResourceError):
             return False
@@ -621,6 +635,8 @@ class FrameChannel:
             PeerLost: the connection broke, or the peer ended it before the frame's first byte.
             BudgetExhausted: the frame did not arrive within its budget.
         """
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         await self._claim()
         self._read_whole = False
         try:
@@ -654,12 +670,26 @@ class FrameChannel:
             if self._ahead_frames:
                 self._received_ahead()
             if reception.aborted:
-                raise self._aborted(payload)
+                aborted = self._aborted(payload)
+                if trace is not None:
+                    trace.abort(Event.RECEIVE, self.peer, aborted.cause, began)
+                raise aborted
             if last:
                 self._eof_expected = True
+        except FrameRefused as refusal:
+            if trace is not None:
+                spec = slot.spec
+                trace.refused(refusal, spec.kind, spec.slot, spec.extent, began)
+            raise
         finally:
             self._release()
         self.received_bytes += slot.spec.frame_size
+        if trace is not None:
+            spec = slot.spec
+            trace.frame(
+                Event.RECEIVE, spec.kind, self.peer, spec.slot, slot.next_version - 1,
+                spec.extent, slot.payload_digest, began, 0 if area is None else FLAG_SHARED,
+            )  # fmt: skip
         return payload
 
     async def _read(self, reception: Reception, step: str) -> None:
@@ -856,7 +886,14 @@ class FrameChannel:
         finally:
             self._release()
         if extra:
-            last.refuse_trailing(len(extra))
+            try:
+                last.refuse_trailing(len(extra))
+            except FrameRefused as refusal:
+                if self.where.trace is not None:
+                    spec = last.spec
+                    now = time.monotonic_ns()
+                    self.where.trace.refused(refusal, spec.kind, spec.slot, spec.extent, now)
+                raise
         self._eof_expected = True
 
     async def aclose(self) -> None:
@@ -1025,9 +1062,12 @@ class FrameChannel:
 
     async def _take_abort(self) -> None:
         assert self.edge is not None
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         self._taking_abort = True
+        slot = self.edge.abort_in()
         try:
-            reception = self.edge.abort_in().arm()
+            reception = slot.arm()
             sock = self.stream.socket
             with self._bounded(self.where.at("receiving an abort", self.peer)):
                 while not reception.verified:
@@ -1036,10 +1076,18 @@ class FrameChannel:
                         reception.eof()
                     reception.advance(count)
             payload = reception.finish()
+            aborted = self._aborted(payload)
+        except FrameRefused as refusal:
+            if trace is not None:
+                spec = slot.spec
+                trace.refused(refusal, spec.kind, spec.slot, spec.extent, began)
+            raise
         finally:
             self._taking_abort = False
             self._lot.unpark_all()
-        raise self._aborted(payload)
+        if trace is not None:
+            trace.abort(Event.RECEIVE, self.peer, aborted.cause, began)
+        raise aborted
 
     async def _claim(self) -> None:
         """Take the reading side from the watch before a receive."""
@@ -1073,6 +1121,10 @@ class FrameChannel:
         """Bound a wait by a budget (the receive budget unless named) and turn transport
         failures into Alpha's errors, naming this edge, ``step`` and the round."""
         limit = self.budgets.receive if seconds is None else seconds
+        # A wait within a frame is in that frame's record; one that runs out, whose frame
+        # never comes, has a record of its own.
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         # A bare cancel scope rather than trio.fail_after: one context manager less per frame.
         try:
             with trio.CancelScope(deadline=trio.current_time() + limit) as scope:
@@ -1080,4 +1132,6 @@ class FrameChannel:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             raise self._lost(step, str(error)) from None
         if scope.cancelled_caught:
+            if trace is not None:
+                trace.wait(budget, self.peer, began, ran_out=True)
             raise self.where.exhausted(budget, limit, peer=self.peer, step=step)

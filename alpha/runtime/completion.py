@@ -205,6 +205,8 @@ async def complete(
                 "stays staged, not final"
             ) from error
     where.committed = True
+    if where.trace is not None:
+        where.trace.committed()
     reports.publish()
     failures: list[AlphaError] = []
     for child in children:

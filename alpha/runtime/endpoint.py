@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Final
@@ -211,6 +212,8 @@ class Establishment:
             self.step = f"connecting to role {edge.peer} at {edge.address}:{port}"
             bound, attempts, budget = budgets.connect, budgets.connect_attempts, "connect"
         self.waiting_for = edge.peer
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         stream: trio.SocketStream | None = None
         pause = min(FIXED_RETRY_FIRST, budgets.connect_interval) if fixed else 0.0
         # A connect to an address that drops packets waits for the kernel's SYN retries (two
@@ -243,6 +246,8 @@ class Establishment:
                     raise
                 stream = trio.SocketStream(sock)
                 break
+        if trace is not None:
+            trace.wait(budget, edge.peer, began, ran_out=stream is None)
         if stream is None:
             raise self.where.exhausted(budget, bound, peer=edge.peer)
         channel = self.channels[edge.peer] = self.channel(stream, edge.peer)
@@ -266,8 +271,12 @@ class Establishment:
         self.step = f"accepting role {edge.peer}"
         self.waiting_for = edge.peer
         sock: trio.socket.SocketType | None = None
+        trace = self.where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         with trio.move_on_after(self.budgets.accept):
             sock, _ = await listener.accept()
+        if trace is not None:
+            trace.wait("accept", edge.peer, began, ran_out=sock is None)
         if sock is None:
             raise self.where.exhausted("accept", self.budgets.accept, peer=edge.peer)
         channel = self.channels[edge.peer] = self.channel(trio.SocketStream(sock), edge.peer)
@@ -356,6 +365,8 @@ async def read_ports(
     ports: list[int] = []
     for peer in peers[:count]:
         step = f"waiting for the port of role {peer} on stdin"
+        trace = where.trace
+        began = 0 if trace is None else time.monotonic_ns()
         with trio.move_on_after(budgets.accept) as scope:
             while len(data) < PORT_BYTES:
                 chunk = await stream.receive_some(PORT_BYTES - len(data))
@@ -365,6 +376,8 @@ async def read_ports(
                         "participants with `alpha launch`, which relays announced ports"
                     )
                 data += chunk
+        if trace is not None:
+            trace.wait("accept", peer, began, ran_out=scope.cancelled_caught)
         if scope.cancelled_caught:
             raise where.exhausted("accept", budgets.accept, peer=peer, step=step)
         ports.extend(decode_ports(data[:PORT_BYTES]))

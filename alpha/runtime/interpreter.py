@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -326,6 +327,8 @@ class Interpreter:
             first, *rest = fold.sources
             if first in arrived:
                 await arrived[first].wait()
+            trace = self.where.trace
+            began = 0 if trace is None else time.monotonic_ns()
             fold_into(out, (self.buffers[first],))
             for name in rest:
                 if name in arrived:
@@ -336,6 +339,8 @@ class Interpreter:
                 else:
                     fold_add(out, source)
             self.digests_known.clear()
+            if trace is not None:  # from its first addition: it waited on the receives
+                trace.operation("fold", fold.region, began)
 
         for ins in recvs:
             nursery.start_soon(receive, ins)
@@ -379,10 +384,18 @@ class Interpreter:
                 self.digests_known[ins.region] = receiver.payload_digest
         elif isinstance(ins, Op):
             self.digests_known.clear()
+            trace = self.where.trace
+            began = 0 if trace is None else time.monotonic_ns()
             LOCAL_OPS[ins.name](ctx, self.buffers[ins.region])
+            if trace is not None:
+                trace.operation(ins.name, ins.region, began)
         elif isinstance(ins, Fold):
             self.digests_known.clear()
+            trace = self.where.trace
+            began = 0 if trace is None else time.monotonic_ns()
             fold_into(self.buffers[ins.region], (self.buffers[name] for name in ins.sources))
+            if trace is not None:
+                trace.operation("fold", ins.region, began)
         elif isinstance(ins, Loop) and depth == 0 and any(isinstance(i, Loop) for i in ins.body):
             # A loop of loops groups rounds (a checkpointed run's generations): its inner
             # loops count the rounds, on from the rounds run before.

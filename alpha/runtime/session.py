@@ -43,6 +43,7 @@ from alpha.wire.abort import AbortCause
 if TYPE_CHECKING:  # types only: a role without a learner (a sum check) loads no learner code
     from alpha.learner.saving import Saver
     from alpha.learner.state import LearnerState
+    from alpha.runtime.tracing import Tracer  # an untraced role loads no trace writer
 
 # first_alpha_error lives in alpha.runtime.cause; named here too for the runtime's face.
 __all__ = [
@@ -137,6 +138,7 @@ async def run_role(
     report_path: str | None = None,
     learner: LearnerState | None = None,
     saver: Saver | None = None,
+    trace: Tracer | None = None,
 ) -> RoleReport:
     """Run one participant's whole session; return its report once the run committed.
 
@@ -148,7 +150,9 @@ async def run_role(
     published when the role learns that the run committed (``docs/failure.md``). With
     ``saver`` the role writes its part of the learner's state into the segment's staged
     generation before it reports its completion, and role 0 publishes the generation at the
-    commit point (``docs/checkpoints.md``).
+    commit point (``docs/checkpoints.md``). With ``trace`` every frame, local operation,
+    wait, and the failure or the commit is recorded as it happens (``docs/trace.md``); the
+    caller closes it.
 
     Raises:
         RoundAborted: a peer aborted the run; carries the original cause.
@@ -167,6 +171,8 @@ async def run_role(
     report = RoleReport(role=description.role, pid=os.getpid())
     state = Establishment(description, sharing=Sharing.of(description, schedule, os.environ))
     where = state.where
+    if trace is not None:
+        trace.attach(where)
     budgets = description.budgets
     reports = ReportFiles(description.report or report_path, description.role)
     reports.clear()
@@ -191,6 +197,8 @@ async def run_role(
                         failure = first_alpha_error(error)
                     if failure is not None and on_failure is not None:
                         on_failure(failure)
+                    if failure is not None and trace is not None:
+                        trace.failed(failure)
                     with trio.CancelScope(shield=True):
                         await _fail(state, where, reports, failure or error)
                     raise

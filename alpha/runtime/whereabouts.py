@@ -2,15 +2,19 @@
 
 One :class:`Whereabouts` per role, shared by its establishment, its channels and its
 interpreter, so that whichever budget runs out (a receive, the start of an edge, the optional
-session deadline) names the role, the peer, the step and the round it struck.
+session deadline) names the role, the peer, the step and the round it struck; and, in a traced
+role, through which each of them writes its trace (``trace``, ``docs/trace.md``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from alpha.errors import BudgetExhausted
+
+if TYPE_CHECKING:  # the type only: an untraced role loads no trace writer
+    from alpha.runtime.tracing import Tracer
 
 __all__ = ["COMPLETING", "ESTABLISHING", "RUNNING", "Whereabouts"]
 
@@ -32,6 +36,9 @@ class Whereabouts:
     round: int | None = None
     phase: str = ESTABLISHING
     committed: bool = False  # the role learned that the run committed (docs/failure.md)
+    # The role's trace writer when it is traced (docs/trace.md): every part of the role that
+    # shares these whereabouts records through it; None untraced, one test per hook.
+    trace: Tracer | None = None
 
     def at(self, step: str, peer: int | None = None) -> str:
         """Record the step about to start (and the peer it waits on); return the step."""

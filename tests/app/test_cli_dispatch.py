@@ -37,6 +37,8 @@ EXPECTED = {
     ("checkpoint", "verify"): "alpha.app.checkpoint_command:checkpoint_command",
     ("checkpoint", "restore"): "alpha.app.checkpoint_command:checkpoint_command",
     ("observe", "gate"): "alpha.app.observe:observe_gate",
+    ("observe", "trace"): "alpha.app.trace_command:observe_trace",
+    ("observe", "diff"): "alpha.app.trace_command:observe_diff",
     ("plans",): "alpha.app.plans:plans_command",
     ("plans", "show"): "alpha.app.plans:plans_command",
     ("plans", "copy"): "alpha.app.plans:plans_command",

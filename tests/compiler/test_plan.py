@@ -262,6 +262,7 @@ def test_the_docs_example_reads() -> None:
         ("work", plan_module._WORK_KEYS),
         ("learner", plan_module._LEARNER_KEYS),
         ("gpu", plan_module._GPU_KEYS),
+        ("trace", plan_module._TRACE_KEYS),
     ],
 )
 def test_every_key_is_documented(table: str, keys: tuple[str, ...]) -> None:

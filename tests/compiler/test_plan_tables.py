@@ -16,6 +16,7 @@ from alpha.compiler import (
     plan_placement,
     plan_recovery,
     plan_run,
+    plan_trace,
     plan_work,
 )
 from alpha.compiler.plan import parse_plan
@@ -48,6 +49,7 @@ READERS: dict[str, tuple[tuple[str, ...], Callable[[dict[str, object]], object]]
         lambda r: plan_checkpoint.read_checkpoint(r, "learn", 10),
     ),
     "recovery": (plan_recovery.RECOVERY_KEYS, lambda r: plan_recovery.read_recovery(r, "learn")),
+    "trace": (plan_trace.TRACE_KEYS, plan_trace.read_trace),
 }
 
 
