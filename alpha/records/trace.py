@@ -24,13 +24,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final, final
+from typing import Final, final
 
 from alpha.checked import int_in
 from alpha.errors import TraceInvalid
-
-if TYPE_CHECKING:  # the type only: a writer hands its mapping in
-    import mmap
 
 __all__ = [
     "CHECK_PRIME",
@@ -64,7 +61,6 @@ __all__ = [
     "encode_record",
     "names_detail",
     "pack_record",
-    "pack_record_into",
     "record_offset",
 ]
 
@@ -286,37 +282,6 @@ def pack_record(
         detail, RECORD_MARK,
     )  # fmt: skip
     return body + _CHECK.pack(int.from_bytes(body, "little") % CHECK_PRIME)
-
-
-def pack_record_into(
-    buffer: bytearray | memoryview | mmap.mmap,
-    at: int,
-    seq: int,
-    start_ns: int,
-    end_ns: int,
-    event: int,
-    kind: int,
-    phase: int,
-    flags: int,
-    peer: int,
-    slot: int,
-    round: int,
-    version: int,
-    extent: int,
-    detail: bytes,
-) -> None:
-    """:func:`pack_record`'s bytes written at ``at`` in ``buffer`` (a writer's mapping of its
-    file) without an intermediate object: the body, then its check read back from it.
-
-    Raises:
-        struct.error: a field does not fit its width, or ``buffer`` is too short.
-    """
-    _BODY.pack_into(
-        buffer, at, seq, start_ns, end_ns, event, kind, phase, flags, peer, slot, round,
-        version, extent, detail, RECORD_MARK,
-    )  # fmt: skip
-    body = buffer[at : at + _CHECKED]
-    _CHECK.pack_into(buffer, at + _CHECKED, int.from_bytes(body, "little") % CHECK_PRIME)
 
 
 def _record_problem(record: TraceRecord) -> str | None:
