@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         sweep_regions,
     )
     from alpha.runtime.tracing import (
+        CHUNK_RECORDS,
         NO_DIGEST,
         Tracer,
     )
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABORT_SEND_WAIT",
+    "CHUNK_RECORDS",
     "COMPLETING",
     "ESTABLISHING",
     "FAILURE_CLOCK",
@@ -225,6 +227,7 @@ __getattr__, __dir__ = lazy(
             "sweep_regions",
         ),
         "alpha.runtime.tracing": (
+            "CHUNK_RECORDS",
             "NO_DIGEST",
             "Tracer",
         ),

@@ -27,7 +27,7 @@ from alpha.records.trace import (
 from alpha.records.trace_diff import diff_traces
 from alpha.records.trace_table import Trace, read_trace
 
-IDENTITY = hashlib.sha256(b"one plan").digest()
+PLAN_IDENTITY = hashlib.sha256(b"one plan").digest()
 # A star of three roles, two rounds: each leaf sends its contribution to 0, 0 sends the total
 # back. A step: (role, event, peer, round, value) in the order the role records it.
 Step = tuple[int, Event, int, int, str]
@@ -99,7 +99,7 @@ def _traces(
             by_role[role].append(dataclasses.replace(record, seq=len(by_role[role])))
     out = {}
     for role, records in by_role.items():
-        header = TraceHeader(role, 3, IDENTITY, "sha256", TraceBounds(limit, "first"), 0, 0)
+        header = TraceHeader(role, 3, PLAN_IDENTITY, "sha256", TraceBounds(limit, "first"), 0, 0)
         data = encode_header(header) + b"".join(encode_record(r) for r in records[:limit])
         out[role] = read_trace(data)
     return out
