@@ -47,7 +47,6 @@ from alpha.app.display import PhaseStatus, RoundProgress, follow, summary_table
 from alpha.app.interrupted import Interrupted, RunTrack, found_in, interrupted_by, run_line
 from alpha.app.plans import resolve_plan
 from alpha.app.plot import RunPlots, diverged_round, write_run_plots
-from alpha.checkpoint.manifest import decode_history
 from alpha.checkpoint.store import (
     POINTER,
     Generation,
@@ -236,9 +235,7 @@ def resumed_history(
     Raises:
         CheckpointCorrupt: the history it records is malformed.
     """
-    recorded = decode_history(
-        generation.about, generation.round, f"checkpoint {generation.path.name}"
-    )
+    recorded = generation.history()
     if recorded is None:
         note = (
             f"run: checkpoint {generation.path.name} records no history (an older generation): "

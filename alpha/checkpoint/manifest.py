@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, final
+from typing import Final
 
 import numpy as np
 
@@ -32,6 +32,7 @@ __all__ = [
     "FORMAT",
     "HEX64",
     "HISTORY",
+    "HISTORY_FILE",
     "LOCK",
     "MANIFEST",
     "MAX_DIMENSIONS",
@@ -47,25 +48,29 @@ __all__ = [
     "STAGED_SUFFIX",
     "ArraySpecs",
     "GenerationName",
+    "HistoryRef",
     "HistoryRow",
-    "HistoryText",
     "RecordedHistory",
     "RootManifest",
     "Shard",
     "canonical_json",
     "check_cover",
     "decode_history",
+    "decode_history_lines",
+    "decode_history_ref",
     "decode_json",
     "decode_owner_manifest",
     "decode_pointer",
     "decode_root_manifest",
     "elements_of",
     "encode_history",
+    "encode_history_lines",
     "encode_owner_manifest",
     "encode_pointer",
     "encode_root_manifest",
     "encode_rows",
     "generation_name",
+    "history_ref",
     "owner_manifest_name",
     "owner_ranges",
     "parse_generation",
@@ -379,7 +384,7 @@ def encode_root_manifest(
     owner's manifest entry (``owner``, ``file``, ``sha256``), each array's spec, and
     ``about`` (the run, the plan's identity, what restoring needs)."""
     specs = {n: {"shape": list(shape), "dtype": dtype} for n, (shape, dtype) in arrays.items()}
-    return _canonical_with_history(
+    return canonical_json(
         {
             "format": FORMAT,
             "generation": base,
@@ -389,105 +394,6 @@ def encode_root_manifest(
             "about": dict(about),
         }
     )
-
-
-# A root manifest's about.history holds every round's row, so a run that publishes every few
-# rounds encodes it again at each generation: json's indented encoder is pure Python, about
-# 9 us a row (130 ms at 15,000 rounds, bench chaos). The rows are numbers and nulls only, so
-# their indented text is the C encoder's compact text with its separators respelled (4 to 5
-# times faster); a manifest whose history is anything else is encoded the plain way. Either
-# way the bytes are canonical_json's (tests/checkpoint/test_manifest.py asserts it).
-_HISTORY_LEVEL: Final = 2  # the root manifest's "about" is at level 1, its "history" at 2
-_PLACEHOLDER: Final = "\x00history\x00"
-
-
-def _row_texts(rows: Sequence[object], level: int) -> list[str] | None:
-    """Each row of ``rows`` as canonical_json writes it inside the list at nesting ``level``
-    (without the separating comma), or None when they are not all non-empty lists of numbers
-    and nulls (the text is then canonical_json's to make)."""
-    if not rows:
-        return []
-    compact = json.dumps(rows, separators=(",", ":"), allow_nan=False)
-    if '"' in compact or "{" in compact or compact.count("[") != len(rows) + 1:
-        return None  # a string, an object or a nested list: not rows of numbers
-    if "[]" in compact:
-        return None  # an empty row is written "[]" by the indented encoder
-    row, item = "\n" + " " * (level + 1), "\n" + " " * (level + 2)
-    return [
-        row + "[" + item + values.replace(",", "," + item) + row + "]"
-        for values in compact[2:-2].split("],[")
-    ]
-
-
-def _history_text(rows: Sequence[object], level: int) -> str | None:
-    """``rows`` as canonical_json writes them at nesting ``level``, or None when they are not
-    all lists of numbers and nulls."""
-    texts = _row_texts(rows, level)
-    if texts is None:
-        return None
-    return _listed(",".join(texts), level)
-
-
-def _listed(joined: str, level: int) -> str:
-    """The list whose rows' texts, comma-joined, are ``joined``, at nesting ``level``."""
-    return "[" + joined + "\n" + " " * level + "]" if joined else "[]"
-
-
-@final
-class HistoryText:
-    """A generation's ``about.history`` that only grows, with its canonical text kept as it
-    grows: each row is encoded once, when it is added, instead of every row again at every
-    generation (a run publishing every few rounds for tens of thousands of rounds spent a
-    third of role 0's time there). :func:`root_manifest` writes it as it writes the plain
-    list ``rows``, to the same bytes (tests/checkpoint/test_manifest.py)."""
-
-    def __init__(self, rows: Sequence[Sequence[object]] = ()) -> None:
-        self.rows: list[list[object]] = []
-        self._joined: str | None = ""  # the rows' texts joined; None: not rows of numbers
-        self.extend(rows)
-
-    def extend(self, rows: Sequence[Sequence[object]]) -> None:
-        """Add ``rows`` (each ``[round, loss, train_accuracy, holdout_accuracy]``, a value
-        that is not finite as None, as :func:`encode_history` makes them) after the others."""
-        added = [list(row) for row in rows]
-        if not added:
-            return
-        self.rows += added
-        texts = None if self._joined is None else _row_texts(added, _HISTORY_LEVEL)
-        if texts is None or self._joined is None:
-            self._joined = None
-        else:
-            self._joined += ("," if self._joined else "") + ",".join(texts)
-
-    def text(self) -> str | None:
-        """The rows as canonical_json writes ``about.history``; None when they are not rows
-        of numbers and nulls."""
-        return None if self._joined is None else _listed(self._joined, _HISTORY_LEVEL)
-
-
-def _canonical_with_history(value: dict[str, object]) -> bytes:
-    """:func:`canonical_json` of a root manifest, its ``about.history`` (a list, or a
-    :class:`HistoryText`) encoded fast."""
-    about = value.get("about")
-    if not isinstance(about, dict):
-        return canonical_json(value)
-    rows = about.get(HISTORY)
-    if isinstance(rows, HistoryText):
-        text = rows.text()
-        if text is None:
-            return canonical_json({**value, "about": {**about, HISTORY: rows.rows}})
-    elif not isinstance(rows, list) or not all(type(row) is list for row in rows):
-        return canonical_json(value)
-    else:
-        text = _history_text(rows, _HISTORY_LEVEL)
-    if text is None:
-        return canonical_json(value)
-    marked = canonical_json({**value, "about": {**about, HISTORY: _PLACEHOLDER}}).decode()
-    placeholder = json.dumps(_PLACEHOLDER)
-    if marked.count(placeholder) != 1:  # another value spells the placeholder too
-        plain = rows.rows if isinstance(rows, HistoryText) else rows
-        return canonical_json({**value, "about": {**about, HISTORY: plain}})
-    return marked.replace(placeholder, text, 1).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -662,3 +568,98 @@ def decode_history(about: Mapping[str, object], round: int, where: str) -> Recor
             )
         previous = each
     return RecordedHistory(tuple(rows), tuple(resumes))
+
+
+# --- the history beside a generation's manifest --------------------------------------------
+
+HISTORY_FILE: Final = "history.jsonl"
+"""A generation's history file: every round's row before the generation, one JSON array a line
+(``[round, loss, train_accuracy, holdout_accuracy]``, canonical JSON's compact numbers, a value
+that is not finite as null). Its ``about.history`` names the file's first ``bytes`` bytes,
+their SHA-256 and their ``rows``; the file may hold more lines after them (docs/checkpoints.md:
+a launch appends to one file and links it into each of its generations), which are not this
+generation's and never read as its."""
+
+_HISTORY_REF_KEYS: Final = frozenset({"file", "rows", "bytes", "sha256"})
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRef:
+    """What a root manifest's ``about.history`` says of its history file (:data:`HISTORY_FILE`):
+    the rows and bytes that are the generation's, from the file's start, and their SHA-256."""
+
+    rows: int
+    bytes: int
+    sha256: str
+
+
+def encode_history_lines(rows: Sequence[Sequence[object]]) -> bytes:
+    """``rows`` (as :func:`encode_rows` makes them) as lines of :data:`HISTORY_FILE`."""
+    return b"".join(
+        json.dumps(list(row), separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        for row in rows
+    )
+
+
+def history_ref(rows: int, size: int, sha256: str) -> dict[str, object]:
+    """``about``'s :data:`HISTORY` for a history file whose first ``size`` bytes are ``rows``
+    rows with SHA-256 ``sha256``."""
+    return {"file": HISTORY_FILE, "rows": rows, "bytes": size, "sha256": sha256}
+
+
+def decode_history_ref(about: Mapping[str, object], where: str) -> HistoryRef | None:
+    """The history file ``about`` names (:func:`history_ref`); None when its :data:`HISTORY`
+    is not an object (a history written inline, or none).
+
+    Raises:
+        CheckpointCorrupt: an object that is not a history file's reference.
+    """
+    ref = about.get(HISTORY)
+    if not isinstance(ref, dict):
+        return None
+    rows, size, digest = ref.get("rows"), ref.get("bytes"), ref.get("sha256")
+    if (
+        set(ref) != _HISTORY_REF_KEYS
+        or ref.get("file") != HISTORY_FILE
+        or type(rows) is not int
+        or type(size) is not int
+        or not 0 <= rows <= size
+        or not isinstance(digest, str)
+        or HEX64.fullmatch(digest) is None
+    ):
+        raise CheckpointCorrupt(
+            f"{where}: about.{HISTORY} must be {{file: {HISTORY_FILE!r}, rows, bytes, sha256}} "
+            f"with rows <= bytes: {ref!r}"
+        )
+    return HistoryRef(rows, size, digest)
+
+
+def decode_history_lines(
+    data: bytes, ref: HistoryRef, about: Mapping[str, object], round: int, where: str
+) -> RecordedHistory:
+    """The history of the generation of ``round``: ``data``, the first ``ref.bytes`` bytes of
+    its history file, already checked against ``ref.sha256``, and ``about``'s resumes.
+
+    Raises:
+        CheckpointCorrupt: a line is not a row, the rows are not ``ref.rows``, or they (or the
+            resumes) break :func:`decode_history`'s rules.
+    """
+    lines = data.split(b"\n")
+    if data and lines[-1] != b"":
+        raise CheckpointCorrupt(f"{where}: its {HISTORY_FILE} does not end with a whole line")
+    rows: list[object] = []
+    for number, line in enumerate(lines[:-1], 1):
+        try:
+            rows.append(json.loads(line))
+        except (ValueError, UnicodeDecodeError):
+            raise CheckpointCorrupt(
+                f"{where}: line {number} of its {HISTORY_FILE} is not JSON"
+            ) from None
+    if len(rows) != ref.rows:
+        raise CheckpointCorrupt(
+            f"{where}: its {HISTORY_FILE} holds {len(rows)} rows where about.{HISTORY} says "
+            f"{ref.rows}"
+        )
+    recorded = decode_history({**about, HISTORY: rows}, round, f"{where}: {HISTORY_FILE}")
+    assert recorded is not None  # HISTORY is given
+    return recorded

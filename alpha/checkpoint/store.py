@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import errno as errnos
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -64,6 +65,7 @@ import numpy.typing as npt
 
 from alpha.checkpoint.manifest import (
     FORMAT,
+    HISTORY_FILE,
     LOCK,
     MANIFEST,
     MAX_ELEMENTS,
@@ -75,16 +77,22 @@ from alpha.checkpoint.manifest import (
     SHARDS,
     ArraySpecs,
     GenerationName,
+    RecordedHistory,
     Shard,
     check_cover,
+    decode_history,
+    decode_history_lines,
+    decode_history_ref,
     decode_json,
     decode_owner_manifest,
     decode_pointer,
     decode_root_manifest,
+    encode_history_lines,
     encode_owner_manifest,
     encode_pointer,
     encode_root_manifest,
     generation_name,
+    history_ref,
     owner_manifest_name,
     owner_ranges,
     parse_generation,
@@ -114,6 +122,7 @@ __all__ = [
     "STAGED_SUFFIX",
     "Generation",
     "GenerationName",
+    "HistoryWriter",
     "Listed",
     "Part",
     "Shard",
@@ -165,6 +174,129 @@ def _writing(action: str, path: Path) -> Iterator[None]:
         raise CheckpointWriteFailed(
             path=where, action=action, errno=code, reason=os.strerror(code)
         ) from error
+
+
+def _read_prefix(path: Path, size: int, what: str) -> bytes:
+    """The first ``size`` bytes of the regular file at ``path``.
+
+    Raises:
+        CheckpointCorrupt: it cannot be opened or read, is not a regular file, or is shorter.
+    """
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as error:
+        raise CheckpointCorrupt(f"{what} cannot be read: {error.strerror or error}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise CheckpointCorrupt(f"{what} is not a regular file")
+        pieces, left = [], size
+        while left:
+            piece = os.read(handle, min(left, 1 << 20))
+            if not piece:
+                raise CheckpointCorrupt(
+                    f"{what} is truncated: {size - left} of the {size} bytes its manifest names"
+                )
+            pieces.append(piece)
+            left -= len(piece)
+        return b"".join(pieces)
+    except OSError as error:
+        raise CheckpointCorrupt(f"{what} cannot be read: {error.strerror or error}") from None
+    finally:
+        os.close(handle)
+
+
+# Why a history file cannot be linked into the next generation, where a copy still can be made:
+# a file system without hard links, or with a limit on them, or the last generation removed.
+_NO_LINK: Final = frozenset(
+    {errnos.EXDEV, errnos.EPERM, errnos.EOPNOTSUPP, errnos.EMLINK, errnos.ENOENT}
+)
+
+
+class HistoryWriter:
+    """Role 0's history file for one launch's generations (:data:`HISTORY_FILE`,
+    ``docs/checkpoints.md``): every round's row once, appended as generations take them in, so
+    that a generation costs the rows since the last one, never every row again.
+
+    The launch's first generation gets a new file: the rows its launch carries and its own.
+    Each later one gets the same file, its new rows appended, as a hard link in its folder:
+    a generation's manifest names how many bytes from the start are its rows and their
+    SHA-256, so the rows a later generation appends are not part of it. Where the link cannot
+    be made (no hard links, the earlier generation removed), the generation gets a copy. Every
+    write is fsynced before the generation's manifest names it.
+    """
+
+    def __init__(self, rows: Sequence[Sequence[object]] = ()) -> None:
+        self._pending = encode_history_lines(rows)  # rows not yet written
+        self._rows = len(rows)
+        self._size = 0  # bytes written to the launch's file
+        self._hash = hashlib.sha256()
+        self._fd: int | None = None
+        self._path: Path | None = None  # where the launch's file is now
+
+    def add(self, rows: Sequence[Sequence[object]]) -> None:
+        """Rows after the others, written at the next :meth:`put`."""
+        self._pending += encode_history_lines(rows)
+        self._rows += len(rows)
+
+    def put(self, staged: Path) -> dict[str, object]:
+        """Make ``staged`` hold the history file with every row added so far, durably; return
+        ``about``'s :data:`~alpha.checkpoint.manifest.HISTORY` naming them.
+
+        Raises:
+            CheckpointWriteFailed: it cannot be written, linked or copied.
+        """
+        target = staged / HISTORY_FILE
+        with _writing("write the checkpoint history at", target):
+            data, self._pending = self._pending, b""
+            if self._fd is not None:
+                self._write(data)
+                assert self._path is not None
+                try:
+                    os.link(self._path, target)
+                except OSError as error:
+                    if error.errno not in _NO_LINK:
+                        raise
+                    self._copy_to(target)
+            else:
+                self._create(target, data)
+            self._path = target
+        return history_ref(self._rows, self._size, self._hash.hexdigest())
+
+    def moved(self, path: Path) -> None:
+        """The generation holding the file was published as ``path``: link from there next."""
+        self._path = path / HISTORY_FILE
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _create(self, target: Path, data: bytes) -> None:
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        self._fd = os.open(target, flags, 0o644)
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+        self._hash.update(data)
+        self._size += len(data)
+
+    def _copy_to(self, target: Path) -> None:
+        """A new file at ``target`` with every byte of the old one, written from then on."""
+        assert self._fd is not None
+        old, self._fd = self._fd, None
+        try:
+            data = os.pread(old, self._size, 0)
+        finally:
+            os.close(old)
+        size, self._size, self._hash = self._size, 0, hashlib.sha256()
+        if len(data) != size:
+            raise OSError(errnos.EIO, f"read {len(data)} of {size} bytes back")
+        self._create(target, data)
 
 
 def staged_folder(folder: Path, round: int, nonce: str) -> Path:
@@ -542,6 +674,29 @@ class Generation:
         return {
             name: self.read(name).reshape(shape) for name, (shape, _) in sorted(self.arrays.items())
         }
+
+    def history(self) -> RecordedHistory | None:
+        """What the generation records of the rounds before it: the rows of its history file
+        (:data:`HISTORY_FILE`) that its manifest names, checked against their SHA-256, or the
+        rows its manifest holds itself (a generation written before history files); None when
+        it records none.
+
+        Raises:
+            CheckpointCorrupt: the history file is missing, shorter than the manifest says,
+                another file than a regular one, or its rows are not the ones named.
+        """
+        where = f"checkpoint {self.path.name}"
+        ref = decode_history_ref(self.about, where)
+        if ref is None:
+            return decode_history(self.about, self.round, where)
+        data = _read_prefix(self.path / HISTORY_FILE, ref.bytes, f"{where}: {HISTORY_FILE}")
+        digest = sha256_hex(data)
+        if digest != ref.sha256:
+            raise CheckpointCorrupt(
+                f"{where}: {HISTORY_FILE} is corrupt: the SHA-256 of its first {ref.bytes} bytes "
+                f"is {digest}, the manifest says {ref.sha256}"
+            )
+        return decode_history_lines(data, ref, self.about, self.round, where)
 
     def verify(self) -> int:
         """Check every shard file whole; return how many bytes were checked.

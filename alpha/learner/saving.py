@@ -29,8 +29,6 @@ import numpy.typing as npt
 from alpha.checkpoint.manifest import (
     HISTORY,
     RESUMES,
-    HistoryText,
-    decode_history,
     encode_history,
     encode_rows,
     generation_name,
@@ -38,6 +36,7 @@ from alpha.checkpoint.manifest import (
 )
 from alpha.checkpoint.store import (
     Generation,
+    HistoryWriter,
     Part,
     move_pointer,
     open_generation,
@@ -247,7 +246,7 @@ def carried_history(start: Generation | None, first: int) -> tuple[list[list[obj
     """
     if start is None:
         return [], []
-    recorded = decode_history(start.about, start.round, f"checkpoint {start.path.name}")
+    recorded = start.history()
     if recorded is None:
         return [], [first]
     kept = encode_history(
@@ -287,9 +286,10 @@ class Saver:
         self.manifest_sha256 = ""
         self.record: dict[str, object] = json.loads(io.record) if io.record else {}
         rows, self.resumes = carried
-        # Every round's row up to the last generation, encoded once each (HistoryText): the
-        # carried ones, then this launch's as each generation takes them in.
-        self.history = HistoryText(rows)
+        # Every round's row up to the last generation, written once each into the launch's
+        # history file (role 0's): the carried ones, then this launch's as each generation
+        # takes them in.
+        self.history = HistoryWriter(rows)
         self.taken = 0  # the rows of state.history the history has taken
         # A pointer that could not move at a generation within the launch: nothing more is
         # published, the rounds go on and commit, and role 0 fails with it after the commit.
@@ -331,12 +331,12 @@ class Saver:
         end = self.taken
         while end < len(rows) and rows[end][0] < round:
             end += 1
-        self.history.extend(encode_rows(rows[self.taken : end]))
+        self.history.add(encode_rows(rows[self.taken : end]))
         self.taken = end
         return {
             **about(self.state),
             **self.record,
-            HISTORY: self.history,
+            HISTORY: self.history.put(staged_folder(self.folder, round, self.nonce)),
             RESUMES: list(self.resumes),
         }
 
@@ -351,13 +351,17 @@ class Saver:
             about=self._about(round),
             expect=expect,
         )
+        self.history.moved(self.folder / self.published)
 
     def publish(self) -> None:
         """Role 0, at the commit point: publish the last generation (every owner's shards are
         in: each owner wrote them before it reported its completion). Nothing, once a pointer
         could not move."""
         if self.unpointed is None:
-            self._publish(self.end, None)
+            try:
+                self._publish(self.end, None)
+            finally:
+                self.history.close()  # the launch's last generation
 
     def publish_round(self, k: npt.NDArray[Any], round: int) -> None:
         """Role 0, at a generation round within the launch, every owner's entry of ``k`` in:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
@@ -99,16 +98,25 @@ def test_a_malformed_history_is_refused(about: dict[str, object]) -> None:
     raises_exactly(CheckpointCorrupt, decode_history, about, 4, "gen-000000004")
 
 
+def _inline(about: dict[str, object], round: int) -> Generation:
+    """A generation whose manifest holds its history itself (as one written before history
+    files did), as far as carried_history reads it."""
+    return cast(
+        Generation,
+        SimpleNamespace(
+            about=about, round=round, history=lambda: decode_history(about, round, "gen")
+        ),
+    )
+
+
 def test_a_resumed_launch_carries_the_rounds_before_it_and_adds_its_resume() -> None:
     about = {HISTORY: [[0, 1.0, 0.1, None], [1, 0.9, 0.2, None], [2, 0.8, 0.3, 0.5]], RESUMES: [1]}
-    start = cast(Generation, SimpleNamespace(about=about, round=3, path=Path("gen-000000003")))
+    start = _inline(about, 3)
     assert carried_history(start, 2) == ([[0, 1.0, 0.1, None], [1, 0.9, 0.2, None]], [1, 2])
     assert carried_history(start, 3) == (about[HISTORY], [1, 3])
     # An older generation records no history: only the resume is carried; none from the seed.
-    older = cast(Generation, SimpleNamespace(about={}, round=3, path=Path("gen-000000003")))
-    assert carried_history(older, 3) == ([], [3])
+    assert carried_history(_inline({}, 3), 3) == ([], [3])
     assert carried_history(None, 0) == ([], [])
     # A malformed one is refused, as the run refuses it before it launches.
-    broken = {HISTORY: [[5, 1.0, 0.1, None]], RESUMES: []}
-    bad = cast(Generation, SimpleNamespace(about=broken, round=3, path=Path("gen-000000003")))
-    raises_exactly(CheckpointCorrupt, carried_history, bad, 3)
+    broken = _inline({HISTORY: [[5, 1.0, 0.1, None]]}, 3)
+    raises_exactly(CheckpointCorrupt, carried_history, broken, 3)

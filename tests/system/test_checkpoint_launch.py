@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from alpha.app.run import run_plan
+from alpha.checkpoint.manifest import HISTORY_FILE
 from alpha.checkpoint.store import POINTER, open_generation, parse_generation, published
 from alpha.compiler.plan import Plan, parse_plan
 from alpha.failpoints import FAILPOINTS_ENV
@@ -104,14 +105,20 @@ def test_each_generation_carries_the_history_up_to_its_round(
 ) -> None:
     folder, run, _ = every_round
     rows = [line.split(",") for line in (run / "history.csv").read_text().splitlines()[1:]]
+    inodes = set()
     for path in published(folder):
-        about = open_generation(path).about
-        history = about["history"]
-        assert isinstance(history, list)
-        assert [entry[0] for entry in history] == list(range(open_generation(path).round))
-        for entry, row in zip(history, rows, strict=False):
+        generation = open_generation(path)
+        recorded = generation.history()
+        assert recorded is not None and recorded.resumes == ()
+        assert [entry[0] for entry in recorded.rows] == list(range(generation.round))
+        for entry, row in zip(recorded.rows, rows, strict=False):
             assert [float(v) for v in entry[1:]] == pytest.approx([float(v) for v in row[1:4]])
-        assert about["resumes"] == []
+        # Its manifest names a prefix of the launch's one history file, linked into each
+        # generation: a generation costs its new rows, not every row again.
+        about = generation.about["history"]
+        assert isinstance(about, dict) and about["rows"] == generation.round
+        inodes.add((path / HISTORY_FILE).stat().st_ino)
+    assert len(inodes) == 1
 
 
 def test_a_run_resumed_from_a_mid_run_generation_goes_on_bit_for_bit(
@@ -121,7 +128,7 @@ def test_a_run_resumed_from_a_mid_run_generation_goes_on_bit_for_bit(
     summary = run_plan(plan_of(folder, rounds=6, every=2), tmp_path / "run", out=io.StringIO())
     assert summary.ok, summary.cause
     two = next(p for p in published(folder) if open_generation(p).round == 2)
-    carried = open_generation(two).about["history"]
+    carried = open_generation(two).history()
     again = tmp_path / "again"
     resumed = run_plan(
         plan_of(again, rounds=6, every=2), tmp_path / "r", out=io.StringIO(), resume=two
@@ -131,10 +138,16 @@ def test_a_run_resumed_from_a_mid_run_generation_goes_on_bit_for_bit(
     # Its generations carry the history from round 0 and the round it was resumed at.
     latest = open_generation(again)
     assert latest.round == 6 and latest.about["resumes"] == [2]
-    history = latest.about["history"]
-    assert isinstance(history, list) and [e[0] for e in history] == list(range(6))
-    assert history[:2] == carried
-    assert history == open_generation(folder).about["history"]  # the same rounds, bit for bit
+    history = latest.history()
+    assert history is not None and carried is not None
+    assert [e[0] for e in history.rows] == list(range(6)) and history.resumes == (2,)
+    assert history.rows[:2] == carried.rows
+    first = open_generation(folder).history()
+    assert first is not None and history.rows == first.rows  # the same rounds, bit for bit
+    # The resumed launch wrote a history file of its own: the first run's is untouched.
+    assert (again / latest.path.name / HISTORY_FILE).stat().st_ino != (
+        two / HISTORY_FILE
+    ).stat().st_ino
 
 
 def _stop_twice_then_kill(

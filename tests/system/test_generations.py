@@ -65,9 +65,10 @@ def test_generations_are_listed_resumed_by_round_and_the_history_spans_the_resum
 
     # Each generation carries every round before it, as the run recorded them.
     latest = open_generation(folder)
-    recorded = latest.about[HISTORY]
-    assert [row[0] for row in recorded] == [0, 1, 2, 3, 4, 5]
-    assert [float(row[1]) for row in recorded] == [float(row[1]) for row in whole[1:]]
+    recorded = latest.history()
+    assert recorded is not None and recorded.resumes == ()
+    assert [row[0] for row in recorded.rows] == [0, 1, 2, 3, 4, 5]
+    assert [row[1] for row in recorded.rows] == [float(row[1]) for row in whole[1:]]
     assert latest.about[RESUMES] == []
 
     # A round no generation has: refused at once, naming the rounds there are.
@@ -108,7 +109,8 @@ def test_generations_are_listed_resumed_by_round_and_the_history_spans_the_resum
     # The generations it published carry the whole history and the resume.
     now = open_generation(folder)
     assert now.round == 8 and now.about[RESUMES] == [2]
-    assert [row[0] for row in now.about[HISTORY]] == list(range(8))
+    carried = now.history()
+    assert carried is not None and [row[0] for row in carried.rows] == list(range(8))
 
     # restore: named, shaped tensors numpy loads, equal to the flat parameters reshaped.
     out = tmp_path / "state.npz"
@@ -168,4 +170,6 @@ def test_an_older_generation_without_history_still_resumes_its_history_from_the_
     assert json.loads(done.stdout)["resumes"] == [4]
     # What it publishes records what it knows: the rounds from the resume, and the resume.
     now = open_generation(folder)
-    assert [row[0] for row in now.about[HISTORY]] == [4, 5] and now.about[RESUMES] == [4]
+    known = now.history()
+    assert known is not None and [row[0] for row in known.rows] == [4, 5]
+    assert now.about[RESUMES] == [4]
