@@ -27,6 +27,7 @@ from alpha.records.folder import TRACE_DIR
 from alpha.records.trace import NONE_U32, Event, detail_names
 from alpha.records.trace_diff import Divergence, FrameSide, TraceDiff, diff_traces
 from alpha.records.trace_table import Trace, read_trace
+from alpha.wire.frame import FrameKind
 
 __all__ = [
     "TRACE_JSON",
@@ -45,7 +46,7 @@ TRACE_PNG: Final = "trace.png"
 """``observe trace``'s sequence chart, beside the run's ``trace/`` folder unless ``--png``."""
 
 _TRACE_FILE: Final = re.compile(r"role-(\d{6})\.trace")
-_KINDS: Final = {1: "HELLO", 2: "DATA", 3: "CHOICE", 4: "ABORT", 5: "END", 6: "DONE", 7: "COMMIT"}
+_KINDS: Final = {int(kind): kind.name for kind in FrameKind}  # a record's kind, in words
 _PHASES: Final = ("establishing", "running", "completing")
 _WORK_THREAD: Final = 0  # a role's local work, waits, failure and commit; edges are peer + 1
 
