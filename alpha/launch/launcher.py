@@ -519,8 +519,13 @@ class _Launch:
         failure of the run while it still owed a start or an outcome, else a note."""
         if harmful:
             found = self.launcher_failure(error)
+            stalled = None if self.starter is None else self.starter.stalled_at
             ended = None if self.starter is None else self.starter.ended_at
-            if ended is not None:
+            if stalled is not None:
+                # Found stalled, then killed: the roles it had started fail (LauncherLost) only
+                # once it is dead, so after this moment, however long the relay takes to see it.
+                found.failed_at = stalled
+            elif ended is not None:
                 # An exit the launcher saw, as a role's (EXIT_NOTICE): the roles it had started
                 # find their parent gone and fail too (LauncherLost), by their clocks, within a
                 # poll of its death, while the launcher is still reaping it.

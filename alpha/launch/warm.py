@@ -192,6 +192,9 @@ class WarmStarter:
         # When the relay saw the server end (its socket closed), on the monotonic clock: None
         # while it runs, or when the watchdog ended it (a stall is not an exit).
         self.ended_at: float | None = None
+        # When the watchdog found it stalled, on the monotonic clock, just before it killed it:
+        # every role it had started can find its parent gone (LauncherLost) only after that.
+        self.stalled_at: float | None = None
         self._sending = trio.Lock()  # one message at a time on the socket
         self._followers: trio.Nursery | None = None  # each child's follow()
 
@@ -318,6 +321,7 @@ class WarmStarter:
                 how = f"did not answer within {limit:g} s"
             if how is not None:
                 when, outcome, _ = self._moment()
+                self.stalled_at = time.monotonic()
                 self._stall = WarmStarterStalled(
                     pid=self._process.pid,
                     how=how,
