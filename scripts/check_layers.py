@@ -5,7 +5,7 @@ Every module of ``alpha`` lives in a folder, and every folder has a rank (``RANK
 
     rank  folder        its job                                             pure
     0     (top level)   errors, exitcodes, checked, files, failpoints,      yes
-                        faces, __init__
+                        native, faces, __init__
     1     core/         membership, topology, identity and digests,         yes
                         combine, budgets
     2     wire/         the frame layout, abort causes                      yes
@@ -112,12 +112,16 @@ FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", 
 IO_MODULES: dict[str, str] = {
     "alpha.files": "the one helper for writing a file whole (temporary name, fsync, rename)",
     "alpha.failpoints": "the test fault points, switched on from the environment",
+    "alpha.native": (
+        "C sources of Alpha's compiled on first use: runs the host's C compiler, keeps each "
+        "library in a per-user cache folder, reads its environment (CC, the cache's place)"
+    ),
     "alpha.records.progress": "the progress records' writer and incremental reader (one file)",
     "alpha.learner.data": "the data set's one read (the shipped copy, or the one DIGITS_ENV names)",
     "alpha.learner.gpu": "the GPU, through PyCUDA, chosen by CUDA_VISIBLE_DEVICES (isolated)",
     "alpha.learner.kernels": (
-        "the compiled ordered fold: runs the host's C compiler, keeps the library in a per-user "
-        "cache folder, reads its environment (CC, ALPHA_KERNELS, the cache's place)"
+        "the compiled ordered fold: loads its library (alpha.native builds it) with ctypes, "
+        "reads its environment (ALPHA_KERNELS)"
     ),
 }
 

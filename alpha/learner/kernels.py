@@ -7,12 +7,9 @@ rounded, then each add, vectorised across the outputs. The C loop keeps every ou
 (it vectorises across ``j`` only), fuses no multiply and add, and computes in the element type
 itself, so it agrees with numpy bit for bit, signed zeros, infinities and subnormals included.
 
-On the first fold of a process the source is compiled with the host's C compiler (``$CC``,
-else ``cc``) into a per-user cache (:data:`KERNEL_CACHE_ENV`, else
-``$XDG_CACHE_HOME/alpha/kernels``, else ``~/.cache/alpha/kernels``), under a name that is the
-SHA-256 of the source, the compiler's ``--version``, the command line and the machine; written
-under a temporary name and renamed, so participants racing to build it each load a whole
-library. It is loaded with ctypes and checked once against the reference on a fixed input. Any
+On the first fold of a process the source is compiled with the host's C compiler into the
+per-user cache of :mod:`alpha.native` (or found there), loaded with ctypes and checked once
+against the reference on a fixed input. Any
 failure (no compiler, a compile error, an unusable cache, a failed load or check) leaves the
 reference in place for the rest of the process: slower, never different, never an exception.
 :func:`kernel_status` says which fold runs and why; :data:`KERNELS_ENV` ``=numpy`` forces the
@@ -25,24 +22,17 @@ system, a subprocess): ``scripts/check_layers.py`` lists it among the I/O module
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import json
 import os
-import platform
-import shlex
-import shutil
-import stat
-import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Final, final
 
 import numpy as np
 import numpy.typing as npt
+
+from alpha.native import KERNEL_CACHE_ENV, Unavailable, library
 
 __all__ = [
     "KERNELS_ENV",
@@ -58,12 +48,6 @@ Array = npt.NDArray[np.floating]
 KERNELS_ENV: Final = "ALPHA_KERNELS"
 """``numpy``: every fold of the process takes :func:`fold_reference`. Unset, empty or ``auto``:
 the compiled fold, where it builds, loads and passes its check."""
-
-KERNEL_CACHE_ENV: Final = "ALPHA_KERNEL_CACHE"
-"""The folder compiled folds are kept in, made with mode 0700 when missing."""
-
-COMPILER_ENV: Final = "CC"
-DEFAULT_COMPILER: Final = "cc"
 
 SOURCE: Final = "ordered.c"
 """The C source, package data of ``alpha.learner``: read with importlib.resources, so it is found
@@ -83,25 +67,6 @@ KERNEL_FLAGS: Final = (
 )
 """The compiler's options after ``$CC``'s own words, part of the cache key. No ``-march=native``:
 a cache in a shared home must serve every machine; the source picks AVX2 at load time itself."""
-
-COMPILE_TIMEOUT_S: Final = 120.0
-"""How long a compile may take: about 0.2 s on an idle x86-64 core, so this only ends a hung
-compiler, with room for a loaded machine."""
-
-PROBE_TIMEOUT_S: Final = 30.0
-"""How long ``$CC --version`` or ``$CC -dumpmachine`` may take (milliseconds, normally)."""
-
-MAX_MESSAGE_CHARS: Final = 400
-"""How much of a compiler's message :func:`kernel_status` keeps: enough for its first error."""
-
-CACHE_MODE: Final = 0o700
-"""The cache folder is the user's own: a shared library is code this process runs."""
-
-_UNSAFE_MODE: Final = stat.S_IWGRP | stat.S_IWOTH
-
-# Machine names as platform.machine() and compilers' target triples spell them on the systems
-# Alpha runs on, to one name each.
-_MACHINE_ALIASES: Final = {"amd64": "x86_64", "arm64": "aarch64"}
 
 _SYMBOLS: Final = {"f": "alpha_fold_float32", "d": "alpha_fold_float64"}  # by dtype.char
 _ARGTYPES: Final = (
@@ -124,10 +89,6 @@ def fold_reference(out: Array, a: Array, b: Array) -> None:
     for k in range(a.shape[1]):
         np.multiply(a[:, k : k + 1], b[k : k + 1, :], out=product)
         np.add(out, product, out=out)
-
-
-class _Unavailable(Exception):
-    """Why the compiled fold cannot be had; caught in :func:`_load`, never raised past it."""
 
 
 def _element_strides(x: Array) -> tuple[int, int] | None:
@@ -257,7 +218,7 @@ def _load(environ: Mapping[str, str]) -> _Compiled | str:
         return f"{KERNELS_ENV}={choice!r} is neither 'auto' nor 'numpy'"
     try:
         return _build_and_load(environ)
-    except _Unavailable as why:
+    except Unavailable as why:
         return str(why)
     except Exception as error:
         # Whatever else went wrong: the reference gives the same bits, so a run goes on.
@@ -265,183 +226,15 @@ def _load(environ: Mapping[str, str]) -> _Compiled | str:
 
 
 def _build_and_load(environ: Mapping[str, str]) -> _Compiled:
-    source = _source()
-    compiler = _compiler(environ)
-    # English messages, and a --version that does not follow the locale into the key.
-    env = {**environ, "LC_ALL": "C"}
-    machine = platform.machine()
-    folder = _cache_folder(environ)
-    target, version = _probe(compiler, env, folder)
-    # Under qemu-aarch64 the host's cc runs natively and builds for the host, not for us.
-    if _machine(target.split("-")[0]) != _machine(machine):
-        raise _Unavailable(f"{compiler[0]} builds for {target}, not for this {machine} Python")
-    path = folder / f"ordered-{_key(source, version, compiler, machine)}.so"
-    if not path.exists():
-        _build(compiler, env, source, path)
-    _check_owned(path)
+    path = library("alpha.learner", SOURCE, KERNEL_FLAGS, environ, stem="ordered")
     try:
         compiled = _open(path)
     except (OSError, AttributeError):
         # A damaged entry (a full disk, a truncated copy): built again, once.
-        _build(compiler, env, source, path)
+        path = library("alpha.learner", SOURCE, KERNEL_FLAGS, environ, stem="ordered", again=True)
         compiled = _open_or_explain(path)
     _self_check(compiled)
     return compiled
-
-
-def _probe(compiler: list[str], env: Mapping[str, str], folder: Path) -> tuple[str, str]:
-    """What the compiler builds for (``-dumpmachine``) and its ``--version``: asked once per
-    compiler binary (its resolved file's size, time and inode, and the words of ``$CC``) and
-    remembered in the cache folder, since every participant asks before its first product and
-    two compiler runs cost it about 80 ms."""
-    try:
-        found = os.stat(compiler[0])
-    except OSError as error:
-        raise _Unavailable(f"{compiler[0]} cannot be read: {error.strerror or error}") from None
-    names = f"{shlex.join(compiler)}\0{found.st_size}\0{found.st_mtime_ns}\0{found.st_ino}"
-    memo = folder / f"probe-{hashlib.sha256(names.encode()).hexdigest()[:32]}.json"
-    try:
-        known = json.loads(memo.read_text(encoding="utf-8"))
-        if isinstance(known, dict) and all(isinstance(known.get(k), str) for k in _PROBED):
-            return known["target"], known["version"]
-    except (OSError, ValueError):
-        pass  # not asked yet, or a torn memo: ask again
-    target = _run([*compiler, "-dumpmachine"], env, PROBE_TIMEOUT_S).strip()
-    version = _run([*compiler, "--version"], env, PROBE_TIMEOUT_S)
-    partial = folder / f".{memo.name}.{os.getpid()}"
-    try:
-        partial.write_text(json.dumps({"target": target, "version": version}), encoding="utf-8")
-        partial.replace(memo)
-    except OSError:
-        partial.unlink(missing_ok=True)  # not remembered: the next process asks again
-    return target, version
-
-
-def _source() -> bytes:
-    try:
-        return files("alpha.learner").joinpath(SOURCE).read_bytes()
-    except OSError as error:
-        raise _Unavailable(f"alpha/learner/{SOURCE} cannot be read: {error}") from None
-
-
-def _compiler(environ: Mapping[str, str]) -> list[str]:
-    """``$CC`` as words (it may carry options: ``ccache gcc``), its program found on PATH."""
-    spelled = environ.get(COMPILER_ENV, "") or DEFAULT_COMPILER
-    try:
-        words = shlex.split(spelled)
-    except ValueError as error:
-        raise _Unavailable(f"{COMPILER_ENV}={spelled!r} is not shell words: {error}") from None
-    if not words:
-        raise _Unavailable(f"{COMPILER_ENV}={spelled!r} names no compiler")
-    found = shutil.which(words[0], path=environ.get("PATH"))
-    if found is None:
-        raise _Unavailable(f"no C compiler: {words[0]!r} is not on PATH (set {COMPILER_ENV})")
-    return [found, *words[1:]]
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
-
-
-def _run(argv: list[str], env: Mapping[str, str], timeout: float) -> str:
-    """What ``argv`` prints (stdout, else stderr) when it succeeds. Its stdin is empty: a
-    participant's stdin carries its peers' ports, which the compiler must not read."""
-    try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            env=dict(env),
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise _Unavailable(f"`{shlex.join(argv)}` ran past {timeout:g} s") from None
-    except OSError as error:
-        raise _Unavailable(f"`{argv[0]}` cannot run: {error.strerror or error}") from None
-    if done.returncode != 0:
-        said = _short(done.stderr or done.stdout) or "no message"
-        raise _Unavailable(f"`{shlex.join(argv)}` failed with exit {done.returncode}: {said}")
-    return done.stdout or done.stderr
-
-
-def _machine(name: str) -> str:
-    return _MACHINE_ALIASES.get(name.lower(), name.lower())
-
-
-_PROBED = ("target", "version")  # a probe memo's keys
-
-
-def _key(source: bytes, version: str, compiler: list[str], machine: str) -> str:
-    """The library's name: the SHA-256 of everything its bytes follow from, each part
-    length-prefixed so that no two lists of parts give one stream."""
-    digest = hashlib.sha256()
-    command = shlex.join([*compiler, *KERNEL_FLAGS])
-    for part in (source, version.encode(), command.encode(), machine.encode()):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.hexdigest()
-
-
-def _cache_folder(environ: Mapping[str, str]) -> Path:
-    """The cache folder, made (mode 0700) when missing; refused when it is not this user's
-    alone (a library found there is run)."""
-    named = environ.get(KERNEL_CACHE_ENV, "")
-    xdg = environ.get("XDG_CACHE_HOME", "")
-    if named:
-        folder = Path(named)
-    elif os.path.isabs(xdg):  # a relative XDG_CACHE_HOME is to be ignored (the XDG spec)
-        folder = Path(xdg) / "alpha" / "kernels"
-    else:
-        folder = Path.home() / ".cache" / "alpha" / "kernels"
-    try:
-        folder.mkdir(mode=CACHE_MODE, parents=True, exist_ok=True)
-        found = folder.stat()
-    except OSError as error:
-        raise _Unavailable(
-            f"the kernel cache {folder} cannot be made: {error.strerror or error}"
-        ) from None
-    if not stat.S_ISDIR(found.st_mode):
-        raise _Unavailable(f"the kernel cache {folder} is not a folder")
-    _check_mine(folder, found)
-    return folder
-
-
-def _check_mine(path: Path, found: os.stat_result) -> None:
-    if found.st_uid != os.getuid() or found.st_mode & _UNSAFE_MODE:
-        raise _Unavailable(f"{path} is another user's or writable by others; not used")
-
-
-def _check_owned(path: Path) -> None:
-    try:
-        found = path.stat()
-    except OSError as error:
-        raise _Unavailable(f"{path} cannot be read: {error.strerror or error}") from None
-    _check_mine(path, found)
-
-
-def _build(compiler: list[str], env: Mapping[str, str], source: bytes, path: Path) -> None:
-    """Compile ``source`` into ``path``: in a private folder beside it, then one rename, so a
-    process that loads ``path`` meanwhile finds the old file or the whole new one."""
-    try:
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as scratch:
-            c_file = Path(scratch) / SOURCE
-            c_file.write_bytes(source)
-            built = Path(scratch) / path.name
-            _run([*compiler, *KERNEL_FLAGS, "-o", str(built), str(c_file)], env, COMPILE_TIMEOUT_S)
-            descriptor = os.open(built, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)  # its bytes on disk before its name: never a torn library
-            finally:
-                os.close(descriptor)
-            os.replace(built, path)
-    except OSError as error:
-        raise _Unavailable(
-            f"the kernel cache {path.parent} is not writable: {error.strerror or error}"
-        ) from None
 
 
 def _open(path: Path) -> _Compiled:
@@ -459,7 +252,7 @@ def _open_or_explain(path: Path) -> _Compiled:
     try:
         return _open(path)
     except (OSError, AttributeError) as error:
-        raise _Unavailable(f"{path} does not load: {error}") from None
+        raise Unavailable(f"{path} does not load: {error}") from None
 
 
 def _self_check(compiled: _Compiled) -> None:
@@ -477,7 +270,7 @@ def _self_check(compiled: _Compiled) -> None:
         fold_reference(expected, left, right)
         found = np.zeros((rows, columns), dtype=dtype)
         if not compiled.fold(found, left, right) or found.tobytes() != expected.tobytes():
-            raise _Unavailable(
+            raise Unavailable(
                 f"{compiled.path} differs from the numpy reference on its {dtype} "
                 "self-check (a compiler that fuses or reorders despite the options?)"
             )

@@ -32,6 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import alpha.learner.contract as c
+from alpha import native as builder
 from alpha.artifact import build_runtime
 from alpha.learner import kernels
 from alpha.learner.kernels import (
@@ -388,7 +389,7 @@ def test_the_cache_is_private_named_by_what_built_it_and_heals(
 def test_the_default_cache_follows_xdg_and_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    folder = kernels._cache_folder
+    folder = builder._cache_folder
     monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path / "home"))
     assert folder({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg/alpha/kernels"
     assert folder({"XDG_CACHE_HOME": "relative"}) == tmp_path / "home/.cache/alpha/kernels"
@@ -575,22 +576,24 @@ def test_the_contract_operations_give_the_same_bytes_under_qemu_aarch64(
 
 
 def test_the_key_follows_every_part() -> None:
-    key = kernels._key
-    base = key(b"source", "cc 12", ["/usr/bin/cc"], "x86_64")
+    key = builder._key
+    base = key(b"source", "cc 12", "/usr/bin/cc -O3", "x86_64")
     assert re.fullmatch(r"[0-9a-f]{64}", base)
     others = {
-        key(b"source!", "cc 12", ["/usr/bin/cc"], "x86_64"),
-        key(b"source", "cc 13", ["/usr/bin/cc"], "x86_64"),
-        key(b"source", "cc 12", ["/usr/bin/cc", "-m32"], "x86_64"),
-        key(b"source", "cc 12", ["/usr/bin/cc"], "aarch64"),
+        key(b"source!", "cc 12", "/usr/bin/cc -O3", "x86_64"),
+        key(b"source", "cc 13", "/usr/bin/cc -O3", "x86_64"),
+        key(b"source", "cc 12", "/usr/bin/cc -O3 -m32", "x86_64"),
+        key(b"source", "cc 12", "/usr/bin/cc -O3", "aarch64"),
+        key(b"source", "cc 12", "/usr/bin/cc -O3", "x86_64", ".cpython-311-x86_64-linux-gnu.so"),
         # No part can lend bytes to the next one and give the same name.
-        key(b"sourc", "ecc 12", ["/usr/bin/cc"], "x86_64"),
+        key(b"sourc", "ecc 12", "/usr/bin/cc -O3", "x86_64"),
+        key(b"source", "cc 12", "/usr/bin/cc -O3", "x86_6", "4"),
     }
-    assert base not in others and len(others) == 5
+    assert base not in others and len(others) == 7
 
 
 def test_the_source_is_package_data_read_as_a_resource() -> None:
-    source = kernels._source()
+    source = builder._source("alpha.learner", "ordered.c")
     assert source == (ROOT / "alpha" / "learner" / "ordered.c").read_bytes()
     assert b"#pragma STDC FP_CONTRACT OFF" in source
     assert "-ffp-contract=off" in kernels.KERNEL_FLAGS
