@@ -610,6 +610,11 @@ async def launch(
     state.environment.pop(TRACE_ENV, None)
     if trace:
         state.environment[TRACE_ENV] = TRACE_ON
+        # The compiled trace writer built (or found) once, here: the roles, started at once,
+        # then load it from the cache instead of each compiling it (docs/trace.md).
+        from alpha.runtime.tracing import writer_type  # an untraced launch loads no writer
+
+        await trio.to_thread.run_sync(writer_type)
     token = launch_token() if shared else None
     if token is None:
         state.environment.pop(SHARED_ENV, None)  # never one inherited from another launch

@@ -8,6 +8,7 @@ trace reads to its last whole record; ``first`` and ``ring`` bounds keep what th
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -26,6 +27,7 @@ from alpha.records.folder import TRACE_DIR, trace_name
 from alpha.records.trace import TRACE_RECORD_SIZE, Event, TraceBounds, detail_names
 from alpha.records.trace_diff import diff_traces
 from alpha.records.trace_table import read_trace
+from alpha.runtime import TRACE_STORE_ENV
 from gates.catalogue import GATES, SCENARIOS
 from gates.run import judge
 from harness.adversary import PERTURBED_FROM, build_adversary
@@ -49,10 +51,11 @@ LEARN = plan_text(
 FRAMES = (Event.SEND, Event.RECEIVE)
 
 
-def _run(plan: Path, out: Path, *options: str) -> dict[str, Any]:
-    """``alpha run PLAN -o OUT --json OPTIONS``: its summary; it must commit and equal the
-    replicated learner bit for bit."""
-    done = run_alpha("run", str(plan), "-o", str(out), "--json", *options)
+def _run(plan: Path, out: Path, *options: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``alpha run PLAN -o OUT --json OPTIONS`` (with ``env`` added to the environment): its
+    summary; it must commit and equal the replicated learner bit for bit."""
+    environment = None if env is None else {**os.environ, **env}
+    done = run_alpha("run", str(plan), "-o", str(out), "--json", *options, env=environment)
     assert done.returncode == EXIT_OK, done.stderr
     summary: dict[str, Any] = json.loads(done.stdout)
     assert summary["ok"] and summary["equal"], summary
@@ -61,14 +64,25 @@ def _run(plan: Path, out: Path, *options: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three runs of one plan: two traced (each its own compile, so its own keys) and one not."""
+    """Three runs of one plan: two traced (each its own compile, so its own keys) and one not.
+    Run ``a``'s records are stored by the compiled writer, built into an empty cache by a
+    compiler that logs what it compiles (``compiled``); run ``b``'s by the Python writer."""
     work = tmp_path_factory.mktemp("traced")
     plan = work / "plan.toml"
     plan.write_text(LEARN)
     found = {name: work / name for name in ("a", "b", "untraced")}
+    found["compiled"] = work / "compiled.log"
+    real = shutil.which((os.environ.get("CC", "") or "cc").split()[0])
+    assert real is not None, "make test installs a C compiler"
+    logging = work / "logging-cc"
+    logging.write_text(
+        f'#!/bin/sh\nfor last; do :; done\necho "$last" >> {found["compiled"]}\nexec {real} "$@"\n'
+    )
+    logging.chmod(0o755)
+    compiled = {"CC": str(logging), "ALPHA_KERNEL_CACHE": str(work / "cache")}
     summaries = {
-        "a": _run(plan, found["a"], "--trace"),
-        "b": _run(plan, found["b"], "--trace"),
+        "a": _run(plan, found["a"], "--trace", env=compiled),
+        "b": _run(plan, found["b"], "--trace", env={TRACE_STORE_ENV: "python"}),
         "untraced": _run(plan, found["untraced"]),
     }
     # Tracing changes no bit of the run: the same final parameters, traced or not.
@@ -107,6 +121,19 @@ def test_a_traced_run_writes_a_trace_per_role_and_an_untraced_one_none(
         for r in t.records[t.records["event"] == Event.RECEIVE]
     }
     assert got == sent and len(sent) > 2 * ROUNDS * (ROLES - 1)
+
+
+def test_a_traced_run_compiles_the_trace_writer_once(
+    runs: dict[str, Path],
+) -> None:
+    # The launcher builds it before the roles start; each role loads it from the cache. (The
+    # ordered fold's source, which each learning role may build as it first folds, is apart.)
+    compiled = runs["compiled"].read_text().split()
+    assert [Path(name).name for name in compiled].count("trace_store.c") == 1, compiled
+    assert len(list((runs["compiled"].parent / "cache").glob("trace-store-*.so"))) == 1
+    # Run a's records were stored by the compiled writer, run b's by Python: the two diff
+    # equal (test_two_runs_of_one_plan_diff_equal); tests/runtime/test_trace_store.py holds
+    # the two writers to the same bytes.
 
 
 def test_observe_trace_writes_a_track_per_role_a_flow_per_frame_and_a_chart(
