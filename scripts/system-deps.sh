@@ -21,6 +21,10 @@ NEEDS=(
 
 # The suite besides.
 [ "$scope" = run ] || NEEDS+=(
+  # The compiled ordered fold and trace writer (docs/kernels.md, docs/trace.md): a C compiler,
+  # and for the trace writer, a CPython extension, the headers of the Python that runs it.
+  "command -v cc|gcc"
+  "python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()[\"include\"], \"Python.h\")))'|python3-dev"
   # The AArch64 participant runs under user-mode emulation (docs/emulation.md).
   "command -v qemu-aarch64|qemu-user"
   # The ssh-tunnel tests start an sshd of their own (harness/sshd.py) and ssh through it,
