@@ -312,14 +312,13 @@ def test_a_writer_that_differs_from_the_python_writer_fails_the_self_check(
 
 _SERIES = """
 import sys, time
-sys.path.insert(0, sys.argv[1])
-from pathlib import Path
-from alpha.core.identity import RunIdentity
-from alpha.records.trace import Event, TraceBounds
-from alpha.runtime import tracing
-from alpha.wire.frame import FrameKind
 
 def series(path, writer):
+    from alpha.core.identity import RunIdentity
+    from alpha.records.trace import Event, TraceBounds
+    from alpha.runtime import tracing
+    from alpha.wire.frame import FrameKind
+
     tracer = tracing.Tracer.open(
         path, role=1, participants=3, digest="sha256", writer=writer,
         identity=RunIdentity(learner=b"L" * 32, contract=b"c" * 32, membership=b"m" * 32),
@@ -333,7 +332,11 @@ def series(path, writer):
     tracer.committed()
     tracer.close()
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -c _SERIES ROOT PATH: the checkout's alpha, its writer
+    sys.path.insert(0, sys.argv[1])
+    from pathlib import Path
+    from alpha.runtime import tracing
+
     series(Path(sys.argv[2]), None)
     print(tracing.store_status())
 """
