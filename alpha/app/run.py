@@ -575,7 +575,7 @@ def _attempts(
             summary.recomputed_rounds = recomputed
             if attempt:
                 _replicate_from_origin(plan, resume, summary, out)
-            return summary
+            return _with_plots(plan, directory, summary)
         at = summary.go_on if folder is not None else resume
         resumed_at = _round_of(at)
         recomputed += max(0, reached - resumed_at)
@@ -647,7 +647,17 @@ def _unstarted(
     last.failure, last.failure_name = kind, type(error).__name__
     last.signal, last.attempts, last.recomputed_rounds = None, attempts, recomputed
     last.wall_s = time.monotonic() - run.started
-    return last
+    return _with_plots(plan, run.directory, last)
+
+
+def _with_plots(plan: Plan, directory: Path, summary: RunSummary) -> RunSummary:
+    """``summary``, the run's last, with its ``loss.png`` and ``history.csv`` written where
+    its attempt did not write them (a failed one: each failure a restart follows would
+    otherwise draw them again, on the way to the next attempt)."""
+    if summary.curve is None and summary.history:
+        plots = _plots(plan, directory, summary.history, summary.resumes, None)
+        summary.curve, summary.csv = plots.png, plots.csv
+    return summary
 
 
 def _as_attempt(plan: Plan, attempt: int, roles: int) -> Plan:
@@ -729,10 +739,8 @@ def _interrupted(
         if isinstance(record, RoundRecord) and record.round - 1 > last
     ]
     if track.folder is not None and track.segment is not None:
-        first, end, nonce = track.segment
-        for round_ in range(first + 1, end + 1):
-            for failure in remove_staged(track.folder, round_, nonce):
-                print(f"run: checkpoint: {failure}", file=out)
+        for failure in remove_staged(track.folder, track.segment[2]):
+            print(f"run: checkpoint: {failure}", file=out)
     plots = _plots(plan, directory, track.history, track.resumes, None)
     return RunSummary(
         False,
@@ -855,9 +863,8 @@ def _run_plan(
             classified = Classified(classify_error(name), name)
         go_on = resume
         if folder is not None:
-            for end in rounds:
-                for failure in remove_staged(folder, end, nonce):
-                    print(f"run: checkpoint: {failure}", file=out)
+            for failure in remove_staged(folder, nonce):
+                print(f"run: checkpoint: {failure}", file=out)
             base = _failed_generation(folder, nonce, rounds)
             said, go_on = _published_after_failure(folder, base, previous, resume)
             also = () if run.deploy is None else run.deploy.words
@@ -870,17 +877,18 @@ def _run_plan(
             )
             summary.failure, summary.failure_name = "divergence", "LossNotFinite"
             return summary
-        plots = _plots(plan, directory, history, resumes, None)
+        # No plots yet: the run's caller writes them once it ends (_with_plots), not at each
+        # attempt that fails and is retried, where they would hold up the next attempt.
         return RunSummary(
             False,
             "",
             "",
             history[-1][3] if history else math.nan,
             time.monotonic() - started,
-            plots.png,
+            None,
             cause,
             history=history,
-            csv=plots.csv,
+            csv=None,
             signal=launched.signal,
             changed=changed,
             resumes=resumes,

@@ -51,6 +51,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import stat
@@ -299,6 +300,9 @@ class HistoryWriter:
         self._create(target, data)
 
 
+_STAGED: Final = re.compile(r"gen-([0-9]{9,})-([0-9a-f]{8})" + re.escape(STAGED_SUFFIX))
+
+
 def staged_folder(folder: Path, round: int, nonce: str) -> Path:
     """Where the segment with ``nonce`` stages its generation of ``round``: named by its
     writer, so no other writer's prune or cleanup takes it for its own."""
@@ -519,14 +523,36 @@ def _remove(path: Path, failures: list[str], on_hidden: Callable[[], None] | Non
         failures.append(str(error))
 
 
-def remove_staged(folder: Path, round: int, nonce: str) -> list[str]:
-    """Remove the staged generation the segment ``nonce`` left of ``round`` (after that
-    segment failed: nothing will publish it), out of sight first; return the failures."""
+def remove_staged(folder: Path, nonce: str) -> list[str]:
+    """Remove every generation the segment ``nonce`` staged and did not publish (after that
+    segment failed or was stopped: nothing will publish them), each out of sight first; return
+    the failures. One listing of the folder, however many rounds the segment had: a restart
+    after a failure waits on this."""
     failures: list[str] = []
-    staged = staged_folder(folder, round, nonce)
-    if staged.is_dir() and not staged.is_symlink():
-        _remove(staged, failures)
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return failures
+    except OSError as error:
+        return [f"cannot list the checkpoint folder {folder}: {error.strerror or error}"]
+    for name in names:
+        round = _staged_round(name, nonce)
+        if round is None:
+            continue
+        staged = folder / name
+        if staged.is_dir() and not staged.is_symlink():
+            _remove(staged, failures)
     return failures
+
+
+def _staged_round(name: str, nonce: str) -> int | None:
+    """The round of the generation the segment ``nonce`` stages under ``name``; None when
+    ``name`` is not one of its staged generations, as :func:`staged_folder` names them."""
+    found = _STAGED.fullmatch(name)
+    if found is None or found.group(2) != nonce:
+        return None
+    round = int(found.group(1))
+    return round if staged_name(round, nonce) == name else None
 
 
 def _plan_sha256(path: Path) -> str | None:

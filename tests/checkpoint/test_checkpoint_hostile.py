@@ -45,6 +45,7 @@ from alpha.checkpoint.store import (
     write_shards,
 )
 from alpha.errors import CheckpointCorrupt, CheckpointFolderHeld, CheckpointWriteFailed
+from alpha.files import STAGED_SUFFIX
 from alpha.learner.saving import FREE_WITH_CONTRIBUTORS, identity_changes, segment_record
 from tests.support import mount_tmpfs
 
@@ -455,13 +456,30 @@ def test_prune_never_touches_another_plans_generations_nor_staged_ones(tmp_path:
     assert not mine[0].exists() and not mine[1].exists()
 
 
-def test_a_failed_segment_removes_only_its_own_staged_generation(tmp_path: Path) -> None:
+def test_a_failed_segment_removes_only_its_own_staged_generations(tmp_path: Path) -> None:
     for nonce in ("aaaaaaaa", "bbbbbbbb"):
-        write_shards(staged_folder(tmp_path, 3, nonce), 0, parts_of(state(8), {"w": (0, 8)}))
-    assert remove_staged(tmp_path, 3, "aaaaaaaa") == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        f"{generation_name(3, 'bbbbbbbb')}.staged"
+        for round_ in (3, 8, 120_000):
+            write_shards(
+                staged_folder(tmp_path, round_, nonce), 0, parts_of(state(8), {"w": (0, 8)})
+            )
+    published_one = save(tmp_path, 5, nonce="aaaaaaaa")  # its own, published: kept
+    # Names that are not a staged generation of its own, as staged_folder spells them: kept.
+    odd = [
+        f"gen-0000000003-aaaaaaaa{STAGED_SUFFIX}",  # another spelling of round 3
+        f"gen-000000004-aaaaaaaa{STAGED_SUFFIX}.x",
+        f"gen-000000004-AAAAAAAA{STAGED_SUFFIX}",
     ]
+    for name in odd:
+        (tmp_path / name).mkdir()
+    (tmp_path / staged_folder(tmp_path, 6, "aaaaaaaa").name).write_text("a file, not a folder")
+    (tmp_path / staged_folder(tmp_path, 7, "aaaaaaaa").name).symlink_to(published_one)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert remove_staged(tmp_path, "aaaaaaaa") == []
+    removed = {staged_folder(tmp_path, r, "aaaaaaaa").name for r in (3, 8, 120_000)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(before) - removed)
+    assert published_one.is_dir() and published_one.resolve() == published_one
+    assert remove_staged(tmp_path, "aaaaaaaa") == []  # nothing left of its own: nothing done
+    assert remove_staged(tmp_path / "missing", "aaaaaaaa") == []
 
 
 # --- a generation says what it is ------------------------------------------------------------

@@ -144,6 +144,16 @@ def test_restarts_are_counted_and_the_last_failure_ends_the_run(tmp_path: Path) 
     assert [each["retried"] for each in summary["attempts"]] == [True, False]
     assert summary["cause"].endswith("(no restart left: all 1 were used)")
     assert summary["ok"] is False and summary["distributed"] is None
+    # The run's plots and history, written once, as it ended: every round done, the resume
+    # marked (none is drawn for the failed attempt a restart followed).
+    second = summary["attempts"][1]
+    with Path(summary["history_csv"]).open() as file:
+        rows = list(csv.DictReader(file))
+    assert [int(row["round"]) for row in rows] == list(range(1, second["reached"] + 1))
+    assert [int(row["round"]) for row in rows if row["resumed"] == "1"] == [
+        second["resumed_at"] + 1
+    ]
+    assert Path(summary["loss_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_diverging_learner_is_not_retried(tmp_path: Path) -> None:
