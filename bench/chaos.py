@@ -80,7 +80,9 @@ BACKOFF = 0.2  # seconds before each restart: short, so that recovery time is th
 RECEIVE = 2.0  # seconds: a stopped role is noticed by the first peer that waits for it
 ACCEPT = 10.0  # seconds: a new attempt's roles come up in about 1 s here; room for load
 START = 10.0  # seconds for the first frame of an edge, as for accept
-FREE_ROUNDS = 3000  # the fault-free run: about 20 s at this plan's rate here (200 rounds, 1.5 s, moved by 10 % from run to run)
+# The fault-free run: about 20 s at this plan's rate here (200 rounds, 1.5 s, moved by 10 %
+# from one run to the next).
+FREE_ROUNDS = 3000
 FAULT_GAP = (15.0, 30.0)  # seconds between two faults, uniform
 KINDS = ("kill", "stop", "reset", "corrupt")
 CORRUPT_BURST = 1.0  # seconds the rule may stay: dozens of frames pass an edge in that time
