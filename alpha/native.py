@@ -28,12 +28,13 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
-from typing import Final
+from typing import Final, Generic, TypeVar, final
 
-__all__ = ["COMPILER_ENV", "KERNEL_CACHE_ENV", "Unavailable", "library"]
+__all__ = ["COMPILER_ENV", "KERNEL_CACHE_ENV", "Loaded", "Unavailable", "declined", "library"]
 
 KERNEL_CACHE_ENV: Final = "ALPHA_KERNEL_CACHE"
 """The folder compiled libraries are kept in, made with mode 0700 when missing."""
@@ -65,6 +66,44 @@ class Unavailable(Exception):
     """Why a compiled library cannot be had, in words; each caller catches it and falls back
     to its Python form. Not an :class:`~alpha.errors.AlphaError`: it never leaves the module
     that asked for the library."""
+
+
+T = TypeVar("T")
+
+
+@final
+class Loaded(Generic[T]):
+    """What ``load`` makes of this process's environment (``os.environ``): a compiled
+    library's handle, or why it cannot be had (a ``str``), made on the first :meth:`get` of
+    the process, whichever thread asks first, and kept for the rest of it."""
+
+    __slots__ = ("_found", "_load", "_lock")
+
+    def __init__(self, load: Callable[[Mapping[str, str]], T | str]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._found: T | str | None = None
+
+    def get(self) -> T | str:
+        found = self._found
+        if found is None:
+            with self._lock:  # one load per process
+                if self._found is None:
+                    self._found = self._load(os.environ)
+                found = self._found
+        return found
+
+
+def declined(environ: Mapping[str, str], name: str, instead: str) -> str | None:
+    """Why the variable ``name`` of ``environ`` asks for the form ``instead`` (the Python or
+    numpy one) rather than the compiled one: set to ``instead``, or to anything but ``auto``
+    and empty; None when it leaves the choice to what can be had."""
+    choice = environ.get(name, "")
+    if choice == instead:
+        return f"{name}={instead}"
+    if choice not in ("", "auto"):
+        return f"{name}={choice!r} is neither 'auto' nor {instead!r}"
+    return None
 
 
 def library(

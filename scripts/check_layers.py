@@ -102,8 +102,9 @@ RANKS: dict[str, int] = {
 
 # Folders of pure code over values and bytes (the sans-IO core): the top level, core/, wire/,
 # schedule/, records/ (the records are values; the few files they live in are read and written
-# by one module), learner/ (numpy arithmetic; its data set, GPU and compiled fold are its three
-# doors to the machine) and compiler/ (a plan in, schedules out).
+# by one module), learner/ (numpy arithmetic; its data set and GPU are its two doors to the
+# machine, and its compiled fold a library alpha.native builds) and compiler/ (a plan in,
+# schedules out).
 PURE_FOLDERS = frozenset({"", "core", "wire", "schedule", "records", "learner", "compiler"})
 
 FORBIDDEN_IN_PURE = frozenset({"trio", "socket", "subprocess", "os", "asyncio", "pycuda"})
@@ -119,10 +120,6 @@ IO_MODULES: dict[str, str] = {
     "alpha.records.progress": "the progress records' writer and incremental reader (one file)",
     "alpha.learner.data": "the data set's one read (the shipped copy, or the one DIGITS_ENV names)",
     "alpha.learner.gpu": "the GPU, through PyCUDA, chosen by CUDA_VISIBLE_DEVICES (isolated)",
-    "alpha.learner.kernels": (
-        "the compiled ordered fold: loads its library (alpha.native builds it) with ctypes, "
-        "reads its environment (ALPHA_KERNELS)"
-    ),
 }
 
 # The module every artifact runs first, and the packages a participant must never reach.

@@ -175,7 +175,7 @@ def test_an_impure_import_in_a_pure_folder_fails_the_check(
 
 
 def test_the_io_modules_are_few_and_each_has_its_reason_and_needs_its_place() -> None:
-    assert len(CHECK.IO_MODULES) <= 7  # files, failpoints, native, progress, data, gpu, kernels
+    assert len(CHECK.IO_MODULES) <= 6
     for module, why in CHECK.IO_MODULES.items():
         assert why, module
         # Listed only where it is needed: off the list, the package fails.

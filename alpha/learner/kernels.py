@@ -15,15 +15,13 @@ reference in place for the rest of the process: slower, never different, never a
 :func:`kernel_status` says which fold runs and why; :data:`KERNELS_ENV` ``=numpy`` forces the
 reference.
 
-The one module of ``learner/`` besides ``data`` and ``gpu`` that reaches the machine (the file
-system, a subprocess): ``scripts/check_layers.py`` lists it among the I/O modules.
+It opens no file and runs no program itself: :mod:`alpha.native` builds the library (the
+compiler, the cache, the environment), and this module loads it with ctypes.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Final, final
 import numpy as np
 import numpy.typing as npt
 
-from alpha.native import KERNEL_CACHE_ENV, Unavailable, library
+from alpha.native import KERNEL_CACHE_ENV, Loaded, Unavailable, declined, library
 
 __all__ = [
     "KERNELS_ENV",
@@ -175,21 +173,6 @@ class _Compiled:
         return True
 
 
-_lock = threading.Lock()
-_state: _Compiled | str | None = None  # None until the first fold; then the kernel, or why not
-
-
-def _loaded() -> _Compiled | str:
-    global _state
-    found = _state
-    if found is None:
-        with _lock:  # one load per process, whichever thread folds first
-            if _state is None:
-                _state = _load(os.environ)
-            found = _state
-    return found
-
-
 def fold_products(out: Array, a: Array, b: Array) -> bool:
     """``out[i, j] += a[i, k] * b[k, j]`` for ``k`` ascending, in C, to the bits of
     :func:`fold_reference`; False (nothing done) when no compiled fold is at hand or these
@@ -197,7 +180,7 @@ def fold_products(out: Array, a: Array, b: Array) -> bool:
 
     The first call of a process compiles or finds the library (:func:`kernel_status`); it never
     raises for want of one."""
-    found = _loaded()
+    found = _library.get()
     return isinstance(found, _Compiled) and found.fold(out, a, b)
 
 
@@ -205,17 +188,15 @@ def kernel_status() -> str:
     """Which fold this process runs: ``compiled: PATH`` (the library) or ``numpy: WHY`` (the
     reference, and why: :data:`KERNELS_ENV`, no compiler, a compile error, ...). Loads the
     library first if no fold has yet."""
-    found = _loaded()
+    found = _library.get()
     return f"compiled: {found.path}" if isinstance(found, _Compiled) else f"numpy: {found}"
 
 
 def _load(environ: Mapping[str, str]) -> _Compiled | str:
     """The compiled fold as ``environ`` asks for it, or why the reference folds instead."""
-    choice = environ.get(KERNELS_ENV, "")
-    if choice == "numpy":
-        return f"{KERNELS_ENV}=numpy"
-    if choice not in ("", "auto"):
-        return f"{KERNELS_ENV}={choice!r} is neither 'auto' nor 'numpy'"
+    refused = declined(environ, KERNELS_ENV, "numpy")
+    if refused is not None:
+        return refused
     try:
         return _build_and_load(environ)
     except Unavailable as why:
@@ -223,6 +204,9 @@ def _load(environ: Mapping[str, str]) -> _Compiled | str:
     except Exception as error:
         # Whatever else went wrong: the reference gives the same bits, so a run goes on.
         return f"unexpected {type(error).__name__}: {error}"
+
+
+_library: Final[Loaded[_Compiled]] = Loaded(_load)  # loaded on the first fold of the process
 
 
 def _build_and_load(environ: Mapping[str, str]) -> _Compiled:

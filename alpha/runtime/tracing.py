@@ -32,7 +32,6 @@ import mmap
 import os
 import sys
 import sysconfig
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 
 from alpha.core.identity import RunIdentity
 from alpha.errors import AlphaError, RoundAborted, SlotFault
-from alpha.native import Unavailable, library
+from alpha.native import Loaded, Unavailable, declined, library
 from alpha.records.trace import (
     CHECK_PRIME,
     FLAG_RAN_OUT,
@@ -242,42 +241,25 @@ class _Compiled:
     writer: WriterType
 
 
-_lock = threading.Lock()
-_state: _Compiled | str | None = None  # None until the first tracer; then the writer, or why not
-
-
-def _loaded() -> _Compiled | str:
-    global _state
-    found = _state
-    if found is None:
-        with _lock:  # one load per process, whichever thread traces first
-            if _state is None:
-                _state = _load(os.environ)
-            found = _state
-    return found
-
-
 def writer_type() -> WriterType:
     """The writer this process's traces use: the compiled one, built and checked on the first
     call of the process, or :class:`PythonWriter` where it cannot be had
     (:func:`store_status` says why)."""
-    found = _loaded()
+    found = _library.get()
     return PythonWriter if isinstance(found, str) else found.writer
 
 
 def store_status() -> str:
     """Which writer this process's traces use: ``compiled: PATH`` (the library) or
     ``python: WHY`` (:data:`TRACE_STORE_ENV`, no compiler, no Python headers, ...)."""
-    found = _loaded()
+    found = _library.get()
     return f"python: {found}" if isinstance(found, str) else f"compiled: {found.path}"
 
 
 def _load(environ: Mapping[str, str]) -> _Compiled | str:
-    choice = environ.get(TRACE_STORE_ENV, "")
-    if choice == "python":
-        return f"{TRACE_STORE_ENV}=python"
-    if choice not in ("", "auto"):
-        return f"{TRACE_STORE_ENV}={choice!r} is neither 'auto' nor 'python'"
+    refused = declined(environ, TRACE_STORE_ENV, "python")
+    if refused is not None:
+        return refused
     flags = (*STORE_FLAGS, f"-I{sysconfig.get_paths()['include']}")
     # An extension is built for one Python ABI: its own name for it, and its version.
     abi = (str(sysconfig.get_config_var("EXT_SUFFIX")), sys.version)
@@ -298,6 +280,9 @@ def _load(environ: Mapping[str, str]) -> _Compiled | str:
         # Whatever else went wrong: the Python writer stores the same bytes, so a run goes on.
         return f"unexpected {type(error).__name__}: {error}"
     return _Compiled(path, writer)
+
+
+_library: Final[Loaded[_Compiled]] = Loaded(_load)  # loaded on the first trace of the process
 
 
 def _open(path: Path) -> WriterType:

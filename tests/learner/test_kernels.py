@@ -44,6 +44,7 @@ from alpha.learner.kernels import (
 )
 from harness.emulation import aarch64_interpreter
 from tests.support import ROOT
+from tests.support.cli import python_output
 
 Array = npt.NDArray[Any]
 
@@ -240,7 +241,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
                 monkeypatch.delenv(name, raising=False)
             else:
                 monkeypatch.setenv(name, value)
-        monkeypatch.setattr(kernels, "_state", None)
+        monkeypatch.setattr(kernels._library, "_found", None)
         return kernel_status()
 
     return load
@@ -382,7 +383,7 @@ def test_the_cache_is_private_named_by_what_built_it_and_heals(
     torn.replace(path)
     code = "from alpha.learner.kernels import kernel_status; print(kernel_status())"
     env = {KERNEL_CACHE_ENV: str(cache), KERNELS_ENV: ""}
-    assert _python(code, env=env).strip() == found
+    assert python_output(code, env=env).strip() == found
     assert path.stat().st_size > len(b"\x7fELF torn")
 
 
@@ -399,19 +400,6 @@ def test_the_default_cache_follows_xdg_and_home(
 
 
 # --- other processes ---------------------------------------------------------------------------
-
-
-def _python(code: str, *argv: str, env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 _RACER = """
@@ -470,7 +458,7 @@ def test_a_participant_compiles_the_fold_from_its_runtime_zip(tmp_path: Path) ->
         "import alpha.learner.kernels as k; print(k.__file__); print(k.kernel_status())"
     )
     env = {KERNEL_CACHE_ENV: str(tmp_path / "cache"), KERNELS_ENV: ""}
-    where, found = _python(code, str(runtime), env=env).splitlines()
+    where, found = python_output(code, str(runtime), env=env).splitlines()
     assert where.startswith(str(runtime) + os.sep), where  # imported from the zip
     assert found.startswith(f"compiled: {tmp_path / 'cache'}"), found
 
@@ -532,7 +520,7 @@ print(json.dumps({"machine": platform.machine(), "fold": kernel_status(), "diges
 def native_probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cache = tmp_path_factory.mktemp("kernels")
     found: dict[str, Any] = json.loads(
-        _python(_PROBE, str(ROOT), env={KERNEL_CACHE_ENV: str(cache), KERNELS_ENV: ""})
+        python_output(_PROBE, str(ROOT), env={KERNEL_CACHE_ENV: str(cache), KERNELS_ENV: ""})
     )
     return found
 
@@ -543,7 +531,7 @@ def test_the_contract_operations_give_the_same_bytes_compiled_and_with_numpy(
     native_probe: dict[str, Any],
 ) -> None:
     assert native_probe["fold"].startswith("compiled: "), native_probe["fold"]
-    reference = json.loads(_python(_PROBE, str(ROOT), env={KERNELS_ENV: "numpy"}))
+    reference = json.loads(python_output(_PROBE, str(ROOT), env={KERNELS_ENV: "numpy"}))
     assert reference["fold"] == "numpy: ALPHA_KERNELS=numpy"
     assert reference["digests"] == native_probe["digests"]
 

@@ -12,7 +12,6 @@ import platform
 import shutil
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +45,7 @@ from alpha.runtime.tracing import (
 from harness.emulation import aarch64_interpreter
 from tests.records.test_trace_records import records
 from tests.support import ROOT
+from tests.support.cli import python_output
 
 PHASES = {"establishing": int(Phase.ESTABLISHING), "running": int(Phase.RUNNING)}
 NAMES = {Phase.ESTABLISHING: "establishing", Phase.RUNNING: "running", Phase.COMPLETING: "done"}
@@ -368,16 +368,8 @@ def test_a_tracer_writes_the_same_trace_with_either_writer(tmp_path: Path) -> No
 
 
 def _status(env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", "from alpha.runtime.tracing import store_status as s; print(s())"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    code = "from alpha.runtime.tracing import store_status as s; print(s())"
+    return python_output(code, env=env).strip()
 
 
 def test_where_it_cannot_be_had_the_python_writer_stores_saying_why(tmp_path: Path) -> None:

@@ -8,11 +8,14 @@ signal, one line on stderr and no traceback, a run of real participants) uses th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
+
+from .paths import ROOT
 
 ALPHA: Final = (sys.executable, "-m", "alpha")
 """The command line that starts ``alpha``, for a test that drives the process itself
@@ -36,3 +39,19 @@ def run_alpha(
         text=True,
         check=False,
     )
+
+
+def python_output(code: str, *argv: str, env: Mapping[str, str] | None = None) -> str:
+    """What ``python -c CODE ARGV`` prints: this interpreter, in the checkout (so it imports
+    the package the tests import), with ``env`` over this process's environment. It must exit
+    0 (its stderr is the assertion's message)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
