@@ -268,8 +268,10 @@ def _alpha_run(
 ) -> _Ran:
     """``alpha run PLAN -o RUN --json ARGV`` (in a network namespace of its own when
     ``wire``; with ``failpoints`` as ``ALPHA_FAILPOINTS``), making each fault of ``faults``
-    in turn once role 0 recorded its round. Once every fault is made, alpha run stopped at a
-    failpoint again goes on (a later attempt's ``run.compiling``): only a fault stops it.
+    in turn once role 0 recorded its round in the attempt then running (a signal after
+    another, once the attempt it ended is set aside). Once every fault is made, alpha run
+    stopped at a failpoint again goes on (a later attempt's ``run.compiling``): only a fault
+    stops it.
     ``checkpoints`` is the plan's checkpoint folder (None: ``_plan_file``'s default)."""
     folder = checkpoints or run.parent / "ckpt"
     command = [sys.executable, "-m", "alpha", "run", str(plan), "-o", str(run), "--json", *argv]
@@ -295,13 +297,23 @@ def _alpha_run(
     problems: list[str] = []
     pending = list(faults)
     ends = time.monotonic() + RUN_TIMEOUT
+    struck = -1  # attempts set aside when the last signal was sent (-1: none was)
     try:
         while pending and child.poll() is None and time.monotonic() < ends:
+            # A signal after another strikes the next attempt: until the attempt the first
+            # ended is set aside (attempts/NNN), its progress is still the run's, and a role
+            # found then is one of its own, already ending.
+            signal_after = pending[0][2] in _SIGNALS and struck >= 0
+            if signal_after and _set_aside(run) <= struck:
+                time.sleep(0.01)
+                continue
             if recorded_round(run) >= pending[0][0]:
                 at = time.time()
                 done, why = _make(pending[0], run, child.pid if wire else None, child.pid, folder)
                 if done:
                     made.append(at)
+                    if pending[0][2] in _SIGNALS:
+                        struck = _set_aside(run)
                     pending.pop(0)
                 if why:
                     problems.append(why)
@@ -334,6 +346,17 @@ def _alpha_run(
         problems.append(f"alpha run printed no summary (exit {child.returncode}): {tail}")
         summary = {}
     return _Ran(child.returncode, summary, said.get("err", ""), run, made, problems, left)
+
+
+_SIGNALS: Final = ("SIGKILL", "SIGSTOP")
+
+
+def _set_aside(run: Path) -> int:
+    """How many failed attempts' files ``alpha run`` has set aside in ``run`` so far."""
+    try:
+        return sum(1 for path in (run / ATTEMPTS_DIR).iterdir() if path.name.isdigit())
+    except OSError:
+        return 0
 
 
 def _common(ran: _Ran) -> list[str]:
